@@ -1,0 +1,66 @@
+# Two commands do all the set-up on a fresh machine with python3 and make:
+#   make course   run every lesson on the best device here, write build/ (the main job)
+#   make test     lint, unit tests, notebook hygiene tests, nbval over every notebook
+# Both create .venv from requirements.txt on first use.
+# USE_SYSTEM_PYTHON=1 skips .venv and uses $(PYTHON) as it is (a GPU runner's preinstalled image).
+# REQUIRE_CUDA=1 makes "no GPU" a failure everywhere.
+
+PYTHON ?= python3
+VENV ?= .venv
+# Where pytest writes JUnit XML when set (scripts/gpu_suite.py reads it).
+JUNIT_DIR ?=
+
+ifeq ($(USE_SYSTEM_PYTHON),1)
+PY := $(PYTHON)
+ENV_READY :=
+else
+PY := $(VENV)/bin/python
+ENV_READY := $(VENV)/.installed
+endif
+
+# The notebooks and scripts import colab_gpu from this checkout, with or without .venv.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+export MPLBACKEND := Agg
+
+NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
+junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
+
+.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor clean
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $@
+
+test: lint unit nbval
+
+lint: $(ENV_READY)
+	@if $(PY) -m ruff --version >/dev/null 2>&1; then \
+		$(PY) -m ruff check colab_gpu tests scripts notebooks/*.py; \
+	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \
+	else echo "ruff missing from $(VENV)"; exit 1; fi
+
+unit: $(ENV_READY)
+	$(PY) -m pytest tests $(call junit,unit)
+
+nbval: $(ENV_READY)
+	$(PY) -m pytest $(NBVAL) notebooks $(call junit,nbval)
+
+course: $(ENV_READY)
+	$(PY) scripts/course.py
+
+notebooks: $(ENV_READY)
+	$(PY) scripts/execute_notebooks.py
+
+stamp: $(ENV_READY)
+	$(PY) scripts/stamp_notebooks.py
+
+doctor: $(ENV_READY)
+	$(PY) -m colab_gpu doctor
+
+gpu-suite:
+	$(PYTHON) scripts/gpu_suite.py
+
+clean:
+	rm -rf build .pytest_cache

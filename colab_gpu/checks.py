@@ -1,0 +1,66 @@
+"""Self-checks for exercises: a clear pass, or a specific hint, never a bare assert.
+
+Each check prints one line and returns True or False, so an exercise left undone does not
+crash the notebook; the learner reads the hint and tries again.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+PASS = "✅ Correct:"
+HINT = "❌ Not yet:"
+
+
+def report(passed: bool, success: str, hint: str) -> bool:
+    """Print ``success`` or ``hint`` with a pass/fail mark and return ``passed``."""
+    print(f"{PASS} {success}" if passed else f"{HINT} {hint}")
+    return passed
+
+
+def _device_of(obj: torch.Tensor | nn.Module) -> torch.device | None:
+    if isinstance(obj, torch.Tensor):
+        return obj.device
+    tensors = list(obj.parameters()) + list(obj.buffers())
+    devices = {t.device for t in tensors}
+    return devices.pop() if len(devices) == 1 else None
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    # "cuda" and "cuda:0" name the same GPU when only the default index is meant.
+    return a.type == b.type and (a.index or 0) == (b.index or 0)
+
+
+def check_on_device(obj: object, device: str | torch.device, name: str = "it") -> bool:
+    """Check that a tensor, or every parameter and buffer of a model, lives on ``device``.
+
+    Example:
+        >>> check_on_device(torch.zeros(2), "cpu", name="x")
+        ✅ Correct: x is on cpu.
+        True
+    """
+    device = torch.device(device)
+    if obj is None or obj is ...:
+        return report(False, "", f"{name} is not defined yet: complete the exercise cell and run it.")
+    if not isinstance(obj, (torch.Tensor, nn.Module)):
+        return report(False, "", f"{name} should be a tensor or a model, got {type(obj).__name__}.")
+    actual = _device_of(obj)
+    if actual is None:
+        return report(False, "", f"{name} has parameters on several devices: call .to(device) on the whole model.")
+    return report(
+        _same_device(actual, device),
+        f"{name} is on {device}.",
+        f"{name} is on {actual}, expected {device}: use .to(device) (it returns the moved tensor; "
+        "for tensors assign the result).",
+    )
+
+
+def check_close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> bool:
+    """Check that a tensor has the expected shape and values (compared on the CPU)."""
+    if not isinstance(actual, torch.Tensor):
+        return report(False, "", f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
+    if actual.shape != expected.shape:
+        return report(False, "", f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
+    passed = torch.allclose(actual.detach().cpu().float(), expected.detach().cpu().float(), atol=atol)
+    return report(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")

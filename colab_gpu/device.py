@@ -1,0 +1,147 @@
+"""Choosing the device: the GPU when it is usable, the CPU otherwise, and never a silent swap.
+
+`get_device()` is what every notebook calls first. It answers the question "where should my
+tensors live?" and, unlike many tutorial helpers, it refuses to guess when you asked for
+something specific that does not exist: a wrong device name is a bug to fix, not a reason
+to quietly train on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+ENABLE_GPU_HINT = (
+    "In Colab: Runtime > Change runtime type > T4 GPU, then rerun. "
+    "On your own machine: install a CUDA build of PyTorch and an NVIDIA driver."
+)
+
+#: Environment variable that turns "no GPU" into an error everywhere (GPU CI jobs set it).
+REQUIRE_CUDA_ENV = "REQUIRE_CUDA"
+
+_TRUE_WORDS = {"1", "true", "yes", "on"}
+
+
+class DeviceNotAvailableError(RuntimeError):
+    """Raised when the requested device does not exist on this machine."""
+
+
+def cuda_required() -> bool:
+    """Return True when the environment says this run must have a CUDA GPU.
+
+    Example:
+        >>> if cuda_required():
+        ...     print("this run fails without a GPU")
+    """
+    return os.environ.get(REQUIRE_CUDA_ENV, "").strip().lower() in _TRUE_WORDS
+
+
+def cuda_device_count() -> int:
+    """Number of usable CUDA GPUs (0 on a CPU-only build or machine)."""
+    if not torch.cuda.is_available():
+        return 0
+    return torch.cuda.device_count()
+
+
+def available_devices() -> list[torch.device]:
+    """Every device this machine can compute on: always the CPU, then each CUDA GPU.
+
+    Unlike helpers that return ``[]`` when there is no GPU, the CPU is always in the list.
+
+    Example:
+        >>> available_devices()[0]
+        device(type='cpu')
+    """
+    return [torch.device("cpu")] + [torch.device("cuda", i) for i in range(cuda_device_count())]
+
+
+def _describe_available() -> str:
+    return ", ".join(str(d) for d in available_devices())
+
+
+def require_cuda_if_asked() -> None:
+    """Raise when ``REQUIRE_CUDA=1`` is set and no CUDA GPU is visible.
+
+    A GPU CI job sets the variable so that a runner which lost its GPU fails loudly
+    instead of passing on the CPU.
+    """
+    if cuda_required() and cuda_device_count() == 0:
+        raise DeviceNotAvailableError(
+            f"{REQUIRE_CUDA_ENV}=1 is set but no CUDA GPU is visible "
+            f"(available: {_describe_available()}). {ENABLE_GPU_HINT} "
+            f"Unset {REQUIRE_CUDA_ENV} to allow running on the CPU."
+        )
+
+
+def _parse(name: str | torch.device) -> torch.device:
+    if isinstance(name, torch.device):
+        return name
+    try:
+        return torch.device(name.strip().lower())
+    except RuntimeError as err:
+        raise ValueError(
+            f"Unknown device name {name!r}. Use 'cpu', 'cuda' or 'cuda:N' "
+            f"(available here: {_describe_available()})."
+        ) from err
+
+
+def _check_cuda(device: torch.device) -> torch.device:
+    count = cuda_device_count()
+    if count == 0:
+        raise DeviceNotAvailableError(
+            f"You requested {device} but no CUDA GPU is visible "
+            f"(available: {_describe_available()}). {ENABLE_GPU_HINT}"
+        )
+    index = 0 if device.index is None else device.index
+    if index >= count:
+        plural = "GPU" if count == 1 else "GPUs"
+        raise DeviceNotAvailableError(
+            f"You requested cuda:{index} but this machine only has {count} {plural} "
+            f"(available: {_describe_available()}). Use an index below {count}."
+        )
+    return torch.device("cuda", index)
+
+
+def get_device(name: str | torch.device | None = None) -> torch.device:
+    """Return the device to compute on.
+
+    Args:
+        name: ``None`` or ``"auto"`` picks the first CUDA GPU when one is usable, else the CPU.
+            ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` ask for that device and raise if it is absent.
+
+    Returns:
+        A ``torch.device``; ``"cuda"`` is returned with its index (``cuda:0``).
+
+    Raises:
+        DeviceNotAvailableError: the requested GPU does not exist here, or ``REQUIRE_CUDA=1``
+            is set and there is no GPU.
+        ValueError: the name is not a device PyTorch knows, or one this course does not support.
+
+    Example:
+        >>> get_device("cpu")
+        device(type='cpu')
+    """
+    require_cuda_if_asked()
+    if name is None or (isinstance(name, str) and name.strip().lower() == "auto"):
+        return torch.device("cuda", 0) if cuda_device_count() > 0 else torch.device("cpu")
+    device = _parse(name)
+    if device.type == "cpu":
+        return torch.device("cpu")
+    if device.type == "cuda":
+        return _check_cuda(device)
+    raise ValueError(
+        f"Device {str(device)!r} is not supported by this course. Use 'cpu', 'cuda' or 'cuda:N' "
+        f"(available here: {_describe_available()})."
+    )
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait until all queued work on ``device`` has finished (a no-op on the CPU).
+
+    CUDA kernels run asynchronously: Python returns as soon as a kernel is queued. Call this
+    before reading a clock, or you measure how fast kernels are launched, not how fast they run.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -1,0 +1,174 @@
+"""What runtime am I on? A report of the machine, the GPU and the advice that follows from it.
+
+`runtime_report()` returns a plain dict (easy to test, easy to save next to results);
+`format_report()` turns it into the text that `print_runtime_report()` and
+`python -m colab_gpu doctor` print.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import torch
+
+from .device import ENABLE_GPU_HINT, cuda_device_count
+
+#: Compute capability from which GPUs have native bfloat16 and TF32 tensor cores (Ampere).
+AMPERE = (8, 0)
+#: Colab offers at most this many CPU cores on its free and Pro runtimes.
+COLAB_VCPUS = 2
+GIB = 1024**3
+
+
+def in_colab() -> bool:
+    """True when running inside a Google Colab runtime."""
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def tpu_hint() -> str | None:
+    """A hint when this runtime has a TPU (PyTorch here uses GPUs, not TPUs), else None."""
+    if os.environ.get("COLAB_TPU_ADDR") or os.environ.get("TPU_NAME") or os.path.exists("/dev/accel0"):
+        return (
+            "This runtime has a TPU. This course uses CUDA GPUs: "
+            "Runtime > Change runtime type > T4 GPU (TPUs need torch_xla, not covered here)."
+        )
+    return None
+
+
+def cpu_count() -> int:
+    """CPU cores this process may use (the affinity mask, not the host's total)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def ram_gib() -> float | None:
+    """Total RAM of this machine in GiB, or None where it cannot be read."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def nvidia_driver_version() -> str | None:
+    """The NVIDIA driver version from ``nvidia-smi``, or None when the tool is absent."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+
+
+def gpu_report(index: int = 0) -> dict[str, Any]:
+    """Properties of CUDA GPU ``index``: name, compute capability, memory, precision support."""
+    props = torch.cuda.get_device_properties(index)
+    capability = (props.major, props.minor)
+    native_bf16 = capability >= AMPERE
+    return {
+        "index": index,
+        "name": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "total_memory_gib": round(props.total_memory / GIB, 2),
+        "multiprocessors": props.multi_processor_count,
+        # is_bf16_supported() without the flag says True on a T4, which only emulates bf16.
+        "bf16_native": native_bf16,
+        "tf32": capability >= AMPERE,
+    }
+
+
+def runtime_report() -> dict[str, Any]:
+    """Collect what this runtime offers, as a JSON-friendly dict.
+
+    Example:
+        >>> report = runtime_report()
+        >>> report["cuda_available"] in (True, False)
+        True
+    """
+    gpus = [gpu_report(i) for i in range(cuda_device_count())]
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    ram = ram_gib()
+    return {
+        "in_colab": in_colab(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_available": bool(gpus),
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": cudnn,
+        "driver": nvidia_driver_version() if gpus else None,
+        "cpu_count": cpu_count(),
+        "ram_gib": round(ram, 1) if ram is not None else None,
+        "tpu_hint": tpu_hint(),
+    }
+
+
+def advice(report: dict[str, Any]) -> list[str]:
+    """Concrete advice for the runtime described by ``report``."""
+    tips = []
+    if report.get("tpu_hint"):
+        tips.append(report["tpu_hint"])
+    if not report["cuda_available"]:
+        tips.append(f"No CUDA GPU is visible: lessons run on the CPU, slowly. {ENABLE_GPU_HINT}")
+    for gpu in report["gpus"]:
+        if gpu["bf16_native"]:
+            tips.append(
+                f"{gpu['name']} (compute capability {gpu['compute_capability']}): use bf16 autocast "
+                "(no GradScaler needed) and enable TF32 for float32 matmuls."
+            )
+        else:
+            tips.append(
+                f"{gpu['name']} (compute capability {gpu['compute_capability']}): use fp16 autocast with "
+                "torch.amp.GradScaler('cuda'); bf16 is only emulated here and TF32 does not exist."
+            )
+    if report["cpu_count"] <= COLAB_VCPUS:
+        tips.append(
+            f"{report['cpu_count']} CPU core(s): use at most {report['cpu_count']} DataLoader workers; "
+            "more workers only compete for the same cores."
+        )
+    return tips
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """Render ``report`` (from `runtime_report`) as aligned text with advice at the end."""
+    rows = [
+        ("Colab", "yes" if report["in_colab"] else "no"),
+        ("Python", report["python"]),
+        ("PyTorch", report["torch"]),
+        ("CUDA build", report["cuda_runtime"] or "none (CPU-only build)"),
+        ("cuDNN", report["cudnn"] or "n/a"),
+        ("NVIDIA driver", report["driver"] or "n/a"),
+        ("CPU cores", report["cpu_count"]),
+        ("RAM", f"{report['ram_gib']} GiB" if report["ram_gib"] is not None else "unknown"),
+        ("GPUs", report["gpu_count"]),
+    ]
+    for gpu in report["gpus"]:
+        rows += [
+            (f"GPU {gpu['index']}", gpu["name"]),
+            ("  compute capability", gpu["compute_capability"]),
+            ("  total memory", f"{gpu['total_memory_gib']} GiB"),
+            ("  native bf16", "yes" if gpu["bf16_native"] else "no (fp16 + GradScaler)"),
+            ("  TF32", "yes" if gpu["tf32"] else "no"),
+        ]
+    width = max(len(key) for key, _ in rows)
+    lines = [f"{key:<{width}}  {value}" for key, value in rows]
+    lines += ["", "Advice:"] + [f"- {tip}" for tip in advice(report)]
+    return "\n".join(lines)
+
+
+def print_runtime_report() -> dict[str, Any]:
+    """Print the runtime report with advice; return the dict. Warns, never fails, on a CPU."""
+    report = runtime_report()
+    print(format_report(report))
+    return report

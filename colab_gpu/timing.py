@@ -1,0 +1,95 @@
+"""Timing GPU code correctly: warm up, synchronize, repeat, report the median.
+
+CUDA calls return as soon as the work is *queued*. ``time.time()`` around them measures the
+launch, not the computation. And the first calls pay one-off costs (CUDA context, cuDNN
+autotuning, memory allocation), so they must not be counted either. `benchmark` does both.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from .device import synchronize
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Timings of one benchmarked function, in seconds."""
+
+    times: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def best(self) -> float:
+        return min(self.times)
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range: how much the middle half of the repeats varied."""
+        if len(self.times) < 2:
+            return 0.0
+        q1, _, q3 = statistics.quantiles(self.times, n=4, method="inclusive")
+        return q3 - q1
+
+    def __str__(self) -> str:
+        return f"{format_seconds(self.median)} median (±{format_seconds(self.spread / 2)}, n={len(self.times)})"
+
+
+def format_seconds(seconds: float) -> str:
+    """Format a duration with a unit a human reads at a glance (``'1.23 ms'``)."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def benchmark(
+    fn: Callable[[], object],
+    *,
+    device: str | torch.device,
+    warmup: int = 3,
+    repeat: int = 10,
+) -> BenchResult:
+    """Time ``fn()`` on ``device`` the right way.
+
+    Args:
+        fn: the work to time, called with no arguments.
+        device: the device ``fn`` runs on; it is synchronized before and after each call.
+        warmup: untimed calls first (CUDA context, cuDNN autotuning and allocator warm-up).
+        repeat: timed calls; the median is robust to the odd slow one.
+
+    Returns:
+        A `BenchResult` with every timing, its median and spread.
+
+    Example:
+        >>> x = torch.randn(256, 256)
+        >>> result = benchmark(lambda: x @ x, device="cpu", repeat=5)
+        >>> result.median > 0
+        True
+    """
+    if warmup < 0 or repeat < 1:
+        raise ValueError(f"benchmark needs warmup >= 0 and repeat >= 1, got warmup={warmup}, repeat={repeat}.")
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        # Without this the clock stops when the kernels are queued, not when they finish.
+        synchronize(device)
+        times.append(time.perf_counter() - start)
+    return BenchResult(tuple(times))
+
+
+def speedup(slow: BenchResult, fast: BenchResult) -> float:
+    """How many times faster ``fast`` is than ``slow`` (ratio of medians)."""
+    return slow.median / fast.median

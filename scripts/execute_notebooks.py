@@ -1,0 +1,32 @@
+"""Refresh the committed notebooks: run each lesson's .py top to bottom and write its paired .ipynb.
+
+Usage: python scripts/execute_notebooks.py [NN ...]   (no argument: every lesson)
+The outputs come from whatever device this machine has; run it on a GPU runtime for GPU outputs.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from nbtools import NOTEBOOKS, execute, lesson_sources, read_lesson, write_paired
+
+
+def main(selected: list[str]) -> int:
+    sources = [s for s in lesson_sources() if not selected or s.name[:2] in selected]
+    if not sources:
+        print(f"No lesson matches {selected}; lessons: {[s.name for s in lesson_sources()]}", file=sys.stderr)
+        return 2
+    failed = 0
+    for source in sources:
+        run = execute(read_lesson(source), cwd=NOTEBOOKS)
+        if run.error:
+            failed += 1
+            print(f"FAILED {source.name} after {run.seconds:.1f} s: {run.error}", file=sys.stderr)
+            continue  # keep the last good .ipynb instead of committing a broken run
+        write_paired(run.notebook, source)
+        print(f"ok     {source.name} in {run.seconds:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

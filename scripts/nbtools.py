@@ -1,0 +1,115 @@
+"""Shared notebook tooling for the maintenance scripts and the hygiene tests.
+
+The repository slug lives in ONE place, ``[tool.course]`` in pyproject.toml; every Colab badge
+and every install cell is derived from it here.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jupytext
+import nbformat
+import tomllib
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+COLAB_BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
+# Metadata that makes a Colab badge open a GPU runtime.
+NOTEBOOK_METADATA = {
+    "accelerator": "GPU",
+    "colab": {"gpuType": "T4", "provenance": []},
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+}
+BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
+INSTALL_RE = re.compile(r'"colab_gpu @ git\+https://github\.com/[^"]*"')
+
+
+@dataclass(frozen=True)
+class CourseConfig:
+    repository: str
+    branch: str
+    version: str
+
+    @property
+    def install_spec(self) -> str:
+        """What the setup cell pip-installs on Colab: the package, pinned to the release tag."""
+        return f"colab_gpu @ git+https://github.com/{self.repository}@v{self.version}"
+
+
+def course_config(root: Path = ROOT) -> CourseConfig:
+    """Read the repository slug from pyproject.toml and the version from the package."""
+    course = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["course"]
+    version = re.search(r'__version__ = "([^"]+)"', (root / "colab_gpu" / "__init__.py").read_text())
+    if version is None:
+        raise RuntimeError("colab_gpu/__init__.py has no __version__ line.")
+    return CourseConfig(course["repository"], course["branch"], version.group(1))
+
+
+def badge_url(config: CourseConfig, notebook: Path) -> str:
+    """The Colab address that opens ``notebook`` from the repository's default branch."""
+    rel = notebook.resolve().relative_to(ROOT).as_posix()
+    return f"https://colab.research.google.com/github/{config.repository}/blob/{config.branch}/{rel}"
+
+
+def badge_markdown(config: CourseConfig, notebook: Path) -> str:
+    return f"[![Open In Colab]({COLAB_BADGE_SVG})]({badge_url(config, notebook)})"
+
+
+def lesson_sources(folder: Path = NOTEBOOKS) -> list[Path]:
+    """The lessons' source files, ``NN_topic.py``, in teaching order."""
+    return sorted(folder.glob("[0-9][0-9]_*.py"))
+
+
+def lesson_title(notebook: nbformat.NotebookNode) -> str:
+    """The first markdown heading of the notebook."""
+    for line in notebook.cells[0].source.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return "(untitled)"
+
+
+def stamp_text(text: str, config: CourseConfig, notebook: Path) -> str:
+    """Rewrite the Colab badge and the install spec in a lesson's source text."""
+    text = BADGE_RE.sub(lambda _: badge_markdown(config, notebook), text)
+    return INSTALL_RE.sub(lambda _: f'"{config.install_spec}"', text)
+
+
+def read_lesson(source: Path) -> nbformat.NotebookNode:
+    """Read a lesson's ``.py`` source as a notebook with the course's metadata."""
+    notebook = jupytext.read(source)
+    notebook.metadata.update(NOTEBOOK_METADATA)
+    return notebook
+
+
+@dataclass
+class Execution:
+    notebook: nbformat.NotebookNode
+    seconds: float
+    error: str | None
+
+
+def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> Execution:
+    """Run every cell top to bottom in a fresh kernel of this Python; never raises on cell errors."""
+    client = NotebookClient(
+        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
+    start = time.perf_counter()
+    error = None
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        error = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
+    return Execution(notebook, time.perf_counter() - start, error)
+
+
+def write_paired(notebook: nbformat.NotebookNode, source: Path) -> Path:
+    """Write the executed notebook next to its source, keeping the jupytext pairing."""
+    target = source.with_suffix(".ipynb")
+    jupytext.write(notebook, target, fmt="ipynb")
+    return target

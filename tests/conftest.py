@@ -1,0 +1,66 @@
+"""Shared fixtures: fake GPUs so that GPU code paths run on a CPU-only machine."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import colab_gpu as cg
+
+GIB = 1024**3
+T4 = {"name": "Tesla T4", "capability": (7, 5), "memory_gib": 15}
+A100 = {"name": "NVIDIA A100-SXM4-40GB", "capability": (8, 0), "memory_gib": 40}
+H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": (9, 0), "memory_gib": 80}
+
+
+def pytest_sessionstart(session):
+    # REQUIRE_CUDA=1 on a machine without a GPU stops the whole run before any test passes.
+    cg.require_cuda_if_asked()
+
+
+def pytest_collection_modifyitems(config, items):
+    if cg.cuda_device_count() > 0:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
+def _index(device: int | str | torch.device) -> int:
+    if isinstance(device, int):
+        return device
+    return torch.device(device).index or 0
+
+
+@pytest.fixture
+def no_gpu(monkeypatch):
+    """Pretend this machine has no CUDA GPU (also on a GPU machine)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    monkeypatch.delenv("REQUIRE_CUDA", raising=False)
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """Return a function that pretends this machine has the given GPUs (defaults: one T4)."""
+
+    def install(*gpus: dict) -> None:
+        gpus = gpus or (T4,)
+        props = [
+            SimpleNamespace(
+                name=g["name"], major=g["capability"][0], minor=g["capability"][1],
+                total_memory=g["memory_gib"] * GIB, multi_processor_count=40,
+            )
+            for g in gpus
+        ]
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: len(props))
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=0: props[_index(device)])
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=0: gpus[_index(device)]["capability"])
+        monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+        monkeypatch.setattr("colab_gpu.runtime.nvidia_driver_version", lambda: "550.54.15")
+
+    return install

@@ -1,0 +1,48 @@
+import torch
+from torch import nn
+
+import colab_gpu as cg
+
+
+def test_tensor_on_the_right_device_passes(capsys):
+    assert cg.check_on_device(torch.zeros(2), "cpu", name="x")
+    assert capsys.readouterr().out.startswith("✅ Correct: x is on cpu.")
+
+
+def test_model_on_the_right_device_passes(capsys):
+    assert cg.check_on_device(nn.Linear(2, 2), torch.device("cpu"), name="model")
+
+
+def test_tensor_on_another_device_gets_a_hint(capsys):
+    assert not cg.check_on_device(torch.zeros(2, device="meta"), "cpu", name="x")
+    out = capsys.readouterr().out
+    assert out.startswith("❌ Not yet: x is on meta, expected cpu") and ".to(device)" in out
+
+
+def test_undone_exercise_gets_a_hint_not_a_crash(capsys):
+    assert not cg.check_on_device(None, "cpu", name="x")
+    assert "not defined yet" in capsys.readouterr().out
+    assert not cg.check_on_device("tensor", "cpu", name="x")
+    assert "should be a tensor or a model, got str" in capsys.readouterr().out
+
+
+def test_model_split_across_devices_gets_a_hint(capsys):
+    model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2).to("meta"))
+    assert not cg.check_on_device(model, "cpu", name="model")
+    assert "several devices" in capsys.readouterr().out
+
+
+def test_cuda_and_cuda0_are_the_same_device(capsys):
+    assert cg.checks._same_device(torch.device("cuda"), torch.device("cuda", 0))
+    assert not cg.checks._same_device(torch.device("cuda", 1), torch.device("cuda", 0))
+
+
+def test_check_close(capsys):
+    expected = torch.arange(3.0)
+    assert cg.check_close(torch.arange(3.0), expected)
+    assert not cg.check_close(torch.zeros(3), expected)
+    assert "wrong values" in capsys.readouterr().out
+    assert not cg.check_close(torch.zeros(4), expected)
+    assert "shape (4,), expected (3,)" in capsys.readouterr().out
+    assert not cg.check_close(None, expected)
+    assert "should be a tensor" in capsys.readouterr().out

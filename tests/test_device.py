@@ -1,0 +1,99 @@
+import pytest
+import torch
+
+import colab_gpu as cg
+from colab_gpu.device import DeviceNotAvailableError
+
+from .conftest import H100, T4
+
+
+def test_auto_picks_cpu_without_gpu(no_gpu):
+    assert cg.get_device() == torch.device("cpu")
+    assert cg.get_device("auto") == torch.device("cpu")
+
+
+def test_auto_picks_first_gpu(fake_gpus):
+    fake_gpus(T4)
+    assert cg.get_device() == torch.device("cuda", 0)
+
+
+def test_explicit_cpu_is_always_available(fake_gpus):
+    fake_gpus(T4)
+    assert cg.get_device("CPU") == torch.device("cpu")
+
+
+def test_cuda_without_gpu_explains_how_to_enable_one(no_gpu):
+    expected = r"requested cuda.*no CUDA GPU is visible.*Runtime > Change runtime type"
+    with pytest.raises(DeviceNotAvailableError, match=expected):
+        cg.get_device("cuda")
+
+
+def test_cuda_index_beyond_count_names_what_exists(fake_gpus):
+    fake_gpus(T4)
+    expected = r"cuda:7 but this machine only has 1 GPU \(available: cpu, cuda:0\)"
+    with pytest.raises(DeviceNotAvailableError, match=expected):
+        cg.get_device("cuda:7")
+
+
+def test_cuda_index_within_count(fake_gpus):
+    fake_gpus(T4, H100)
+    assert cg.get_device("cuda:1") == torch.device("cuda", 1)
+    assert cg.get_device(torch.device("cuda")) == torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("name", ["gpu", "cuda0", "nvidia"])
+def test_unknown_name_is_an_error_not_the_cpu(no_gpu, name):
+    with pytest.raises(ValueError, match=rf"Unknown device name '{name}'.*'cpu', 'cuda' or 'cuda:N'"):
+        cg.get_device(name)
+
+
+def test_known_but_unsupported_device_is_an_error(no_gpu):
+    with pytest.raises(ValueError, match=r"'meta' is not supported"):
+        cg.get_device("meta")
+
+
+def test_require_cuda_makes_no_gpu_an_error(no_gpu, monkeypatch):
+    monkeypatch.setenv("REQUIRE_CUDA", "1")
+    assert cg.cuda_required()
+    with pytest.raises(DeviceNotAvailableError, match="REQUIRE_CUDA=1 is set but no CUDA GPU"):
+        cg.get_device()
+    with pytest.raises(DeviceNotAvailableError, match="REQUIRE_CUDA=1"):
+        cg.get_device("cpu")
+
+
+def test_require_cuda_passes_with_a_gpu(fake_gpus, monkeypatch):
+    fake_gpus(T4)
+    monkeypatch.setenv("REQUIRE_CUDA", "yes")
+    assert cg.get_device() == torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("value", ["", "0", "false", "no"])
+def test_require_cuda_off_values(monkeypatch, value):
+    monkeypatch.setenv("REQUIRE_CUDA", value)
+    assert not cg.cuda_required()
+
+
+def test_available_devices_always_lists_the_cpu(no_gpu):
+    assert cg.available_devices() == [torch.device("cpu")]
+
+
+def test_available_devices_lists_every_gpu(fake_gpus):
+    fake_gpus(T4, T4)
+    assert cg.available_devices() == [torch.device("cpu"), torch.device("cuda", 0), torch.device("cuda", 1)]
+
+
+def test_synchronize_calls_cuda_only_for_cuda(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    cg.synchronize("cpu")
+    assert calls == []
+    cg.synchronize("cuda:0")
+    assert calls == [torch.device("cuda", 0)]
+
+
+@pytest.mark.gpu
+def test_real_gpu_is_chosen_and_computes():
+    device = cg.get_device()
+    assert device.type == "cuda"
+    x = torch.ones(4, device=device)
+    assert (x * 2).sum().item() == 8

@@ -1,0 +1,107 @@
+import json
+
+import torch
+
+import colab_gpu as cg
+from colab_gpu import runtime
+from colab_gpu.cli import main
+
+from .conftest import A100, H100, T4
+
+
+def test_report_on_cpu_has_every_field(no_gpu):
+    report = cg.runtime_report()
+    assert report["cuda_available"] is False and report["gpus"] == [] and report["driver"] is None
+    for key in ("in_colab", "python", "torch", "cuda_runtime", "cudnn", "cpu_count", "ram_gib", "tpu_hint"):
+        assert key in report
+    assert report["cpu_count"] >= 1
+    json.dumps(report)  # JSON-friendly, so it can be saved next to results
+
+
+def test_t4_has_no_native_bf16_or_tf32(fake_gpus):
+    fake_gpus(T4)
+    gpu = cg.runtime_report()["gpus"][0]
+    assert gpu == {
+        "index": 0, "name": "Tesla T4", "compute_capability": "7.5", "total_memory_gib": 15.0,
+        "multiprocessors": 40, "bf16_native": False, "tf32": False,
+    }
+
+
+def test_ampere_and_hopper_have_native_bf16_and_tf32(fake_gpus):
+    fake_gpus(A100, H100)
+    report = cg.runtime_report()
+    assert [g["bf16_native"] for g in report["gpus"]] == [True, True]
+    assert [g["tf32"] for g in report["gpus"]] == [True, True]
+    assert report["driver"] == "550.54.15"
+
+
+def test_advice_on_cpu_says_how_to_enable_a_gpu(no_gpu):
+    tips = " ".join(cg.advice(cg.runtime_report()))
+    assert "Runtime > Change runtime type > T4 GPU" in tips
+
+
+def test_advice_on_t4_is_fp16_with_gradscaler(fake_gpus):
+    fake_gpus(T4)
+    tips = " ".join(cg.advice(cg.runtime_report()))
+    assert "fp16 autocast with torch.amp.GradScaler('cuda')" in tips and "bf16 is only emulated" in tips
+
+
+def test_advice_on_h100_is_bf16(fake_gpus):
+    fake_gpus(H100)
+    assert "use bf16 autocast" in " ".join(cg.advice(cg.runtime_report()))
+
+
+def test_advice_on_two_vcpus_limits_workers(no_gpu, monkeypatch):
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
+    assert "at most 2 DataLoader workers" in " ".join(cg.advice(cg.runtime_report()))
+
+
+def test_advice_on_many_cores_has_no_worker_limit(no_gpu, monkeypatch):
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 16)
+    assert "DataLoader workers" not in " ".join(cg.advice(cg.runtime_report()))
+
+
+def test_tpu_hint(monkeypatch):
+    monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
+    assert "TPU" in runtime.tpu_hint()
+
+
+def test_in_colab_from_environment(monkeypatch):
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20261101")
+    assert cg.in_colab()
+
+
+def test_format_report_shows_gpu_rows(fake_gpus):
+    fake_gpus(T4)
+    text = cg.format_report(cg.runtime_report())
+    assert "Tesla T4" in text and "compute capability" in text and "15.0 GiB" in text
+    assert "no (fp16 + GradScaler)" in text and "Advice:" in text
+
+
+def test_print_runtime_report_returns_the_dict(no_gpu, capsys):
+    report = cg.print_runtime_report()
+    assert report["cuda_available"] is False
+    assert "PyTorch" in capsys.readouterr().out
+
+
+def test_nvidia_driver_version_absent_tool(monkeypatch):
+    monkeypatch.setattr(runtime.shutil, "which", lambda name: None)
+    assert runtime.nvidia_driver_version() is None
+
+
+def test_doctor_prints_advice(no_gpu, capsys):
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "Advice:" in out and torch.__version__ in out
+
+
+def test_doctor_json(fake_gpus, capsys):
+    fake_gpus(H100)
+    assert main(["doctor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpus"][0]["name"] == H100["name"]
+
+
+def test_doctor_fails_under_require_cuda_without_gpu(no_gpu, monkeypatch, capsys):
+    monkeypatch.setenv("REQUIRE_CUDA", "1")
+    assert main(["doctor"]) == 1
+    assert "REQUIRE_CUDA=1 is set but no CUDA GPU" in capsys.readouterr().err
