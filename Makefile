@@ -20,7 +20,6 @@ endif
 
 # The notebooks and scripts import colab_gpu from this checkout, with or without .venv.
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
-export MPLBACKEND := Agg
 
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)

@@ -14,6 +14,7 @@ from .device import (
     require_cuda_if_asked,
     synchronize,
 )
+from .plots import bar_seconds
 from .runtime import advice, format_report, in_colab, print_runtime_report, runtime_report
 from .timing import BenchResult, benchmark, format_seconds, speedup
 
@@ -24,6 +25,7 @@ __all__ = [
     "DeviceNotAvailableError",
     "advice",
     "available_devices",
+    "bar_seconds",
     "benchmark",
     "check_close",
     "check_on_device",

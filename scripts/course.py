@@ -11,25 +11,22 @@ Prints one line per lesson as it goes, then the table; exits 1 if any lesson fai
 from __future__ import annotations
 
 import html
-import sys
 
 import nbformat
 from nbconvert import HTMLExporter
-from nbtools import ROOT, badge_markdown, badge_url, course_config, execute, lesson_sources, lesson_title, read_lesson
-
-sys.path.insert(0, str(ROOT))
-import colab_gpu as cg  # noqa: E402
+from nbtools import (
+    ROOT,
+    badge_markdown,
+    badge_url,
+    course_config,
+    device_label,
+    execute,
+    lesson_sources,
+    lesson_title,
+    read_lesson,
+)
 
 BUILD = ROOT / "build"
-
-
-def device_label() -> str:
-    device = cg.get_device()
-    if device.type == "cuda":
-        import torch
-
-        return f"{device} ({torch.cuda.get_device_name(device)})"
-    return str(device)
 
 
 def write_index(rows: list[dict], config) -> None:

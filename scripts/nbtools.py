@@ -7,6 +7,7 @@ and every install cell is derived from it here.
 from __future__ import annotations
 
 import re
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,10 +15,14 @@ from pathlib import Path
 import jupytext
 import nbformat
 import tomllib
+import torch
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import colab_gpu as cg  # noqa: E402
+
 NOTEBOOKS = ROOT / "notebooks"
 COLAB_BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
 # Metadata that makes a Colab badge open a GPU runtime.
@@ -94,10 +99,24 @@ class Execution:
     error: str | None
 
 
+def device_label() -> str:
+    """The device the lessons pick on this machine, with the GPU's name (``cuda:0 (Tesla T4)``)."""
+    device = cg.get_device()
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    return str(device)
+
+
 def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> Execution:
-    """Run every cell top to bottom in a fresh kernel of this Python; never raises on cell errors."""
+    """Run every cell top to bottom in a fresh kernel of this Python; never raises on cell errors.
+
+    The notebook's metadata records where it ran, so a committed notebook says which device
+    produced its outputs.
+    """
+    notebook.metadata["colab_gpu"] = {"executed_on": device_label(), "torch": torch.__version__}
     client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+        notebook, timeout=timeout, kernel_name="python3", record_timing=False,
+        resources={"metadata": {"path": str(cwd)}},
     )
     start = time.perf_counter()
     error = None

@@ -1,0 +1,110 @@
+"""Notebook hygiene: every lesson is a synced, executed, Colab-ready pair that follows the template."""
+
+from __future__ import annotations
+
+import re
+
+import jupytext
+import nbformat
+import pytest
+from nbtools import INSTALL_RE, NOTEBOOK_METADATA, NOTEBOOKS, badge_url, course_config, lesson_sources
+
+SOURCES = lesson_sources()
+IDS = [s.stem for s in SOURCES]
+
+
+def executed(source):
+    return nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+
+
+def code_cells(notebook):
+    return [c for c in notebook.cells if c.cell_type == "code"]
+
+
+def test_there_are_lessons():
+    assert len(SOURCES) >= 2, f"expected lessons in {NOTEBOOKS}, found {IDS}"
+
+
+def test_every_ipynb_has_its_source():
+    orphans = [p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb") if not p.with_suffix(".py").exists()]
+    assert orphans == []
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_pair_exists_and_is_in_sync(source):
+    paired = source.with_suffix(".ipynb")
+    assert paired.exists(), f"{paired.name} is missing: run `make notebooks`"
+    from_py, from_ipynb = jupytext.read(source), jupytext.read(paired)
+
+    def shape(nb):
+        return [(c.cell_type, c.source.strip(), c.metadata.get("tags", [])) for c in nb.cells]
+
+    assert shape(from_py) == shape(from_ipynb), f"{paired.name} is out of sync with {source.name}: run `make notebooks`"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_executed_top_to_bottom_in_one_run(source):
+    counts = [c.execution_count for c in code_cells(executed(source))]
+    assert counts == list(range(1, len(counts) + 1)), f"{source.stem}.ipynb was not run top to bottom: {counts}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_only_tagged_cells_have_errors(source):
+    for cell in code_cells(executed(source)):
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        if "raises-exception" in cell.metadata.get("tags", []):
+            continue
+        assert errors == [], f"unexpected error in {source.stem}: {errors[0].ename}: {errors[0].evalue}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_valid_and_opens_a_gpu_runtime(source):
+    notebook = executed(source)
+    nbformat.validate(notebook)
+    for key, value in NOTEBOOK_METADATA.items():
+        assert notebook.metadata.get(key) == value, f"{source.stem}.ipynb metadata {key!r} should be {value!r}"
+    assert "executed_on" in notebook.metadata.get("colab_gpu", {}), "metadata must say which device ran it"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_first_cell_is_the_lesson_card(source):
+    card = executed(source).cells[0]
+    assert card.cell_type == "markdown"
+    assert re.match(rf"# {source.stem[:2]} · \S", card.source), "the card starts with '# NN · Title'"
+    for part in ("**What you will learn**", "**Time:**", "**Prerequisites:**"):
+        assert part in card.source, f"{source.stem}: the first cell lacks {part}"
+    assert f"]({badge_url(course_config(), source.with_suffix('.ipynb'))})" in card.source, (
+        f"{source.stem}: the Colab badge must point at this notebook: run `make stamp`"
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_setup_cell_installs_only_the_package_and_only_on_colab(source):
+    notebook = executed(source)
+    setup = code_cells(notebook)[0].source
+    assert 'if "google.colab" in sys.modules:' in setup
+    assert INSTALL_RE.findall(setup) == [f'"{course_config().install_spec}"'], "run `make stamp`"
+    assert "device = cg.get_device()" in setup and "import colab_gpu as cg" in setup
+    installs = [c.source for c in notebook.cells if re.search(r"pip\b.*install", c.source)]
+    assert installs == [setup], "only the setup cell may install anything"
+    command = re.search(r"\[sys\.executable,(.*?)\]", setup, re.S).group(1).split()
+    expected = ['"-m",', '"pip",', '"install",', '"-q",', *f'"{course_config().install_spec}"'.split()]
+    assert command == expected, "pip installs the companion package alone (never torch)"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_lesson_template(source):
+    notebook = executed(source)
+    tags = [t for c in notebook.cells for t in c.metadata.get("tags", [])]
+    assert "raises-exception" in tags, "reproduce the topic's common error in a cell tagged raises-exception"
+    assert "solution" in tags, "an exercise needs a solution cell tagged 'solution'"
+    assert any("cg.check" in c.source for c in code_cells(notebook)), "an exercise needs a cg.check... self-check"
+    assert any(c.source.startswith("## Summary") for c in notebook.cells if c.cell_type == "markdown")
+    assert any("assert " in c.source for c in code_cells(notebook)), "teaching claims are asserted"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_no_deprecated_api_is_taught(source):
+    code = "\n".join(c.source for c in code_cells(executed(source)))
+    for deprecated in ("torch.cuda.amp.", "total_mem)", ".total_mem ", "ToTensor()", "DistributedDataParallelCPU("):
+        assert deprecated not in code, f"{source.stem} executes the deprecated {deprecated!r}"
