@@ -45,13 +45,19 @@ def write_index(rows: list[dict], config) -> None:
     )
 
 
-def write_report(rows: list[dict], config) -> str:
+def write_report(rows: list[dict]) -> None:
     lines = ["| Lesson | Colab | Device | Seconds | Status |", "|---|---|---|---:|---|"]
     for r in rows:
         lines.append(f"| {r['title']} | {r['badge_md']} | {r['device']} | {r['seconds']:.1f} | {r['status']} |")
-    table = "\n".join(lines)
-    (BUILD / "report.md").write_text(f"# Course run\n\n{table}\n")
-    return table
+    (BUILD / "report.md").write_text("# Course run\n\n" + "\n".join(lines) + "\n")
+
+
+def terminal_table(rows: list[dict]) -> str:
+    """Lesson, device, seconds, status: aligned for a terminal."""
+    width = max(len(r["title"]) for r in rows)
+    header = f"{'lesson':<{width}}  {'device':<8}  {'seconds':>7}  status"
+    body = [f"{r['title']:<{width}}  {r['device']:<8}  {r['seconds']:7.1f}  {r['status']}" for r in rows]
+    return "\n".join([header, "-" * len(header)] + body)
 
 
 def main() -> int:
@@ -76,8 +82,9 @@ def main() -> int:
             "badge_md": badge_markdown(config, paired),
         })
     write_index(rows, config)
-    print("\n" + write_report(rows, config))
-    print(f"\nWrote {BUILD.relative_to(ROOT)}/: executed notebooks, HTML pages, index.html, report.md")
+    write_report(rows)
+    print("\n" + terminal_table(rows))
+    print(f"\nWrote {BUILD}/: executed notebooks, HTML pages, index.html, report.md")
     return 1 if any(r["status"] != "ok" for r in rows) else 0
 
 

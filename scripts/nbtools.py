@@ -123,7 +123,7 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> E
     try:
         client.execute()
     except CellExecutionError as err:
-        error = str(err).strip().splitlines()[-1] if str(err).strip() else repr(err)
+        error = f"{err.ename}: {err.evalue}"
     return Execution(notebook, time.perf_counter() - start, error)
 
 

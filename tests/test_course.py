@@ -1,0 +1,44 @@
+"""`make course` end to end on tiny lessons: build/ is written, failures give a non-zero exit."""
+
+import course
+import pytest
+
+LESSON = '''# %% [markdown]
+# # 01 · Tiny lesson
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://example.invalid)
+
+# %%
+print(6 * 7)
+'''
+
+
+@pytest.fixture
+def tiny_course(tmp_path, monkeypatch):
+    lessons = tmp_path / "notebooks"
+    lessons.mkdir()
+    monkeypatch.setattr(course, "BUILD", tmp_path / "build")
+    monkeypatch.setattr(course, "lesson_sources", lambda: sorted(lessons.glob("*.py")))
+    monkeypatch.setattr(course, "badge_url", lambda config, path: f"https://colab.example/{path.name}")
+    monkeypatch.setattr(course, "badge_markdown", lambda config, path: f"[badge]({path.name})")
+    return lessons
+
+
+def test_course_writes_the_site(tiny_course, tmp_path, capsys):
+    (tiny_course / "01_tiny.py").write_text(LESSON)
+    assert course.main() == 0
+    build = tmp_path / "build"
+    assert "42" in (build / "01_tiny.ipynb").read_text()
+    assert "01 · Tiny lesson" in (build / "01_tiny.html").read_text()
+    assert "01_tiny.html" in (build / "index.html").read_text()
+    assert "| 01 · Tiny lesson | [badge](01_tiny.ipynb) | cpu |" in (build / "report.md").read_text().replace(
+        course.device_label(), "cpu")
+    out = capsys.readouterr().out
+    assert "[1/1] 01_tiny" in out and "lesson" in out and "ok" in out
+
+
+def test_a_failing_lesson_fails_the_course(tiny_course, capsys):
+    (tiny_course / "01_tiny.py").write_text(LESSON)
+    (tiny_course / "02_broken.py").write_text(LESSON.replace("print(6 * 7)", "1 / 0"))
+    assert course.main() == 1
+    assert "FAILED: ZeroDivisionError" in capsys.readouterr().out
