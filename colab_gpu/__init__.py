@@ -5,6 +5,13 @@ Nothing here decides anything at import time: every function takes its device ex
 """
 
 from .checks import check_close, check_on_device, report
+from .data import (
+    ImageData,
+    load_cifar10,
+    load_fashion_mnist,
+    make_loaders,
+    seed_everything,
+)
 from .device import (
     DeviceNotAvailableError,
     available_devices,
@@ -14,31 +21,49 @@ from .device import (
     require_cuda_if_asked,
     synchronize,
 )
-from .plots import bar_seconds
+from .models import count_parameters, mlp, small_cnn
+from .plots import bar_seconds, plot_history, show_images
 from .runtime import advice, format_report, in_colab, print_runtime_report, runtime_report
 from .timing import BenchResult, benchmark, format_seconds, speedup
+from .train import EpochStats, History, check_model_device, evaluate, fit, train_epoch
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BenchResult",
     "DeviceNotAvailableError",
+    "EpochStats",
+    "History",
+    "ImageData",
     "advice",
     "available_devices",
     "bar_seconds",
     "benchmark",
     "check_close",
+    "check_model_device",
     "check_on_device",
+    "count_parameters",
     "cuda_device_count",
     "cuda_required",
+    "evaluate",
+    "fit",
     "format_report",
     "format_seconds",
     "get_device",
     "in_colab",
+    "load_cifar10",
+    "load_fashion_mnist",
+    "make_loaders",
+    "mlp",
+    "plot_history",
     "print_runtime_report",
     "report",
     "require_cuda_if_asked",
     "runtime_report",
+    "seed_everything",
+    "show_images",
+    "small_cnn",
     "speedup",
     "synchronize",
+    "train_epoch",
 ]

@@ -35,3 +35,46 @@ def _short(seconds: float) -> str:
     from .timing import format_seconds
 
     return format_seconds(seconds)
+
+
+def plot_history(history, title: str = "learning curves"):
+    """Loss and accuracy per epoch, train and test side by side; return the figure."""
+    import matplotlib.pyplot as plt
+
+    epochs = history.column("epoch")
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.2))
+    for split in ("train", "test"):
+        if f"{split}_loss" in history.last:
+            ax_loss.plot(epochs, history.column(f"{split}_loss"), marker="o", label=split)
+            ax_acc.plot(epochs, history.column(f"{split}_acc"), marker="o", label=split)
+    ax_loss.set(xlabel="epoch", ylabel="loss", title="loss")
+    ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+    for ax in (ax_loss, ax_acc):
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def show_images(images, titles, *, mean=None, std=None, columns: int = 8, title: str = ""):
+    """A grid of images (N, C, H, W) with a title each; ``mean``/``std`` undo normalization."""
+    import matplotlib.pyplot as plt
+
+    if len(images) == 0:
+        raise ValueError("show_images got no images to show.")
+    images = images.detach().float().cpu()
+    if mean is not None and std is not None:
+        images = images * std.view(1, -1, 1, 1).cpu() + mean.view(1, -1, 1, 1).cpu()
+    elif images.max() > 1:
+        images = images / 255
+    rows = (len(images) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(1.5 * columns, 1.7 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, image, label in zip(axes.flat, images, titles, strict=False):
+        picture = image.clamp(0, 1).permute(1, 2, 0).numpy()
+        ax.imshow(picture.squeeze(-1) if picture.shape[-1] == 1 else picture, cmap="gray")
+        ax.set_title(label, fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,177 @@
+"""Data for the lessons: FashionMNIST and CIFAR-10 through torchvision, with an offline fallback.
+
+On Colab the real data sets download (``download=True``). Where nothing can be downloaded (CI,
+an offline laptop) the loaders fall back to scikit-learn's digits, a real data set of 1,797
+handwritten digits that ships inside the package, resized to the real data set's image shape so
+the same models train on it. One printed line says when that happens.
+
+Images are kept as uint8 tensors (N, C, H, W) and converted to normalized float32 once, which is
+what a small data set that fits in memory should do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                   "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+DIGITS_CLASSES = tuple(str(d) for d in range(10))
+DOWNLOAD_TIMEOUT_S = 30
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and PyTorch (CPU and every GPU); return a seeded generator for loaders.
+
+    Example:
+        >>> g = seed_everything(0)
+        >>> a = torch.rand(1); _ = seed_everything(0); torch.equal(a, torch.rand(1))
+        True
+    """
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # seeds every CUDA device too
+    return torch.Generator().manual_seed(seed)
+
+
+@dataclass
+class ImageData:
+    """A train/test pair of uint8 image tensors (N, C, H, W) with integer labels."""
+
+    name: str
+    train_images: torch.Tensor
+    train_labels: torch.Tensor
+    test_images: torch.Tensor
+    test_labels: torch.Tensor
+    classes: tuple[str, ...]
+    fallback: bool = False
+
+    def __post_init__(self) -> None:
+        for split in ("train", "test"):
+            images, labels = getattr(self, f"{split}_images"), getattr(self, f"{split}_labels")
+            if images.dtype != torch.uint8 or images.ndim != 4:
+                raise ValueError(
+                    f"{split} images must be uint8 (N, C, H, W), got {images.dtype} {tuple(images.shape)}."
+                )
+            if labels.shape != (len(images),):
+                raise ValueError(f"{split} labels must have shape ({len(images)},), got {tuple(labels.shape)}.")
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(self.train_images.shape[1:])
+
+    def limit(self, train: int | None = None, test: int | None = None) -> ImageData:
+        """The first ``train``/``test`` samples (smaller problems for CPU runtimes)."""
+        return ImageData(self.name, self.train_images[:train], self.train_labels[:train],
+                         self.test_images[:test], self.test_labels[:test], self.classes, self.fallback)
+
+    def normalization(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-channel mean and std of the training images, on the 0-1 scale."""
+        pixels = self.train_images.float().div(255)
+        return pixels.mean(dim=(0, 2, 3)), pixels.std(dim=(0, 2, 3))
+
+    def datasets(self) -> tuple[TensorDataset, TensorDataset]:
+        """Train and test sets of normalized float32 images (train statistics for both)."""
+        mean, std = self.normalization()
+
+        def scale(images: torch.Tensor) -> torch.Tensor:
+            return (images.float().div(255) - mean[:, None, None]) / std[:, None, None]
+
+        return (TensorDataset(scale(self.train_images), self.train_labels),
+                TensorDataset(scale(self.test_images), self.test_labels))
+
+    def __str__(self) -> str:
+        return (f"{self.name}: {len(self.train_images)} train / {len(self.test_images)} test images "
+                f"of shape {self.image_shape}, {len(self.classes)} classes")
+
+
+def make_loaders(
+    data: ImageData, batch_size: int, *, device: str | torch.device, seed: int = 0, num_workers: int = 0
+) -> tuple[DataLoader, DataLoader]:
+    """Shuffled train loader and ordered test loader; pinned memory when the device is a GPU."""
+    train_set, test_set = data.datasets()
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
+    pin = torch.device(device).type == "cuda"  # pinned pages make non_blocking copies asynchronous
+    generator = torch.Generator().manual_seed(seed)
+    train = DataLoader(train_set, batch_size=batch_size, shuffle=True, generator=generator,
+                       num_workers=num_workers, pin_memory=pin)
+    test = DataLoader(test_set, batch_size=max(batch_size, 512), num_workers=num_workers, pin_memory=pin)
+    return train, test
+
+
+def digits(image_size: int, channels: int) -> ImageData:
+    """scikit-learn's 8x8 digits, resized to ``image_size`` and repeated to ``channels`` (uint8)."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = torch.from_numpy(bunch.images).float().unsqueeze(1) / 16.0  # values 0..16
+    images = F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
+    images = images.clamp(0, 1).mul(255).round().to(torch.uint8).repeat(1, channels, 1, 1)
+    labels = torch.from_numpy(bunch.target).long()
+    order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
+    images, labels = images[order], labels[order]
+    split = int(0.8 * len(labels))
+    return ImageData("digits (scikit-learn)", images[:split], labels[:split], images[split:], labels[split:],
+                     DIGITS_CLASSES, fallback=True)
+
+
+def _download_or_fallback(load, name: str, root: str | os.PathLike, image_size: int, channels: int) -> ImageData:
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # an unreachable mirror must not hang a lesson
+    chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
+    try:
+        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+            data = load(Path(root))
+        print(f"{name} loaded from {root}/.")
+        return data
+    except (RuntimeError, OSError) as err:
+        reason = str(err).strip().splitlines()[-1][:120] if str(err).strip() else type(err).__name__
+        print(f"{name} could not be loaded ({reason}): using scikit-learn's digits instead, "
+              f"resized to {channels}x{image_size}x{image_size}.")
+        return digits(image_size, channels)
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _fashion_mnist(root: Path) -> ImageData:
+    from torchvision.datasets import FashionMNIST
+
+    train = FashionMNIST(root, train=True, download=True)
+    test = FashionMNIST(root, train=False, download=True)
+    return ImageData("FashionMNIST", train.data.unsqueeze(1), train.targets.long(),
+                     test.data.unsqueeze(1), test.targets.long(), FASHION_CLASSES)
+
+
+def _cifar10(root: Path) -> ImageData:
+    from torchvision.datasets import CIFAR10
+
+    train = CIFAR10(root, train=True, download=True)
+    test = CIFAR10(root, train=False, download=True)
+
+    def images(ds) -> torch.Tensor:  # stored as (N, H, W, C) numpy
+        return torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
+
+    return ImageData("CIFAR-10", images(train), torch.tensor(train.targets), images(test),
+                     torch.tensor(test.targets), CIFAR10_CLASSES)
+
+
+def load_fashion_mnist(root: str | os.PathLike = "data") -> ImageData:
+    """FashionMNIST (1x28x28), downloaded into ``root`` if needed; digits when offline."""
+    return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, image_size=28, channels=1)
+
+
+def load_cifar10(root: str | os.PathLike = "data") -> ImageData:
+    """CIFAR-10 (3x32x32), downloaded into ``root`` if needed; digits when offline."""
+    return _download_or_fallback(_cifar10, "CIFAR-10", root, image_size=32, channels=3)

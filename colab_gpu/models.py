@@ -1,0 +1,59 @@
+"""The models the lessons train, defined once so later lessons and the benchmarks reuse them."""
+
+from __future__ import annotations
+
+from torch import nn
+
+
+def mlp(in_features: int, hidden: int = 512, classes: int = 10, depth: int = 2) -> nn.Sequential:
+    """A multilayer perceptron on flattened images: Flatten, ``depth`` x (Linear, ReLU), Linear.
+
+    Example:
+        >>> import torch
+        >>> mlp(784, hidden=256)(torch.zeros(2, 1, 28, 28)).shape
+        torch.Size([2, 10])
+    """
+    if in_features < 1 or hidden < 1 or classes < 2 or depth < 1:
+        raise ValueError(
+            f"mlp needs in_features >= 1, hidden >= 1, classes >= 2 and depth >= 1; got "
+            f"in_features={in_features}, hidden={hidden}, classes={classes}, depth={depth}."
+        )
+    layers: list[nn.Module] = [nn.Flatten()]
+    width = in_features
+    for _ in range(depth):
+        layers += [nn.Linear(width, hidden), nn.ReLU()]
+        width = hidden
+    layers.append(nn.Linear(width, classes))
+    return nn.Sequential(*layers)
+
+
+def _conv_block(c_in: int, c_out: int) -> nn.Sequential:
+    # Two 3x3 convolutions, each with batch norm (bias would be redundant), then halve the size.
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True),
+        nn.Conv2d(c_out, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+    )
+
+
+def small_cnn(in_channels: int = 3, classes: int = 10, width: int = 32) -> nn.Sequential:
+    """A small VGG-style conv net: three blocks (width, 2x, 4x channels), global pooling, linear head.
+
+    Works for any image of at least 8x8 pixels (CIFAR-10's 32x32, FashionMNIST's 28x28).
+    """
+    if in_channels < 1 or classes < 2 or width < 1:
+        raise ValueError(f"small_cnn needs in_channels >= 1, classes >= 2, width >= 1; got "
+                         f"in_channels={in_channels}, classes={classes}, width={width}.")
+    return nn.Sequential(
+        _conv_block(in_channels, width),
+        _conv_block(width, 2 * width),
+        _conv_block(2 * width, 4 * width),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4 * width, classes),
+    )
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

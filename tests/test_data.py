@@ -1,0 +1,124 @@
+"""Data helpers: the real torchvision loading code on tiny files in the real on-disk formats."""
+
+import pickle
+import struct
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+from torchvision.datasets import CIFAR10
+
+import colab_gpu as cg
+from colab_gpu import data
+
+
+def write_idx(path, array: np.ndarray) -> None:
+    """IDX format (MNIST/FashionMNIST): magic with dtype 0x08 (ubyte) and ndim, big-endian sizes."""
+    header = struct.pack(">HBB", 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+@pytest.fixture
+def tiny_fashion(tmp_path):
+    raw = tmp_path / "FashionMNIST" / "raw"
+    raw.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for prefix, n in (("train", 12), ("t10k", 5)):
+        write_idx(raw / f"{prefix}-images-idx3-ubyte", rng.integers(0, 256, (n, 28, 28)))
+        write_idx(raw / f"{prefix}-labels-idx1-ubyte", np.arange(n) % 10)
+    return tmp_path
+
+
+@pytest.fixture
+def tiny_cifar(tmp_path, monkeypatch):
+    folder = tmp_path / "cifar-10-batches-py"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    names = [name for name, _ in CIFAR10.train_list] + [name for name, _ in CIFAR10.test_list]
+    for name in names:
+        batch = {"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8), "labels": [1, 2, 3, 9]}
+        (folder / name).write_bytes(pickle.dumps(batch))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": list(data.CIFAR10_CLASSES)}))
+    # torchvision checks the real files' MD5 sums; tiny stand-ins cannot match them.
+    monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda path, md5=None: True)
+    return tmp_path
+
+
+def test_fashion_mnist_from_real_format_files(tiny_fashion, capsys):
+    ds = cg.load_fashion_mnist(tiny_fashion)
+    assert not ds.fallback and ds.name == "FashionMNIST"
+    assert ds.train_images.shape == (12, 1, 28, 28) and ds.train_images.dtype == torch.uint8
+    assert ds.test_labels.tolist() == [0, 1, 2, 3, 4]
+    assert ds.classes[9] == "Ankle boot"
+    assert "FashionMNIST loaded from" in capsys.readouterr().out
+
+
+def test_cifar10_from_real_format_files(tiny_cifar):
+    ds = cg.load_cifar10(tiny_cifar)
+    assert not ds.fallback and ds.image_shape == (3, 32, 32)
+    assert len(ds.train_images) == 20 and len(ds.test_images) == 4
+    assert ds.train_labels[:4].tolist() == [1, 2, 3, 9]
+
+
+def test_offline_falls_back_to_digits_with_one_line(tmp_path, monkeypatch, capsys):
+    def offline(*args, **kwargs):
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\n<urlopen error no network>")
+
+    monkeypatch.setattr(data, "_fashion_mnist", offline)
+    ds = cg.load_fashion_mnist(tmp_path)
+    assert ds.fallback and ds.image_shape == (1, 28, 28)
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "using scikit-learn's digits instead" in out[0] and "no network" in out[0]
+
+
+def test_digits_fallback_is_the_real_data_set():
+    ds = data.digits(image_size=32, channels=3)
+    assert len(ds.train_images) + len(ds.test_images) == 1797
+    assert ds.image_shape == (3, 32, 32) and set(ds.train_labels.tolist()) == set(range(10))
+    assert torch.equal(ds.train_images[:, 0], ds.train_images[:, 2])  # grey repeated to RGB
+
+
+def test_datasets_are_normalized_float():
+    ds = data.digits(image_size=8, channels=1)
+    train, test = ds.datasets()
+    x, y = train.tensors
+    assert x.dtype == torch.float32 and abs(x.mean().item()) < 1e-3 and abs(x.std().item() - 1) < 1e-2
+    assert len(test) == len(ds.test_labels)
+
+
+def test_limit_and_str():
+    ds = data.digits(image_size=8, channels=1).limit(train=100, test=10)
+    assert len(ds.train_images) == 100 and len(ds.test_labels) == 10
+    assert "100 train / 10 test" in str(ds)
+
+
+def test_bad_shapes_are_rejected():
+    images = torch.zeros(4, 1, 8, 8, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"train labels must have shape \(4,\), got \(4, 1\)"):
+        data.ImageData("x", images, torch.zeros(4, 1), images, torch.zeros(4), ("a", "b"))
+    with pytest.raises(ValueError, match=r"test images must be uint8 \(N, C, H, W\), got torch.float32"):
+        data.ImageData("x", images, torch.zeros(4), images.float(), torch.zeros(4), ("a", "b"))
+
+
+def test_make_loaders():
+    ds = data.digits(image_size=8, channels=1)
+    train, test = cg.make_loaders(ds, 32, device="cpu")
+    x, y = next(iter(train))
+    assert x.shape == (32, 1, 8, 8) and y.shape == (32,) and not train.pin_memory
+    assert test.batch_size >= 32
+    with pytest.raises(ValueError, match="batch_size must be at least 1, got 0"):
+        cg.make_loaders(ds, 0, device="cpu")
+
+
+def test_loaders_pin_memory_for_gpu_training():
+    train, _ = cg.make_loaders(data.digits(image_size=8, channels=1), 32, device="cuda")
+    assert train.pin_memory
+
+
+def test_seed_everything_makes_runs_repeatable():
+    cg.seed_everything(3)
+    a = (torch.rand(2), np.random.rand())
+    g = cg.seed_everything(3)
+    assert torch.equal(a[0], torch.rand(2)) and a[1] == np.random.rand()
+    assert isinstance(g, torch.Generator)

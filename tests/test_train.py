@@ -1,0 +1,153 @@
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import colab_gpu as cg
+
+
+def separable(n=256, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 2, generator=g)
+    return TensorDataset(x, (x[:, 0] + x[:, 1] > 0).long())
+
+
+def loader(n=256, batch=32):
+    return DataLoader(separable(n), batch_size=batch, shuffle=True, generator=torch.Generator().manual_seed(0))
+
+
+def test_fit_learns_and_records_history(capsys):
+    cg.seed_everything(0)
+    model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 2))
+    history = cg.fit(model, loader(), loader(128), torch.optim.Adam(model.parameters(), 1e-2), "cpu",
+                     epochs=5, progress=False)
+    losses = history.column("train_loss")
+    assert len(history) == 5 and losses[-1] < losses[0]
+    assert history.last["test_acc"] > 0.9
+    expected = {"epoch", "train_loss", "train_acc", "seconds", "samples_per_s", "test_loss", "test_acc"}
+    assert set(history.last) == expected
+    assert "epoch 5/5" in capsys.readouterr().out
+
+
+def test_fit_without_test_loader_and_with_callback_and_scheduler():
+    model = nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen = []
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
+    history = cg.fit(model, loader(), None, optimizer, "cpu", epochs=2, scheduler=scheduler,
+                     on_epoch_end=lambda epoch, row: seen.append(epoch), progress=False, verbose=False)
+    assert seen == [1, 2] and "test_acc" not in history.last
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(0.025)
+
+
+def test_train_epoch_reads_the_device_once_per_epoch(monkeypatch):
+    model = nn.Linear(2, 2)
+    batches = list(loader(batch=16))  # the sampler itself calls .item() to draw its seed
+    calls = []
+    real_item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: calls.append(1) or real_item(self))
+    stats = cg.train_epoch(model, batches, torch.optim.SGD(model.parameters(), 0.1), "cpu", progress=False)
+    assert stats.samples == 256 and len(calls) == 2  # loss sum and correct count, once each
+
+
+def test_train_epoch_with_progress_bar():
+    model = nn.Linear(2, 2)
+    stats = cg.train_epoch(model, loader(), torch.optim.SGD(model.parameters(), 0.1), "cpu", progress=True)
+    assert 0 <= stats.accuracy <= 1 and stats.samples_per_s > 0
+
+
+def test_autocast_and_scaler_hooks_run_on_cpu():
+    model = nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), 0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    stats = cg.train_epoch(model, loader(), optimizer, "cpu", autocast_dtype=torch.bfloat16, scaler=scaler,
+                           progress=False)
+    assert stats.loss > 0
+    evaluation = cg.evaluate(model, loader(), "cpu", autocast_dtype=torch.bfloat16)
+    assert 0 <= evaluation.accuracy <= 1
+
+
+def test_evaluate_uses_eval_mode_and_no_grad():
+    model = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    cg.evaluate(model, loader(), "cpu")
+    assert not model.training
+
+
+def test_model_on_another_device_is_a_clear_error():
+    model = nn.Linear(2, 2).to("meta")
+    expected = r"parameters are on meta but training was asked to run on cpu.*model.to\('cpu'\)"
+    with pytest.raises(ValueError, match=expected):
+        cg.train_epoch(model, loader(), torch.optim.SGD(nn.Linear(1, 1).parameters(), 0.1), "cpu", progress=False)
+
+
+def test_batches_are_moved_to_the_device():
+    # A documented move: batches from a CPU loader end up wherever the model is.
+    seen = []
+
+    class Spy(nn.Linear):
+        def forward(self, x):
+            seen.append(x.device)
+            return super().forward(x)
+
+    model = Spy(2, 2)
+    cg.evaluate(model, [(torch.randn(4, 2), torch.zeros(4, dtype=torch.long))], torch.device("cpu"))
+    assert seen == [torch.device("cpu")]
+
+
+def test_wrong_label_shape_is_a_clear_error():
+    model = nn.Linear(2, 2)
+    bad = [(torch.randn(4, 2), torch.zeros(4, 1, dtype=torch.long))]
+    with pytest.raises(ValueError, match=r"labels of shape \(batch,\), got outputs \(4, 2\) and labels \(4, 1\)"):
+        cg.train_epoch(model, bad, torch.optim.SGD(model.parameters(), 0.1), "cpu", progress=False)
+
+
+def test_empty_data_set_is_a_clear_error():
+    model = nn.Linear(2, 2)
+    empty = DataLoader(TensorDataset(torch.zeros(0, 2), torch.zeros(0, dtype=torch.long)), batch_size=4)
+    with pytest.raises(ValueError, match="training loader yielded no batches"):
+        cg.train_epoch(model, empty, torch.optim.SGD(model.parameters(), 0.1), "cpu", progress=False)
+    with pytest.raises(ValueError, match="evaluation loader yielded no batches"):
+        cg.evaluate(model, empty, "cpu")
+
+
+def test_fit_rejects_zero_epochs():
+    model = nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="epochs must be at least 1, got 0"):
+        cg.fit(model, loader(), None, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=0)
+    with pytest.raises(ValueError, match="fit ran no epoch"):
+        _ = cg.History().last
+
+
+def test_models_shapes_and_bad_arguments():
+    assert cg.mlp(784, hidden=32)(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    assert cg.small_cnn(3, 10, width=8)(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    assert cg.small_cnn(1, 10, width=8)(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
+    assert cg.count_parameters(nn.Linear(3, 2)) == 8
+    with pytest.raises(ValueError, match="hidden >= 1"):
+        cg.mlp(784, hidden=0)
+    with pytest.raises(ValueError, match="classes >= 2"):
+        cg.small_cnn(3, classes=1)
+
+
+def test_plots_draw(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    history = cg.History([{"epoch": 1, "train_loss": 1.0, "train_acc": 0.5, "test_loss": 1.1, "test_acc": 0.4}])
+    cg.plot_history(history).savefig(tmp_path / "h.png")
+    cg.bar_seconds({"cpu": 1.0, "cuda:0": 0.01}, "x", log=True).savefig(tmp_path / "b.png")
+    cg.show_images(torch.zeros(3, 1, 8, 8), ["a", "b", "c"]).savefig(tmp_path / "g.png")
+    assert len(list(tmp_path.glob("*.png"))) == 3
+    with pytest.raises(ValueError, match="at least one timing"):
+        cg.bar_seconds({}, "empty")
+    with pytest.raises(ValueError, match="no images"):
+        cg.show_images(torch.zeros(0, 1, 8, 8), [])
+
+
+@pytest.mark.gpu
+def test_fit_on_real_gpu():
+    device = cg.get_device("cuda")
+    model = nn.Linear(2, 2).to(device)
+    history = cg.fit(model, loader(), loader(), torch.optim.SGD(model.parameters(), 0.1), device, epochs=1,
+                     progress=False, verbose=False)
+    assert history.last["test_acc"] > 0.5
