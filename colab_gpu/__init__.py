@@ -4,7 +4,7 @@ Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_devi
 Nothing here decides anything at import time: every function takes its device explicitly.
 """
 
-from .checks import check_close, check_on_device, report
+from .checks import check_accuracy, check_close, check_on_device, report
 from .data import (
     ImageData,
     load_cifar10,
@@ -25,7 +25,7 @@ from .models import count_parameters, mlp, small_cnn
 from .plots import bar_seconds, plot_history, show_images
 from .runtime import advice, format_report, in_colab, print_runtime_report, runtime_report
 from .timing import BenchResult, benchmark, format_seconds, speedup
-from .train import EpochStats, History, check_model_device, evaluate, fit, train_epoch
+from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
 
 __version__ = "0.1.0"
 
@@ -39,6 +39,7 @@ __all__ = [
     "available_devices",
     "bar_seconds",
     "benchmark",
+    "check_accuracy",
     "check_close",
     "check_model_device",
     "check_on_device",
@@ -56,6 +57,7 @@ __all__ = [
     "make_loaders",
     "mlp",
     "plot_history",
+    "predict",
     "print_runtime_report",
     "report",
     "require_cuda_if_asked",
@@ -66,4 +68,5 @@ __all__ = [
     "speedup",
     "synchronize",
     "train_epoch",
+    "train_step",
 ]

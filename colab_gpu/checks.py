@@ -64,3 +64,20 @@ def check_close(actual: object, expected: torch.Tensor, name: str = "the result"
         return report(False, "", f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
     passed = torch.allclose(actual.detach().cpu().float(), expected.detach().cpu().float(), atol=atol)
     return report(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")
+
+
+def check_accuracy(accuracy: object, at_least: float, name: str = "accuracy") -> bool:
+    """Check an accuracy given as a fraction in [0, 1] against a target, with a hint when it misses."""
+    if accuracy is None:
+        return report(False, "", f"{name} is not set yet: complete the exercise cell and run it.")
+    if isinstance(accuracy, torch.Tensor):
+        accuracy = accuracy.item()
+    if not isinstance(accuracy, (int, float)):
+        return report(False, "", f"{name} should be a number, got {type(accuracy).__name__}.")
+    if not 0 <= accuracy <= 1:
+        return report(False, "", f"{name} = {accuracy} is not a fraction between 0 and 1: did you give a percentage?")
+    return report(
+        accuracy >= at_least,
+        f"{name} = {accuracy:.1%} (target {at_least:.0%}).",
+        f"{name} = {accuracy:.1%} is below the target {at_least:.0%}: train longer or check the learning rate.",
+    )

@@ -88,6 +88,39 @@ def _progress(loader: Iterable, enabled: bool, desc: str):
     return tqdm(loader, desc=desc, leave=False)
 
 
+def train_step(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    *,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    autocast_dtype: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    check_shapes: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimization step on a batch already on the model's device; return (loss, outputs).
+
+    The loss stays a device tensor: reading it (``.item()``) is the caller's choice, and a
+    synchronization.
+    """
+    loss_fn = loss_fn or nn.functional.cross_entropy
+    with _autocast(inputs.device, autocast_dtype):
+        outputs = model(inputs)
+        if check_shapes:
+            _check_batch(outputs, labels)
+        loss = loss_fn(outputs, labels)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    return loss.detach(), outputs.detach()
+
+
 def train_epoch(
     model: nn.Module,
     loader: Iterable[Batch],
@@ -110,7 +143,6 @@ def train_epoch(
     """
     device = torch.device(device)
     check_model_device(model, device)
-    loss_fn = loss_fn or nn.functional.cross_entropy
     model.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
@@ -119,21 +151,10 @@ def train_epoch(
     for step, (inputs, labels) in enumerate(_progress(loader, progress, "train")):
         inputs = inputs.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
-        with _autocast(device, autocast_dtype):
-            outputs = model(inputs)
-            if step == 0:
-                _check_batch(outputs, labels)
-            loss = loss_fn(outputs, labels)
-        optimizer.zero_grad(set_to_none=True)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
+        loss, outputs = train_step(model, inputs, labels, optimizer, loss_fn=loss_fn, autocast_dtype=autocast_dtype,
+                                   scaler=scaler, check_shapes=step == 0)
         # Summed on the device: no synchronization until the epoch ends.
-        loss_sum += loss.detach() * labels.shape[0]
+        loss_sum += loss * labels.shape[0]
         correct += (outputs.argmax(dim=1) == labels).sum()
         samples += labels.shape[0]
     if samples == 0:
@@ -236,3 +257,18 @@ def fit(
         if on_epoch_end is not None:
             on_epoch_end(epoch, row)
     return history
+
+
+def predict(model: nn.Module, loader: Iterable[Batch], device: str | torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Predicted classes and true labels for every sample of ``loader``, on the CPU, in order."""
+    device = torch.device(device)
+    check_model_device(model, device)
+    model.eval()
+    predictions, truths = [], []
+    with torch.inference_mode():
+        for inputs, labels in loader:
+            predictions.append(model(inputs.to(device, non_blocking=True)).argmax(dim=1))
+            truths.append(labels)
+    if not predictions:
+        raise ValueError("predict got a loader with no batches: is the data set empty?")
+    return torch.cat(predictions).cpu(), torch.cat(truths).cpu()

@@ -46,3 +46,18 @@ def test_check_close(capsys):
     assert "shape (4,), expected (3,)" in capsys.readouterr().out
     assert not cg.check_close(None, expected)
     assert "should be a tensor" in capsys.readouterr().out
+
+
+def test_check_accuracy_pass_and_hints(capsys):
+    assert cg.check_accuracy(0.93, 0.9)
+    assert "93.0% (target 90%)" in capsys.readouterr().out
+    assert cg.check_accuracy(torch.tensor(0.95), 0.9)
+    capsys.readouterr()
+    assert not cg.check_accuracy(0.5, 0.9)
+    assert "below the target 90%" in capsys.readouterr().out
+    assert not cg.check_accuracy(93.0, 0.9)
+    assert "did you give a percentage?" in capsys.readouterr().out
+    assert not cg.check_accuracy(None, 0.9)
+    assert "not set yet" in capsys.readouterr().out
+    assert not cg.check_accuracy("high", 0.9)
+    assert "should be a number, got str" in capsys.readouterr().out

@@ -151,3 +151,21 @@ def test_fit_on_real_gpu():
     history = cg.fit(model, loader(), loader(), torch.optim.SGD(model.parameters(), 0.1), device, epochs=1,
                      progress=False, verbose=False)
     assert history.last["test_acc"] > 0.5
+
+
+def test_train_step_returns_detached_loss_and_outputs():
+    model = nn.Linear(2, 2)
+    x, y = torch.randn(4, 2), torch.zeros(4, dtype=torch.long)
+    before = model.weight.detach().clone()
+    loss, outputs = cg.train_step(model, x, y, torch.optim.SGD(model.parameters(), 0.1))
+    assert not loss.requires_grad and outputs.shape == (4, 2)
+    assert not torch.equal(before, model.weight)
+
+
+def test_predict_returns_every_prediction_in_order():
+    model = nn.Linear(2, 2)
+    batches = [(torch.randn(3, 2), torch.tensor([0, 1, 0])), (torch.randn(2, 2), torch.tensor([1, 1]))]
+    predictions, labels = cg.predict(model, batches, "cpu")
+    assert predictions.shape == (5,) and labels.tolist() == [0, 1, 0, 1, 1]
+    with pytest.raises(ValueError, match="no batches"):
+        cg.predict(model, [], "cpu")
