@@ -24,7 +24,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 
-.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor clean
+.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor bench clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,9 @@ stamp: $(ENV_READY)
 
 doctor: $(ENV_READY)
 	$(PY) -m colab_gpu doctor
+
+bench: $(ENV_READY)
+	$(PY) -m colab_gpu bench --out build/bench
 
 gpu-suite:
 	$(PYTHON) scripts/gpu_suite.py

@@ -1,4 +1,8 @@
-"""Command line: ``python -m colab_gpu doctor`` prints the runtime report with advice."""
+"""Command line.
+
+``python -m colab_gpu doctor``  prints the runtime report with advice.
+``python -m colab_gpu bench``   measures this runtime and writes bench.json and bench.md.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import argparse
 import json
 import sys
 
-from .device import DeviceNotAvailableError, require_cuda_if_asked
+from .device import DeviceNotAvailableError, get_device, require_cuda_if_asked
 from .runtime import format_report, runtime_report
 
 
@@ -22,13 +26,34 @@ def doctor(as_json: bool = False) -> int:
     return 0
 
 
+def bench(device_name: str | None, only: list[str] | None, out: str) -> int:
+    """Run the benchmarks on the chosen device and write their results under ``out``."""
+    from .bench import run_benchmarks, write_results
+
+    device = get_device(device_name)
+    rows = run_benchmarks(device, only)
+    for path in write_results(rows, out):
+        print(f"wrote {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m colab_gpu", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     doctor_cmd = commands.add_parser("doctor", help="report this runtime and give advice")
     doctor_cmd.add_argument("--json", action="store_true", help="print the report as JSON")
+    bench_cmd = commands.add_parser("bench", help="measure this runtime; write bench.json and bench.md")
+    bench_cmd.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: the best one here)")
+    bench_cmd.add_argument("--only", nargs="+", default=None, help="run only these benchmarks")
+    bench_cmd.add_argument("--out", default="build/bench", help="output folder (default: build/bench)")
     args = parser.parse_args(argv)
     if args.command == "doctor":
         return doctor(as_json=args.json)
+    if args.command == "bench":
+        try:
+            return bench(args.device, args.only, args.out)
+        except (ValueError, DeviceNotAvailableError) as err:
+            print(f"ERROR: {err}", file=sys.stderr)
+            return 2
     parser.error(f"unknown command {args.command!r}")  # pragma: no cover - argparse catches it first
     return 2

@@ -122,8 +122,9 @@ for inputs, labels in train_loader:
     batch_losses.append(loss.detach())
 
 batch_losses = torch.stack(batch_losses).cpu()  # one synchronization for the whole epoch
-print(f"{len(batch_losses)} steps: first loss {batch_losses[0]:.3f}, mean of the last five {batch_losses[-5:].mean():.3f}")
-assert batch_losses[-5:].mean() < batch_losses[0], "the loss should go down during the first epoch"
+first, last_five = batch_losses[0], batch_losses[-5:].mean()
+print(f"{len(batch_losses)} steps: first loss {first:.3f}, mean of the last five {last_five:.3f}")
+assert last_five < first, "the loss should go down during the first epoch"
 
 # %% [markdown]
 # ## 4. The common error: a batch left on the CPU

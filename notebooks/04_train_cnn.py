@@ -236,7 +236,8 @@ cg.check_close(class_acc, expected, name="class_acc")
 
 # %% [markdown]
 # Which class is hardest? On CIFAR-10 it is usually *cat*, confused with *dog*.
-#
+
+# %% [markdown]
 # ## Summary
 #
 # - Convolutions want `(N, C, H, W)`; permute images that come as `(N, H, W, C)`.
