@@ -4,9 +4,10 @@ Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_devi
 Nothing here decides anything at import time: every function takes its device explicitly.
 """
 
-from .checks import check_accuracy, check_close, check_on_device, report
+from .checks import check_accuracy, check_close, check_loader_settings, check_on_device, report
 from .data import (
     ImageData,
+    fake_image_data,
     load_cifar10,
     load_fashion_mnist,
     make_loaders,
@@ -21,9 +22,19 @@ from .device import (
     require_cuda_if_asked,
     synchronize,
 )
+from .feeding import (
+    DeviceLoader,
+    EncodedImages,
+    WorkerAdvice,
+    copy_bandwidth,
+    measure_loader,
+    per_sample_flip,
+    suggest_num_workers,
+    worker_loader,
+)
 from .models import count_parameters, mlp, small_cnn
 from .plots import bar_seconds, plot_history, show_images
-from .runtime import advice, format_report, in_colab, print_runtime_report, runtime_report
+from .runtime import advice, cpu_count, format_report, in_colab, print_runtime_report, runtime_report
 from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
 
@@ -31,23 +42,30 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BenchResult",
+    "DeviceLoader",
     "DeviceNotAvailableError",
+    "EncodedImages",
     "EpochStats",
     "History",
     "ImageData",
+    "WorkerAdvice",
     "advice",
     "available_devices",
     "bar_seconds",
     "benchmark",
     "check_accuracy",
     "check_close",
+    "check_loader_settings",
     "check_model_device",
     "check_on_device",
+    "copy_bandwidth",
     "count_parameters",
+    "cpu_count",
     "cuda_device_count",
     "cuda_required",
     "evaluate",
     "fit",
+    "fake_image_data",
     "format_report",
     "format_seconds",
     "get_device",
@@ -55,7 +73,9 @@ __all__ = [
     "load_cifar10",
     "load_fashion_mnist",
     "make_loaders",
+    "measure_loader",
     "mlp",
+    "per_sample_flip",
     "plot_history",
     "predict",
     "print_runtime_report",
@@ -66,7 +86,9 @@ __all__ = [
     "show_images",
     "small_cnn",
     "speedup",
+    "suggest_num_workers",
     "synchronize",
     "train_epoch",
     "train_step",
+    "worker_loader",
 ]

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
+from .data import fake_image_data
 from .device import synchronize
 from .models import mlp
 from .runtime import runtime_report
@@ -35,12 +36,6 @@ class Row:
     unit: str = ""
     details: dict = field(default_factory=dict)
     note: str = ""
-
-
-def fake_image_data(n: int, shape: tuple[int, ...], classes: int = 10, seed: int = 0) -> TensorDataset:
-    """Random images and labels of a real data set's size (benchmarks time speed, not learning)."""
-    g = torch.Generator().manual_seed(seed)
-    return TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g))
 
 
 def hand_loop_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,

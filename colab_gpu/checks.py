@@ -81,3 +81,24 @@ def check_accuracy(accuracy: object, at_least: float, name: str = "accuracy") ->
         f"{name} = {accuracy:.1%} (target {at_least:.0%}).",
         f"{name} = {accuracy:.1%} is below the target {at_least:.0%}: train longer or check the learning rate.",
     )
+
+
+def check_loader_settings(loader: object, device: str | torch.device) -> bool:
+    """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs."""
+    from torch.utils.data import DataLoader
+
+    from .feeding import suggest_num_workers
+
+    if not isinstance(loader, DataLoader):
+        return report(False, "", f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
+    advice = suggest_num_workers()
+    on_gpu = torch.device(device).type == "cuda"
+    if loader.num_workers != advice.num_workers:
+        return report(False, "", f"num_workers is {loader.num_workers}; this runtime suggests {advice}")
+    if loader.num_workers > 0 and not loader.persistent_workers:
+        return report(False, "", "set persistent_workers=True so workers are not re-created every epoch.")
+    if loader.pin_memory != on_gpu:
+        hint = ("set pin_memory=True: pinned pages make .to(device, non_blocking=True) asynchronous."
+                if on_gpu else "pin_memory only helps when copying to a GPU; leave it off on the CPU.")
+        return report(False, "", hint)
+    return report(True, f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.", "")

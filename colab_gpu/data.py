@@ -111,6 +111,12 @@ def make_loaders(
     return train, test
 
 
+def fake_image_data(n: int, shape: tuple[int, ...], classes: int = 10, seed: int = 0) -> TensorDataset:
+    """Random images and labels of a real data set's size (benchmarks time speed, not learning)."""
+    g = torch.Generator().manual_seed(seed)
+    return TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g))
+
+
 def digits(image_size: int, channels: int) -> ImageData:
     """scikit-learn's 8x8 digits, resized to ``image_size`` and repeated to ``channels`` (uint8)."""
     from sklearn.datasets import load_digits

@@ -61,3 +61,22 @@ def test_check_accuracy_pass_and_hints(capsys):
     assert "not set yet" in capsys.readouterr().out
     assert not cg.check_accuracy("high", 0.9)
     assert "should be a number, got str" in capsys.readouterr().out
+
+
+def test_check_loader_settings(monkeypatch, capsys):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from colab_gpu import feeding
+
+    monkeypatch.setattr(feeding, "cpu_count", lambda: 2)
+    ds = TensorDataset(torch.zeros(8, 1))
+    assert cg.check_loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cpu")
+    assert "2 workers, persistent" in capsys.readouterr().out
+    assert not cg.check_loader_settings(DataLoader(ds, num_workers=0), "cpu")
+    assert "this runtime suggests num_workers=2" in capsys.readouterr().out
+    assert not cg.check_loader_settings(DataLoader(ds, num_workers=2), "cpu")
+    assert "persistent_workers=True" in capsys.readouterr().out
+    assert not cg.check_loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cuda")
+    assert "set pin_memory=True" in capsys.readouterr().out
+    assert not cg.check_loader_settings(None, "cpu")
+    assert "expected a torch.utils.data.DataLoader, got NoneType" in capsys.readouterr().out

@@ -1,0 +1,209 @@
+"""Feeding the GPU: DataLoader workers, pinned memory, GPU-resident batches, GPU augmentation.
+
+- `suggest_num_workers` says how many DataLoader workers this runtime can use, and why.
+- `worker_loader` builds a DataLoader with checked worker settings and pinned memory on GPUs.
+- `EncodedImages` is a CPU-heavy pipeline: JPEG bytes decoded and augmented per sample.
+- `DeviceLoader` keeps a whole data set on the device and batches it with a shuffled index.
+- `measure_loader` and `copy_bandwidth` measure throughput the same way for every variant.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from .device import synchronize
+from .runtime import cpu_count
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class WorkerAdvice:
+    num_workers: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"num_workers={self.num_workers}: {self.reason}"
+
+
+def suggest_num_workers(cores: int | None = None) -> WorkerAdvice:
+    """How many DataLoader worker processes to use on this runtime, with the reason.
+
+    One worker per core the process may use, capped at 8: workers beyond the core count only
+    compete for the same cores (Colab has 2 vCPUs, and warns above that).
+
+    Example:
+        >>> suggest_num_workers(cores=2).num_workers
+        2
+    """
+    cores = cpu_count() if cores is None else cores
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, got {cores}.")
+    if cores == 1:
+        return WorkerAdvice(0, "one CPU core: a worker process would only take turns with the training loop.")
+    n = min(cores, 8)
+    why = f"{cores} CPU cores: one worker per core"
+    if cores > 8:
+        why += " up to 8 (more rarely helps and costs memory: measure before raising it)"
+    elif cores <= 2:
+        why += " (Colab's 2 vCPUs: more workers only compete for the same cores)"
+    return WorkerAdvice(n, why + ".")
+
+
+def worker_loader(
+    dataset: Dataset,
+    batch_size: int,
+    *,
+    device: str | torch.device,
+    num_workers: int = 0,
+    shuffle: bool = True,
+    persistent_workers: bool = True,
+    prefetch_factor: int | None = None,
+    seed: int = 0,
+) -> DataLoader:
+    """A DataLoader with checked settings: pinned memory on GPUs, persistent workers by default.
+
+    Args:
+        persistent_workers: keep worker processes alive between epochs instead of forking new
+            ones every epoch (ignored with 0 workers).
+        prefetch_factor: batches each worker prepares ahead (PyTorch's default is 2).
+    """
+    if num_workers < 0:
+        raise ValueError(f"num_workers must be 0 (load in the main process) or more, got {num_workers}. "
+                         f"{suggest_num_workers()}")
+    if len(dataset) == 0:
+        raise ValueError("The data set is empty: there is nothing to load.")
+    if batch_size < 1 or batch_size > len(dataset):
+        raise ValueError(f"batch_size={batch_size} but the data set has {len(dataset)} samples: use a batch "
+                         f"size between 1 and {len(dataset)}.")
+    extra = {}
+    if num_workers > 0:
+        extra = {"persistent_workers": persistent_workers, "prefetch_factor": prefetch_factor or 2}
+    elif prefetch_factor is not None:
+        raise ValueError("prefetch_factor needs num_workers > 0: with 0 workers nothing is prefetched.")
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+                      pin_memory=torch.device(device).type == "cuda",
+                      generator=torch.Generator().manual_seed(seed), **extra)
+
+
+class EncodedImages(Dataset):
+    """Images stored as JPEG bytes, decoded and augmented on the CPU for every sample.
+
+    This is what a real image pipeline costs: decoding plus augmentation per sample, which
+    DataLoader workers can spread over the CPU cores.
+    """
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable | None = None,
+                 quality: int = 90):
+        from torchvision.io import encode_jpeg
+
+        if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1] not in (1, 3):
+            raise ValueError(f"images must be uint8 (N, 1 or 3, H, W), got {images.dtype} {tuple(images.shape)}.")
+        if len(images) != len(labels):
+            raise ValueError(f"{len(images)} images but {len(labels)} labels.")
+        self.encoded = [encode_jpeg(image, quality=quality) for image in images]
+        self.labels = labels
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    def __getitem__(self, index: int) -> Batch:
+        from torchvision.io import decode_jpeg
+
+        image = decode_jpeg(self.encoded[index])
+        return (self.transform(image) if self.transform else image), self.labels[index]
+
+
+class DeviceLoader:
+    """Batches from tensors that already live on the device: no workers, no copies, no collation.
+
+    For data sets that fit in GPU memory (FashionMNIST is 47 MB as uint8), this removes the
+    input pipeline: every epoch draws a random permutation on the device and slices it.
+
+    Example:
+        >>> loader = DeviceLoader(torch.zeros(10, 3), torch.zeros(10), batch_size=4, device="cpu")
+        >>> [len(x) for x, _ in loader]
+        [4, 4, 2]
+    """
+
+    def __init__(self, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int, *,
+                 device: str | torch.device, shuffle: bool = True, drop_last: bool = False, seed: int = 0):
+        if inputs.device != labels.device:
+            raise ValueError(f"inputs are on {inputs.device} but labels on {labels.device}: pass both on the same "
+                             "device (the CPU is fine: DeviceLoader moves them once).")
+        if len(inputs) != len(labels):
+            raise ValueError(f"{len(inputs)} inputs but {len(labels)} labels.")
+        if len(inputs) == 0:
+            raise ValueError("The data set is empty: there is nothing to load.")
+        if batch_size < 1 or batch_size > len(inputs):
+            raise ValueError(f"batch_size={batch_size} but the data set has {len(inputs)} samples: use a batch "
+                             f"size between 1 and {len(inputs)}.")
+        self.device = torch.device(device)
+        self.inputs = inputs.to(self.device)
+        self.labels = labels.to(self.device)
+        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+
+    def __len__(self) -> int:
+        n = len(self.inputs) / self.batch_size
+        return math.floor(n) if self.drop_last else math.ceil(n)
+
+    def __iter__(self) -> Iterator[Batch]:
+        n = len(self.inputs)
+        order = (torch.randperm(n, device=self.device, generator=self.generator) if self.shuffle
+                 else torch.arange(n, device=self.device))
+        for batch in range(len(self)):
+            index = order[batch * self.batch_size:(batch + 1) * self.batch_size]
+            yield self.inputs[index], self.labels[index]
+
+    @property
+    def dataset(self) -> torch.Tensor:
+        """The inputs (so ``len(loader.dataset)`` works as for a DataLoader)."""
+        return self.inputs
+
+
+def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> float:
+    """Samples per second delivered to ``device`` (batches copied there and synchronized)."""
+    device = torch.device(device)
+    samples = 0
+    start = time.perf_counter()
+    for _ in range(epochs):
+        for inputs, _labels in loader:
+            inputs = inputs.to(device, non_blocking=True)
+            samples += len(inputs)
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    if samples == 0:
+        raise ValueError("The loader yielded no samples.")
+    return samples / seconds
+
+
+def copy_bandwidth(megabytes: int, device: str | torch.device, *, pinned: bool, repeat: int = 10) -> float:
+    """Host-to-device copy bandwidth in GB/s from pinned or pageable host memory (median of ``repeat``)."""
+    from .timing import benchmark
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(f"copy_bandwidth measures host-to-GPU copies; {device} is not a GPU.")
+    host = torch.empty(megabytes * 2**20, dtype=torch.uint8, pin_memory=pinned)
+    result = benchmark(lambda: host.to(device, non_blocking=pinned), device=device, repeat=repeat)
+    return host.numel() / result.median / 1e9
+
+
+def per_sample_flip(images: torch.Tensor, p: float = 0.5, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Flip each image of a batch horizontally with probability ``p``, independently per image.
+
+    torchvision's v2 random transforms draw one decision per call, so on a batch every image is
+    flipped, or none is. This draws one decision per image, on the images' device.
+    """
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must be a probability between 0 and 1, got {p}.")
+    flip = torch.rand(len(images), device=images.device, generator=generator) < p
+    return torch.where(flip.view(-1, *([1] * (images.ndim - 1))), images.flip(-1), images)

@@ -1,0 +1,150 @@
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import TensorDataset
+from torchvision.transforms import v2
+
+import colab_gpu as cg
+from colab_gpu import feeding
+
+
+@pytest.mark.parametrize(("cores", "workers", "phrase"), [
+    (1, 0, "one CPU core"), (2, 2, "Colab's 2 vCPUs"), (4, 4, "4 CPU cores"), (32, 8, "up to 8"),
+])
+def test_suggest_num_workers_says_why(cores, workers, phrase):
+    advice = cg.suggest_num_workers(cores)
+    assert advice.num_workers == workers and phrase in advice.reason
+    assert str(advice).startswith(f"num_workers={workers}: ")
+
+
+def test_suggest_num_workers_defaults_to_this_machine(monkeypatch):
+    monkeypatch.setattr(feeding, "cpu_count", lambda: 2)
+    assert cg.suggest_num_workers().num_workers == 2
+    with pytest.raises(ValueError, match="cores must be at least 1, got 0"):
+        cg.suggest_num_workers(0)
+
+
+def dataset(n=64):
+    return TensorDataset(torch.randn(n, 3), torch.arange(n))
+
+
+def test_worker_loader_bad_input_is_explained():
+    with pytest.raises(ValueError, match=r"num_workers must be 0 .* got -1\. num_workers="):
+        cg.worker_loader(dataset(), 8, device="cpu", num_workers=-1)
+    with pytest.raises(ValueError, match="batch_size=100 but the data set has 64 samples"):
+        cg.worker_loader(dataset(), 100, device="cpu")
+    with pytest.raises(ValueError, match="empty"):
+        cg.worker_loader(dataset(0), 1, device="cpu")
+    with pytest.raises(ValueError, match="prefetch_factor needs num_workers > 0"):
+        cg.worker_loader(dataset(), 8, device="cpu", prefetch_factor=4)
+
+
+def test_worker_loader_settings():
+    loader = cg.worker_loader(dataset(), 8, device="cuda", num_workers=2, prefetch_factor=4)
+    assert loader.pin_memory and loader.persistent_workers and loader.prefetch_factor == 4
+    assert not cg.worker_loader(dataset(), 8, device="cpu").pin_memory
+
+
+def test_worker_loader_with_workers_delivers_everything():
+    loader = cg.worker_loader(dataset(), 16, device="cpu", num_workers=1, shuffle=False)
+    labels = torch.cat([y for _, y in loader])
+    assert labels.tolist() == list(range(64))
+
+
+def test_encoded_images_decode_and_transform():
+    images = torch.randint(0, 256, (4, 3, 16, 16), dtype=torch.uint8)
+    augment = v2.Compose([v2.RandomResizedCrop(8, antialias=True), v2.ToDtype(torch.float32, scale=True)])
+    ds = cg.EncodedImages(images, torch.arange(4), augment)
+    x, y = ds[1]
+    assert len(ds) == 4 and x.shape == (3, 8, 8) and x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1
+    raw, _ = cg.EncodedImages(images, torch.arange(4))[0]
+    assert raw.dtype == torch.uint8 and raw.shape == (3, 16, 16)
+    with pytest.raises(ValueError, match=r"uint8 \(N, 1 or 3, H, W\)"):
+        cg.EncodedImages(images.float(), torch.arange(4))
+    with pytest.raises(ValueError, match="4 images but 3 labels"):
+        cg.EncodedImages(images, torch.arange(3))
+
+
+def test_device_loader_batches_every_sample_once():
+    loader = cg.DeviceLoader(torch.arange(10.0).view(10, 1), torch.arange(10), batch_size=4, device="cpu")
+    batches = list(loader)
+    assert len(loader) == 3 and [len(y) for _, y in batches] == [4, 4, 2]
+    assert sorted(torch.cat([y for _, y in batches]).tolist()) == list(range(10))
+    assert len(loader.dataset) == 10
+
+
+def test_device_loader_shuffles_differently_each_epoch_and_reproducibly():
+    def orders(seed):
+        loader = cg.DeviceLoader(torch.zeros(50, 1), torch.arange(50), batch_size=50, device="cpu", seed=seed)
+        return [next(iter(loader))[1].tolist() for _ in range(2)]
+
+    first, second = orders(0)
+    assert first != second and orders(0) == [first, second]
+    fixed = cg.DeviceLoader(torch.zeros(5, 1), torch.arange(5), batch_size=2, device="cpu", shuffle=False,
+                            drop_last=True)
+    assert [y.tolist() for _, y in fixed] == [[0, 1], [2, 3]]
+
+
+def test_device_loader_bad_input():
+    with pytest.raises(ValueError, match="inputs are on meta but labels on cpu"):
+        cg.DeviceLoader(torch.zeros(4, 1, device="meta"), torch.zeros(4), batch_size=2, device="cpu")
+    with pytest.raises(ValueError, match="batch_size=8 but the data set has 4 samples"):
+        cg.DeviceLoader(torch.zeros(4, 1), torch.zeros(4), batch_size=8, device="cpu")
+    with pytest.raises(ValueError, match="4 inputs but 3 labels"):
+        cg.DeviceLoader(torch.zeros(4, 1), torch.zeros(3), batch_size=2, device="cpu")
+    with pytest.raises(ValueError, match="empty"):
+        cg.DeviceLoader(torch.zeros(0, 1), torch.zeros(0), batch_size=1, device="cpu")
+
+
+def test_device_loader_trains_with_fit():
+    loader = cg.DeviceLoader(torch.randn(64, 2), torch.randint(0, 2, (64,)), batch_size=16, device="cpu")
+    model = torch.nn.Linear(2, 2)
+    history = cg.fit(model, loader, loader, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=1,
+                     progress=False, verbose=False)
+    assert history.last["samples_per_s"] > 0
+
+
+def test_measure_loader_counts_samples():
+    loader = cg.DeviceLoader(torch.zeros(30, 2), torch.zeros(30), batch_size=10, device="cpu")
+    assert cg.measure_loader(loader, "cpu", epochs=2) > 0
+    with pytest.raises(ValueError, match="no samples"):
+        cg.measure_loader([], "cpu")
+
+
+def test_copy_bandwidth_needs_a_gpu():
+    with pytest.raises(ValueError, match="cpu is not a GPU"):
+        cg.copy_bandwidth(1, "cpu", pinned=True)
+
+
+def test_per_sample_flip_decides_per_image():
+    images = torch.arange(4.0).view(1, 1, 1, 4).repeat(64, 1, 1, 1)
+    flipped = cg.per_sample_flip(images, p=0.5, generator=torch.Generator().manual_seed(0))
+    was_flipped = flipped[:, 0, 0, 0] == 3
+    assert 0 < was_flipped.sum() < 64  # some images flipped, some not
+    assert torch.equal(cg.per_sample_flip(images, p=0.0), images)
+    assert torch.equal(cg.per_sample_flip(images, p=1.0), images.flip(-1))
+    with pytest.raises(ValueError, match="between 0 and 1, got 2"):
+        cg.per_sample_flip(images, p=2)
+
+
+def test_v2_random_transform_draws_once_per_batch():
+    # The caveat the lesson teaches: one parameter draw per call, so a batch flips together.
+    images = torch.arange(4, dtype=torch.uint8).view(1, 1, 1, 4).repeat(8, 1, 1, 1)
+    for _ in range(10):
+        out = v2.RandomHorizontalFlip(p=0.5)(images)
+        assert len(set(out[:, 0, 0, 0].tolist())) == 1
+
+
+def test_too_many_workers_warns(monkeypatch):
+    monkeypatch.setattr(torch.utils.data.dataloader.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        iter(cg.worker_loader(dataset(), 8, device="cpu", num_workers=4, persistent_workers=False))
+    assert any("suggested max number of worker" in str(w.message) for w in caught)
+
+
+@pytest.mark.gpu
+def test_pinned_copies_beat_pageable_on_a_real_gpu():
+    device = cg.get_device("cuda")
+    assert cg.copy_bandwidth(64, device, pinned=True) > cg.copy_bandwidth(64, device, pinned=False)
