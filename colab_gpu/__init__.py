@@ -4,7 +4,14 @@ Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_devi
 Nothing here decides anything at import time: every function takes its device explicitly.
 """
 
-from .checks import check_accuracy, check_close, check_loader_settings, check_on_device, report
+from .checks import (
+    check_accuracy,
+    check_close,
+    check_loader_settings,
+    check_on_device,
+    check_precision_rule,
+    report,
+)
 from .data import (
     ImageData,
     fake_image_data,
@@ -32,8 +39,10 @@ from .feeding import (
     suggest_num_workers,
     worker_loader,
 )
+from .memory import PeakMemory, measure_peak
 from .models import count_parameters, mlp, small_cnn
 from .plots import bar_seconds, plot_history, show_images
+from .precision import Precision, choose_precision, make_scaler, resolve_precision, set_tf32, tf32_enabled
 from .runtime import advice, cpu_count, format_report, in_colab, print_runtime_report, runtime_report
 from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
@@ -48,6 +57,8 @@ __all__ = [
     "EpochStats",
     "History",
     "ImageData",
+    "PeakMemory",
+    "Precision",
     "WorkerAdvice",
     "advice",
     "available_devices",
@@ -58,14 +69,16 @@ __all__ = [
     "check_loader_settings",
     "check_model_device",
     "check_on_device",
+    "check_precision_rule",
+    "choose_precision",
     "copy_bandwidth",
     "count_parameters",
     "cpu_count",
     "cuda_device_count",
     "cuda_required",
     "evaluate",
-    "fit",
     "fake_image_data",
+    "fit",
     "format_report",
     "format_seconds",
     "get_device",
@@ -73,7 +86,9 @@ __all__ = [
     "load_cifar10",
     "load_fashion_mnist",
     "make_loaders",
+    "make_scaler",
     "measure_loader",
+    "measure_peak",
     "mlp",
     "per_sample_flip",
     "plot_history",
@@ -81,13 +96,16 @@ __all__ = [
     "print_runtime_report",
     "report",
     "require_cuda_if_asked",
+    "resolve_precision",
     "runtime_report",
     "seed_everything",
+    "set_tf32",
     "show_images",
     "small_cnn",
     "speedup",
     "suggest_num_workers",
     "synchronize",
+    "tf32_enabled",
     "train_epoch",
     "train_step",
     "worker_loader",

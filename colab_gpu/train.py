@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .precision import Precision, check_scaler_fits, make_scaler, resolve_precision
+
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -205,7 +207,7 @@ def fit(
     *,
     epochs: int,
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    autocast_dtype: torch.dtype | None = None,
+    precision: Precision | str | None = None,
     scaler: torch.amp.GradScaler | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     on_epoch_end: Callable[[int, dict], None] | None = None,
@@ -222,7 +224,10 @@ def fit(
         device: where to compute.
         epochs: number of passes over ``train_loader``.
         loss_fn: defaults to cross-entropy.
-        autocast_dtype, scaler: mixed precision (lesson 06).
+        precision: ``"fp32"`` (default), ``"bf16"``, ``"fp16"``, ``"auto"`` (by hardware, see
+            `choose_precision`) or a `Precision`. fp16 on a GPU gets a GradScaler unless ``scaler``
+            is given.
+        scaler: a GradScaler to use (and to save in checkpoints); fp16 only.
         scheduler: stepped once per epoch.
         on_epoch_end: called as ``on_epoch_end(epoch, row)`` after each epoch (checkpoints).
         progress: show a tqdm progress bar per epoch.
@@ -238,13 +243,17 @@ def fit(
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}.")
+    precision = resolve_precision(precision, device)
+    check_scaler_fits(precision, scaler)
+    scaler = scaler or make_scaler(precision, device)
+    autocast_dtype = precision.dtype
     history = History()
     for epoch in range(1, epochs + 1):
         train = train_epoch(model, train_loader, optimizer, device, loss_fn=loss_fn,
                             autocast_dtype=autocast_dtype, scaler=scaler, progress=progress)
         if scheduler is not None:
             scheduler.step()
-        row = {"epoch": epoch, "train_loss": train.loss, "train_acc": train.accuracy,
+        row = {"epoch": epoch, "precision": precision.name, "train_loss": train.loss, "train_acc": train.accuracy,
                "seconds": train.seconds, "samples_per_s": train.samples_per_s}
         if test_loader is not None:
             test = evaluate(model, test_loader, device, loss_fn=loss_fn, autocast_dtype=autocast_dtype)

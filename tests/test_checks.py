@@ -80,3 +80,17 @@ def test_check_loader_settings(monkeypatch, capsys):
     assert "set pin_memory=True" in capsys.readouterr().out
     assert not cg.check_loader_settings(None, "cpu")
     assert "expected a torch.utils.data.DataLoader, got NoneType" in capsys.readouterr().out
+
+
+def test_check_precision_rule(capsys):
+    def right(major, minor):
+        return "bf16" if major >= 8 else "fp16" if major == 7 else "fp32"
+
+    assert cg.check_precision_rule(right)
+    assert "right for all 6 GPUs" in capsys.readouterr().out
+    assert not cg.check_precision_rule(lambda major, minor: "bf16")
+    assert "precision_for(6, 0) (a P100) returned 'bf16'; expected 'fp32'" in capsys.readouterr().out
+    assert not cg.check_precision_rule(lambda major, minor: 1 / 0)
+    assert "raised ZeroDivisionError" in capsys.readouterr().out
+    assert not cg.check_precision_rule(None)
+    assert "define a function" in capsys.readouterr().out

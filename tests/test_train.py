@@ -24,7 +24,7 @@ def test_fit_learns_and_records_history(capsys):
     losses = history.column("train_loss")
     assert len(history) == 5 and losses[-1] < losses[0]
     assert history.last["test_acc"] > 0.9
-    expected = {"epoch", "train_loss", "train_acc", "seconds", "samples_per_s", "test_loss", "test_acc"}
+    expected = {"epoch", "precision", "train_loss", "train_acc", "seconds", "samples_per_s", "test_loss", "test_acc"}
     assert set(history.last) == expected
     assert "epoch 5/5" in capsys.readouterr().out
 
