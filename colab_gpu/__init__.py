@@ -4,12 +4,14 @@ Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_devi
 Nothing here decides anything at import time: every function takes its device explicitly.
 """
 
+from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
     check_accuracy,
     check_close,
     check_loader_settings,
     check_on_device,
     check_precision_rule,
+    check_released,
     report,
 )
 from .data import (
@@ -39,7 +41,15 @@ from .feeding import (
     suggest_num_workers,
     worker_loader,
 )
-from .memory import PeakMemory, measure_peak
+from .memory import (
+    PeakMemory,
+    cleanup,
+    clear_notebook_references,
+    find_max_batch_size,
+    format_memory,
+    measure_peak,
+    memory_report,
+)
 from .models import count_parameters, mlp, small_cnn
 from .plots import bar_seconds, plot_history, show_images
 from .precision import Precision, choose_precision, make_scaler, resolve_precision, set_tf32, tf32_enabled
@@ -51,6 +61,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BenchResult",
+    "CheckpointError",
     "DeviceLoader",
     "DeviceNotAvailableError",
     "EncodedImages",
@@ -70,25 +81,33 @@ __all__ = [
     "check_model_device",
     "check_on_device",
     "check_precision_rule",
+    "check_released",
     "choose_precision",
+    "cleanup",
+    "clear_notebook_references",
     "copy_bandwidth",
     "count_parameters",
     "cpu_count",
     "cuda_device_count",
     "cuda_required",
+    "default_checkpoint_dir",
     "evaluate",
     "fake_image_data",
+    "find_max_batch_size",
     "fit",
+    "format_memory",
     "format_report",
     "format_seconds",
     "get_device",
     "in_colab",
+    "load_checkpoint",
     "load_cifar10",
     "load_fashion_mnist",
     "make_loaders",
     "make_scaler",
     "measure_loader",
     "measure_peak",
+    "memory_report",
     "mlp",
     "per_sample_flip",
     "plot_history",
@@ -98,6 +117,7 @@ __all__ = [
     "require_cuda_if_asked",
     "resolve_precision",
     "runtime_report",
+    "save_checkpoint",
     "seed_everything",
     "set_tf32",
     "show_images",

@@ -121,3 +121,18 @@ def check_precision_rule(rule: object) -> bool:
             return report(False, "", f"precision_for({major}, {minor}) (a {GPU_NAMES[major, minor]}) returned "
                                      f"{answer!r}; expected {expected!r}.")
     return report(True, f"right for all {len(PRECISION_CASES)} GPUs (P100, V100, T4, A100, L4, H100).", "")
+
+
+def check_released(probe: object, name: str = "the tensor") -> bool:
+    """Check, through a ``weakref.ref`` to it, that an object was really freed."""
+    if not callable(probe):
+        return report(False, "", "pass a weakref.ref(...) to the object you want freed.")
+    import gc
+
+    gc.collect()
+    return report(
+        probe() is None,
+        f"{name} was freed: nothing refers to it any more.",
+        f"{name} is still alive: something still refers to it. `del` every name and container that holds it, "
+        "and clear IPython's output history and last traceback (cg.clear_notebook_references()).",
+    )

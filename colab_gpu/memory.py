@@ -1,11 +1,13 @@
-"""GPU memory: measure the peak of a block of code.
+"""GPU memory: measure it, clean it up, find the batch size that fits.
 
 On the CPU PyTorch keeps no allocator statistics, so measurements there report None and say so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import gc
+import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -57,3 +59,120 @@ def measure_peak(device: str | torch.device) -> Iterator[PeakMemory]:
     finally:
         torch.cuda.synchronize(result.device)
         result.peak_bytes = torch.cuda.max_memory_allocated(result.device)
+
+
+def memory_report(device: str | torch.device) -> dict[str, float | None]:
+    """Allocator figures for ``device`` in MiB: allocated, reserved, peak, free and total.
+
+    ``allocated`` is what live tensors use; ``reserved`` is what PyTorch's caching allocator
+    holds from the driver (allocated plus cached blocks); ``free``/``total`` come from the
+    driver (``mem_get_info``) and include other processes. None on the CPU.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        return dict.fromkeys(("allocated", "reserved", "peak", "free", "total"))
+    free, total = torch.cuda.mem_get_info(device)
+    return {
+        "allocated": torch.cuda.memory_allocated(device) / MIB,
+        "reserved": torch.cuda.memory_reserved(device) / MIB,
+        "peak": torch.cuda.max_memory_allocated(device) / MIB,
+        "free": free / MIB,
+        "total": total / MIB,
+    }
+
+
+def format_memory(device: str | torch.device) -> str:
+    """One line with `memory_report`'s figures (or why there are none)."""
+    figures = memory_report(device)
+    if figures["allocated"] is None:
+        return f"{torch.device(device)}: PyTorch keeps allocator statistics for CUDA devices only"
+    return ", ".join(f"{name} {value:,.1f} MiB" for name, value in figures.items())
+
+
+def clear_notebook_references() -> None:
+    """Drop what IPython keeps alive behind your back: the output history and the last traceback.
+
+    A cell whose last line evaluates to a tensor stores it in ``Out[n]`` and ``_``; an exception
+    keeps its traceback, and with it every local variable of the failing frames, in
+    ``sys.last_traceback``. ``del`` on your own name frees neither.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with every notebook kernel
+        get_ipython = None
+    shell = get_ipython() if get_ipython else None
+    if shell is not None and getattr(shell, "displayhook", None) is not None:
+        shell.displayhook.flush()  # clears Out, _, __ and ___
+    for name in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, name):
+            delattr(sys, name)
+
+
+def cleanup(device: str | torch.device | None = None, *, notebook: bool = True) -> float | None:
+    """Free what can be freed: notebook references, unreachable objects, cached GPU blocks.
+
+    Returns the MiB of reserved GPU memory given back to the driver (None on the CPU). Tensors
+    you still hold a reference to are, rightly, not freed: ``del`` them first.
+    """
+    device = torch.device(device) if device is not None else None
+    before = memory_report(device)["reserved"] if device is not None else None
+    if notebook:
+        clear_notebook_references()
+    gc.collect()  # reference cycles (models, closures) are freed only by the collector
+    if device is not None and device.type == "cuda":
+        torch.cuda.empty_cache()  # hand cached, unused blocks back to the driver
+        return before - memory_report(device)["reserved"]
+    return None
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for CUDA out-of-memory errors (``torch.OutOfMemoryError``)."""
+    return isinstance(error, torch.OutOfMemoryError)
+
+
+def find_max_batch_size(
+    try_batch: Callable[[int], object],
+    device: str | torch.device,
+    *,
+    start: int = 1,
+    limit: int = 2**16,
+) -> int:
+    """The largest batch size for which ``try_batch(batch_size)`` runs without running out of memory.
+
+    Doubles from ``start`` until the first out-of-memory error (or ``limit``), then bisects between
+    the last size that fitted and the first that did not. After every failure the memory is cleaned
+    up, so the search leaves the device as it found it.
+
+    Raises:
+        ValueError: bad bounds.
+        RuntimeError: even ``start`` does not fit.
+    """
+    if start < 1 or limit < start:
+        raise ValueError(f"find_max_batch_size needs 1 <= start <= limit, got start={start}, limit={limit}.")
+
+    def fits(batch_size: int) -> bool:
+        try:
+            try_batch(batch_size)
+            return True
+        except torch.OutOfMemoryError:
+            return False
+        finally:
+            cleanup(device, notebook=False)
+
+    if not fits(start):
+        raise RuntimeError(f"Even batch_size={start} runs out of memory on {device}: use a smaller model, "
+                           "mixed precision (lesson 06) or activation checkpointing.")
+    good, bad = start, None
+    while bad is None and good < limit:
+        candidate = min(good * 2, limit)
+        if fits(candidate):
+            good = candidate
+        else:
+            bad = candidate
+    while bad is not None and bad - good > 1:
+        middle = (good + bad) // 2
+        if fits(middle):
+            good = middle
+        else:
+            bad = middle
+    return good

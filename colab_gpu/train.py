@@ -13,14 +13,17 @@ already be there, otherwise a clear error says so.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from .checkpoint import load_checkpoint, save_checkpoint
 from .precision import Precision, check_scaler_fits, make_scaler, resolve_precision
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -211,6 +214,8 @@ def fit(
     scaler: torch.amp.GradScaler | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     on_epoch_end: Callable[[int, dict], None] | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    resume: bool = True,
     progress: bool = True,
     verbose: bool = True,
 ) -> History:
@@ -229,7 +234,11 @@ def fit(
             is given.
         scaler: a GradScaler to use (and to save in checkpoints); fp16 only.
         scheduler: stepped once per epoch.
-        on_epoch_end: called as ``on_epoch_end(epoch, row)`` after each epoch (checkpoints).
+        on_epoch_end: called as ``on_epoch_end(epoch, row)`` after each epoch (and its checkpoint).
+        checkpoint: a file to write the full training state to after every epoch (atomically:
+            see `save_checkpoint`); on Colab put it on Google Drive.
+        resume: when ``checkpoint`` exists, continue from it (same final weights as an
+            uninterrupted run) instead of starting over. ``epochs`` is the total, not the remainder.
         progress: show a tqdm progress bar per epoch.
         verbose: print one line per epoch.
 
@@ -248,7 +257,15 @@ def fit(
     scaler = scaler or make_scaler(precision, device)
     autocast_dtype = precision.dtype
     history = History()
-    for epoch in range(1, epochs + 1):
+    loader_generator = getattr(train_loader, "generator", None)
+    first_epoch = 1
+    if checkpoint is not None and resume and Path(checkpoint).exists():
+        saved = load_checkpoint(checkpoint, model, optimizer, scaler=scaler, loader_generator=loader_generator)
+        history.rows = list(saved["history"])
+        first_epoch = saved["epoch"] + 1
+        if verbose:
+            print(f"resumed from {checkpoint} after epoch {saved['epoch']}")
+    for epoch in range(first_epoch, epochs + 1):
         train = train_epoch(model, train_loader, optimizer, device, loss_fn=loss_fn,
                             autocast_dtype=autocast_dtype, scaler=scaler, progress=progress)
         if scheduler is not None:
@@ -259,6 +276,9 @@ def fit(
             test = evaluate(model, test_loader, device, loss_fn=loss_fn, autocast_dtype=autocast_dtype)
             row.update(test_loss=test.loss, test_acc=test.accuracy)
         history.rows.append(row)
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, model, optimizer, epoch=epoch, scaler=scaler, history=history.rows,
+                            loader_generator=loader_generator)
         if verbose:
             tested = f", test loss {row['test_loss']:.3f}, test acc {row['test_acc']:.1%}" if test_loader else ""
             print(f"epoch {epoch}/{epochs}: train loss {train.loss:.3f}, train acc {train.accuracy:.1%}{tested}, "

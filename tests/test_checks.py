@@ -94,3 +94,18 @@ def test_check_precision_rule(capsys):
     assert "raised ZeroDivisionError" in capsys.readouterr().out
     assert not cg.check_precision_rule(None)
     assert "define a function" in capsys.readouterr().out
+
+
+def test_check_released(capsys):
+    import weakref
+
+    x = torch.zeros(3)
+    probe = weakref.ref(x)
+    holder = [x]
+    del x
+    assert not cg.check_released(probe, name="x")
+    assert "still alive" in capsys.readouterr().out
+    holder.clear()
+    assert cg.check_released(probe, name="x")
+    assert "x was freed" in capsys.readouterr().out
+    assert not cg.check_released(None)

@@ -1,0 +1,146 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import colab_gpu as cg
+
+
+class Disconnect(Exception):
+    """Stands in for a Colab disconnect in the middle of training."""
+
+
+def make_run(seed=0):
+    cg.seed_everything(seed)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(256, 8, generator=g)
+    data = TensorDataset(x, (x.sum(dim=1) > 0).long())
+    loader = DataLoader(data, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(2))
+    model = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.2), nn.ReLU(), nn.Linear(32, 2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    return model, optimizer, loader
+
+
+def test_resume_after_interruption_gives_the_same_weights(tmp_path):
+    model, optimizer, loader = make_run()
+    cg.fit(model, loader, loader, optimizer, "cpu", epochs=4, progress=False, verbose=False)
+    uninterrupted = {k: v.clone() for k, v in model.state_dict().items()}
+
+    path = tmp_path / "run.pt"
+    model, optimizer, loader = make_run()
+
+    def disconnect_after_two(epoch, row):
+        if epoch == 2:
+            raise Disconnect
+
+    with pytest.raises(Disconnect):
+        cg.fit(model, loader, loader, optimizer, "cpu", epochs=4, checkpoint=path, on_epoch_end=disconnect_after_two,
+               progress=False, verbose=False)
+
+    torch.manual_seed(123)  # a new session: every generator is somewhere else
+    model, optimizer, loader = make_run(seed=99)
+    history = cg.fit(model, loader, loader, optimizer, "cpu", epochs=4, checkpoint=path, progress=False,
+                     verbose=False)
+    assert history.column("epoch") == [1, 2, 3, 4]
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, uninterrupted[name]), f"{name} differs after resume"
+
+
+def test_finished_checkpoint_runs_no_more_epochs(tmp_path, capsys):
+    model, optimizer, loader = make_run()
+    path = tmp_path / "done.pt"
+    cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=path, progress=False, verbose=False)
+    history = cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=path, progress=False)
+    assert len(history) == 1 and "resumed from" in capsys.readouterr().out
+
+
+def test_save_and_load_round_trip_with_scaler(tmp_path):
+    model, optimizer, _ = make_run()
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024)
+    cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=3, scaler=scaler, history=[{"epoch": 3}])
+    fresh, fresh_optimizer, _ = make_run(seed=5)
+    fresh_scaler = torch.amp.GradScaler("cpu")
+    state = cg.load_checkpoint(tmp_path / "c.pt", fresh, fresh_optimizer, scaler=fresh_scaler)
+    assert state == {"epoch": 3, "history": [{"epoch": 3}]}
+    assert fresh_scaler.get_scale() == 1024
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values(),
+                                                 strict=True))
+
+
+def test_missing_checkpoint(tmp_path):
+    model, _, _ = make_run()
+    with pytest.raises(cg.CheckpointError, match=r"No checkpoint at .*nope.pt.*is Google Drive mounted"):
+        cg.load_checkpoint(tmp_path / "nope.pt", model)
+
+
+def test_truncated_checkpoint_is_a_clear_error(tmp_path):
+    model, optimizer, _ = make_run()
+    path = cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=1)
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(cg.CheckpointError, match="not a readable checkpoint .truncated or corrupted"):
+        cg.load_checkpoint(path, model)
+
+
+def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
+    model, optimizer, _ = make_run()
+    path = cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=1)
+    other = nn.Sequential(nn.Linear(8, 64), nn.Dropout(0.2), nn.ReLU(), nn.Linear(64, 2))
+    with pytest.raises(cg.CheckpointError, match=r"saved from a different model .*different shapes .*0.weight"):
+        cg.load_checkpoint(path, other)
+    with pytest.raises(cg.CheckpointError, match=r"missing \['bias', 'weight'\]"):
+        cg.load_checkpoint(path, nn.Linear(8, 2))
+
+
+def test_foreign_file_is_refused(tmp_path):
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(cg.CheckpointError, match="not written by colab_gpu.save_checkpoint"):
+        cg.load_checkpoint(tmp_path / "other.pt", nn.Linear(2, 2))
+
+
+def test_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    model, optimizer, _ = make_run()
+    path = cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=1)
+
+    def crash(obj, f):
+        f.write(b"half a checkpoint")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", crash)
+    with pytest.raises(OSError, match="disk full"):
+        cg.save_checkpoint(path, model, optimizer, epoch=2)
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+    monkeypatch.undo()
+    assert cg.load_checkpoint(path, model)["epoch"] == 1
+
+
+def test_process_killed_while_writing_leaves_the_previous_checkpoint(tmp_path):
+    model, optimizer, _ = make_run()
+    path = cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=1)
+    writer = textwrap.dedent(f"""
+        import torch, colab_gpu as cg
+        from torch import nn
+        model = nn.Sequential(nn.Linear(8, 32), nn.Dropout(0.2), nn.ReLU(), nn.Linear(32, 2))
+        model.register_buffer("ballast", torch.zeros(2**29, dtype=torch.uint8))  # 512 MB: a slow write
+        cg.save_checkpoint({str(path)!r}, model, torch.optim.SGD(model.parameters(), 0.1), epoch=2)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen([sys.executable, "-c", writer], env=env)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".c.pt.*.tmp")) and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.01)
+    assert child.poll() is None, "the writer finished before it could be killed"
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert cg.load_checkpoint(path, model)["epoch"] == 1  # the previous checkpoint, intact
+
+
+def test_default_checkpoint_dir_is_local_without_drive(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cg.default_checkpoint_dir("run") == tmp_path / "run"
