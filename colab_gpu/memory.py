@@ -102,7 +102,20 @@ def clear_notebook_references() -> None:
         get_ipython = None
     shell = get_ipython() if get_ipython else None
     if shell is not None and getattr(shell, "displayhook", None) is not None:
-        shell.displayhook.flush()  # clears Out, _, __ and ___
+        shell.displayhook.flush()  # clears Out and the numbered _N variables
+        for namespace in (shell.user_ns, getattr(shell, "user_ns_hidden", {})):
+            for name in ("_", "__", "___"):  # flush can leave these behind
+                if name in namespace:
+                    namespace[name] = ""
+            for name in [n for n in namespace if n[:1] == "_" and n[1:].isdigit()]:
+                del namespace[name]  # _0 too: cells run without history all count as 0
+    previous = getattr(shell, "last_execution_result", None)
+    if previous is not None:
+        previous.result = None  # the previous cell's displayed value
+        previous.error_in_exec = None  # the previous cell's exception, with its traceback
+    for formatter in ("InteractiveTB", "SyntaxTB"):  # IPython's traceback printers keep the last one
+        if hasattr(getattr(shell, formatter, None), "tb"):
+            getattr(shell, formatter).tb = None
     for name in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, name):
             delattr(sys, name)

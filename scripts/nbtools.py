@@ -124,6 +124,11 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> E
         client.execute()
     except CellExecutionError as err:
         error = f"{err.ename}: {err.evalue}"
+        for number, cell in enumerate(notebook.cells, start=1):
+            if any(o.output_type == "error" for o in cell.get("outputs", [])) and \
+                    "raises-exception" not in cell.metadata.get("tags", []):
+                first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+                error = f"cell {number} ({first_line[:60]!r}): {error}"
     return Execution(notebook, time.perf_counter() - start, error)
 
 

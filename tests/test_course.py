@@ -41,4 +41,4 @@ def test_a_failing_lesson_fails_the_course(tiny_course, capsys):
     (tiny_course / "01_tiny.py").write_text(LESSON)
     (tiny_course / "02_broken.py").write_text(LESSON.replace("print(6 * 7)", "1 / 0"))
     assert course.main() == 1
-    assert "FAILED: ZeroDivisionError" in capsys.readouterr().out
+    assert "FAILED: cell 2 ('1 / 0'): ZeroDivisionError" in capsys.readouterr().out
