@@ -36,7 +36,7 @@ test: lint unit nbval
 
 lint: $(ENV_READY)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then \
-		$(PY) -m ruff check colab_gpu tests scripts notebooks/*.py; \
+		$(PY) -m ruff check colab_gpu tests scripts notebooks/[0-9]*.py; \
 	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 

@@ -12,12 +12,14 @@ from .checks import (
     check_on_device,
     check_precision_rule,
     check_released,
+    check_shard,
     report,
 )
 from .data import (
     ImageData,
     fake_image_data,
     load_cifar10,
+    load_digits,
     load_fashion_mnist,
     make_loaders,
     seed_everything,
@@ -51,6 +53,7 @@ from .memory import (
     memory_report,
 )
 from .models import count_parameters, mlp, small_cnn
+from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
 from .plots import bar_seconds, plot_history, show_images
 from .precision import Precision, choose_precision, make_scaler, resolve_precision, set_tf32, tf32_enabled
 from .runtime import advice, cpu_count, format_report, in_colab, print_runtime_report, runtime_report
@@ -64,6 +67,7 @@ __all__ = [
     "CheckpointError",
     "DeviceLoader",
     "DeviceNotAvailableError",
+    "DistInfo",
     "EncodedImages",
     "EpochStats",
     "History",
@@ -72,6 +76,7 @@ __all__ = [
     "Precision",
     "WorkerAdvice",
     "advice",
+    "all_reduce_mean",
     "available_devices",
     "bar_seconds",
     "benchmark",
@@ -82,6 +87,7 @@ __all__ = [
     "check_on_device",
     "check_precision_rule",
     "check_released",
+    "check_shard",
     "choose_precision",
     "cleanup",
     "clear_notebook_references",
@@ -90,6 +96,8 @@ __all__ = [
     "cpu_count",
     "cuda_device_count",
     "cuda_required",
+    "ddp_setup",
+    "ddp_teardown",
     "default_checkpoint_dir",
     "evaluate",
     "fake_image_data",
@@ -100,8 +108,10 @@ __all__ = [
     "format_seconds",
     "get_device",
     "in_colab",
+    "launch_torchrun",
     "load_checkpoint",
     "load_cifar10",
+    "load_digits",
     "load_fashion_mnist",
     "make_loaders",
     "make_scaler",
@@ -113,6 +123,7 @@ __all__ = [
     "plot_history",
     "predict",
     "print_runtime_report",
+    "rank0_print",
     "report",
     "require_cuda_if_asked",
     "resolve_precision",

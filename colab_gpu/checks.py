@@ -136,3 +136,23 @@ def check_released(probe: object, name: str = "the tensor") -> bool:
         f"{name} is still alive: something still refers to it. `del` every name and container that holds it, "
         "and clear IPython's output history and last traceback (cg.clear_notebook_references()).",
     )
+
+
+def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> bool:
+    """Check the indices a rank gets from ``DistributedSampler(shuffle=False)``."""
+    from torch.utils.data.distributed import DistributedSampler
+
+    expected = list(DistributedSampler(range(dataset_size), num_replicas=world_size, rank=rank, shuffle=False))
+    if indices is None:
+        return report(False, "", "rank1_indices is not set yet: write the list of indices and rerun.")
+    if not isinstance(indices, (list, tuple)) or not all(isinstance(i, int) for i in indices):
+        return report(False, "", f"give a list of integers, got {indices!r}.")
+    if len(indices) != len(expected):
+        return report(False, "", f"each of the {world_size} ranks gets ceil({dataset_size}/{world_size}) = "
+                                 f"{len(expected)} indices (the data is padded), you gave {len(indices)}.")
+    return report(
+        list(indices) == expected,
+        f"rank {rank} of {world_size} gets {expected}.",
+        f"rank {rank} takes every {world_size}th index starting at {rank}, after padding the data to "
+        f"{len(expected) * world_size} samples with its first ones.",
+    )

@@ -117,11 +117,11 @@ def fake_image_data(n: int, shape: tuple[int, ...], classes: int = 10, seed: int
     return TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g))
 
 
-def digits(image_size: int, channels: int) -> ImageData:
+def load_digits(image_size: int = 8, channels: int = 1) -> ImageData:
     """scikit-learn's 8x8 digits, resized to ``image_size`` and repeated to ``channels`` (uint8)."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits as sklearn_digits
 
-    bunch = load_digits()
+    bunch = sklearn_digits()
     images = torch.from_numpy(bunch.images).float().unsqueeze(1) / 16.0  # values 0..16
     images = F.interpolate(images, size=(image_size, image_size), mode="bilinear", align_corners=False)
     images = images.clamp(0, 1).mul(255).round().to(torch.uint8).repeat(1, channels, 1, 1)
@@ -146,7 +146,7 @@ def _download_or_fallback(load, name: str, root: str | os.PathLike, image_size: 
         reason = str(err).strip().splitlines()[-1][:120] if str(err).strip() else type(err).__name__
         print(f"{name} could not be loaded ({reason}): using scikit-learn's digits instead, "
               f"resized to {channels}x{image_size}x{image_size}.")
-        return digits(image_size, channels)
+        return load_digits(image_size, channels)
     finally:
         socket.setdefaulttimeout(previous)
 

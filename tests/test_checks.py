@@ -109,3 +109,14 @@ def test_check_released(capsys):
     assert cg.check_released(probe, name="x")
     assert "x was freed" in capsys.readouterr().out
     assert not cg.check_released(None)
+
+
+def test_check_shard(capsys):
+    assert cg.check_shard([1, 5, 9], dataset_size=10, world_size=4, rank=1)
+    assert "rank 1 of 4 gets [1, 5, 9]" in capsys.readouterr().out
+    assert not cg.check_shard([1, 5], dataset_size=10, world_size=4, rank=1)
+    assert "ceil(10/4) = 3 indices" in capsys.readouterr().out
+    assert not cg.check_shard([1, 5, 8], dataset_size=10, world_size=4, rank=1)
+    assert "every 4th index starting at 1" in capsys.readouterr().out
+    assert not cg.check_shard(None, dataset_size=10, world_size=4, rank=1)
+    assert not cg.check_shard("1,5,9", dataset_size=10, world_size=4, rank=1)

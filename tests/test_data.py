@@ -73,14 +73,14 @@ def test_offline_falls_back_to_digits_with_one_line(tmp_path, monkeypatch, capsy
 
 
 def test_digits_fallback_is_the_real_data_set():
-    ds = data.digits(image_size=32, channels=3)
+    ds = data.load_digits(image_size=32, channels=3)
     assert len(ds.train_images) + len(ds.test_images) == 1797
     assert ds.image_shape == (3, 32, 32) and set(ds.train_labels.tolist()) == set(range(10))
     assert torch.equal(ds.train_images[:, 0], ds.train_images[:, 2])  # grey repeated to RGB
 
 
 def test_datasets_are_normalized_float():
-    ds = data.digits(image_size=8, channels=1)
+    ds = data.load_digits(image_size=8, channels=1)
     train, test = ds.datasets()
     x, y = train.tensors
     assert x.dtype == torch.float32 and abs(x.mean().item()) < 1e-3 and abs(x.std().item() - 1) < 1e-2
@@ -88,7 +88,7 @@ def test_datasets_are_normalized_float():
 
 
 def test_limit_and_str():
-    ds = data.digits(image_size=8, channels=1).limit(train=100, test=10)
+    ds = data.load_digits(image_size=8, channels=1).limit(train=100, test=10)
     assert len(ds.train_images) == 100 and len(ds.test_labels) == 10
     assert "100 train / 10 test" in str(ds)
 
@@ -102,7 +102,7 @@ def test_bad_shapes_are_rejected():
 
 
 def test_make_loaders():
-    ds = data.digits(image_size=8, channels=1)
+    ds = data.load_digits(image_size=8, channels=1)
     train, test = cg.make_loaders(ds, 32, device="cpu")
     x, y = next(iter(train))
     assert x.shape == (32, 1, 8, 8) and y.shape == (32,) and not train.pin_memory
@@ -112,7 +112,7 @@ def test_make_loaders():
 
 
 def test_loaders_pin_memory_for_gpu_training():
-    train, _ = cg.make_loaders(data.digits(image_size=8, channels=1), 32, device="cuda")
+    train, _ = cg.make_loaders(data.load_digits(image_size=8, channels=1), 32, device="cuda")
     assert train.pin_memory
 
 

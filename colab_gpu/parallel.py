@@ -1,0 +1,129 @@
+"""More than one process: DistributedDataParallel setup and teardown, rank-0 helpers, torchrun.
+
+A DDP training script runs once per process, launched by ``torchrun``, which sets RANK,
+LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in each process's environment. These helpers
+live in an importable package (not in a notebook) because every spawned process must import them.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Who this process is in the job."""
+
+    rank: int  # 0 .. world_size-1 across all machines
+    local_rank: int  # index on this machine: which GPU to use
+    world_size: int  # number of processes in the job
+    backend: str  # "nccl" (GPUs) or "gloo" (CPU)
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 logs, saves checkpoints and writes results; the others stay quiet."""
+        return self.rank == 0
+
+
+def _environment() -> dict[str, str]:
+    missing = [name for name in TORCHRUN_VARIABLES if name not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f"ddp_setup() must run in a process started by torchrun: the environment variables {missing} "
+            "are missing. Launch the script with `torchrun --standalone --nproc-per-node=N script.py` "
+            "(from a notebook: cg.launch_torchrun('script.py', nproc=N))."
+        )
+    return {name: os.environ[name] for name in TORCHRUN_VARIABLES}
+
+
+def ddp_setup(backend: str | None = None) -> DistInfo:
+    """Join the process group that torchrun prepared; pick and bind this process's device.
+
+    Args:
+        backend: ``"nccl"`` for one GPU per process, ``"gloo"`` for CPU processes. Default: nccl
+            when CUDA is available, else gloo.
+
+    Raises:
+        RuntimeError: not started by torchrun, or more processes than GPUs on this machine.
+        ValueError: an unknown backend, or nccl without a GPU.
+    """
+    env = _environment()
+    rank, local_rank, world_size = int(env["RANK"]), int(env["LOCAL_RANK"]), int(env["WORLD_SIZE"])
+    backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
+    if backend not in ("nccl", "gloo"):
+        raise ValueError(f"Unknown backend {backend!r}: use 'nccl' (GPUs) or 'gloo' (CPU).")
+    if backend == "nccl":
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus == 0:
+            raise ValueError("The nccl backend needs CUDA GPUs and none is visible: use backend='gloo' on CPUs.")
+        if local_rank >= gpus:
+            raise RuntimeError(f"Process with local rank {local_rank} needs cuda:{local_rank} but this machine only "
+                               f"has {gpus} GPU(s): launch with --nproc-per-node={gpus}.")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)  # before init, so NCCL binds this process to its own GPU
+        dist.init_process_group(backend, rank=rank, world_size=world_size, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group(backend, rank=rank, world_size=world_size)
+    return DistInfo(rank, local_rank, world_size, backend, device)
+
+
+def ddp_teardown() -> None:
+    """Leave the process group (every process must, or the job hangs at exit)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def rank0_print(info: DistInfo, *args, **kwargs) -> None:
+    """print() on rank 0 only, prefixed with the job size."""
+    if info.is_main:
+        # One write per line: processes share the terminal and separate writes interleave.
+        print(" ".join([f"[rank 0/{info.world_size}]", *map(str, args)]), **kwargs, flush=True)
+
+
+def all_reduce_mean(value: float | torch.Tensor, info: DistInfo) -> float:
+    """The mean of ``value`` over every process (each process gets the same answer)."""
+    tensor = torch.as_tensor(value, dtype=torch.float64, device=info.device).clone()
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor.item() / info.world_size
+
+
+def launch_torchrun(script: str | os.PathLike, nproc: int, *args: str, timeout: int = 600,
+                    echo: bool = True) -> subprocess.CompletedProcess:
+    """Run ``torchrun --standalone --nproc-per-node=nproc script args...`` and return its result.
+
+    Uses this Python's ``torch.distributed.run`` (the module behind the ``torchrun`` command), so the
+    processes see the same packages as the notebook. Prints the command and the output when ``echo``.
+
+    Raises:
+        FileNotFoundError: the script does not exist.
+        RuntimeError: the job failed; the message ends with its output.
+    """
+    script = Path(script)
+    if not script.is_file():
+        raise FileNotFoundError(f"No script at {script.resolve()}: write it first (e.g. with %%writefile).")
+    if nproc < 1:
+        raise ValueError(f"nproc must be at least 1, got {nproc}.")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               str(script), *args]
+    if echo:
+        print("$ torchrun --standalone", f"--nproc-per-node={nproc}", script, *args)
+    env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    if echo and result.stdout:
+        print(result.stdout.rstrip())
+    if result.returncode != 0:
+        # The processes' own errors come first, torchrun's summary (about 40 lines) last.
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-80:])
+        raise RuntimeError(f"torchrun exited with code {result.returncode}. Last lines of its output:\n{tail}")
+    return result

@@ -1,0 +1,78 @@
+import textwrap
+
+import pytest
+import torch
+
+import colab_gpu as cg
+from colab_gpu import parallel
+
+TORCHRUN_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
+
+
+def test_ddp_setup_outside_torchrun_says_how_to_launch(monkeypatch):
+    for name in parallel.TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(RuntimeError, match=r"must run in a process started by torchrun.*'RANK'.*torchrun --standalone"):
+        cg.ddp_setup()
+
+
+def test_ddp_setup_bad_backend_and_nccl_without_gpu(monkeypatch, no_gpu):
+    for name, value in TORCHRUN_ENV.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match="Unknown backend 'mpi'"):
+        cg.ddp_setup("mpi")
+    with pytest.raises(ValueError, match="nccl backend needs CUDA GPUs"):
+        cg.ddp_setup("nccl")
+
+
+def test_more_processes_than_gpus_is_explained(monkeypatch, fake_gpus):
+    fake_gpus()
+    for name, value in dict(TORCHRUN_ENV, LOCAL_RANK="1", RANK="1", WORLD_SIZE="2").items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=r"needs cuda:1 but this machine only has 1 GPU.*--nproc-per-node=1"):
+        cg.ddp_setup("nccl")
+
+
+def test_single_process_gloo_group_in_this_process(monkeypatch, capsys):
+    for name, value in TORCHRUN_ENV.items():
+        monkeypatch.setenv(name, value)
+    info = cg.ddp_setup("gloo")
+    try:
+        assert info == cg.DistInfo(0, 0, 1, "gloo", torch.device("cpu")) and info.is_main
+        assert cg.all_reduce_mean(3.0, info) == 3.0
+        cg.rank0_print(info, "hello")
+        assert capsys.readouterr().out == "[rank 0/1] hello\n"
+    finally:
+        cg.ddp_teardown()
+    assert not torch.distributed.is_initialized()
+    cg.ddp_teardown()  # a second teardown is harmless
+
+
+def test_two_process_gloo_job_all_reduces(tmp_path, capsys):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        import colab_gpu as cg
+
+        info = cg.ddp_setup("gloo")
+        try:
+            mean = cg.all_reduce_mean(float(info.rank), info)
+            cg.rank0_print(info, f"mean rank {mean}")
+            print(f"rank {info.rank} of {info.world_size} done", flush=True)
+        finally:
+            cg.ddp_teardown()
+    """))
+    result = cg.launch_torchrun(script, 2, timeout=240, echo=False)
+    assert "[rank 0/2] mean rank 0.5" in result.stdout
+    assert "rank 0 of 2 done" in result.stdout and "rank 1 of 2 done" in result.stdout
+
+
+def test_launch_torchrun_bad_input(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No script at"):
+        cg.launch_torchrun(tmp_path / "missing.py", 2)
+    script = tmp_path / "fails.py"
+    script.write_text("raise SystemExit('boom')\n")
+    with pytest.raises(ValueError, match="nproc must be at least 1"):
+        cg.launch_torchrun(script, 0)
+    with pytest.raises(RuntimeError, match=r"(?s)torchrun exited with code 1.*boom"):
+        cg.launch_torchrun(script, 1, timeout=240, echo=False)
