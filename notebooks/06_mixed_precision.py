@@ -220,8 +220,8 @@ else:
 # ## 6. Measured: fp32 vs TF32 vs mixed precision
 #
 # The same training step in three modes, on two models: a matmul-heavy MLP and lesson 04's
-# CNN. For each we time the step (`cg.benchmark`) and measure the peak memory it allocates
-# (`cg.measure_peak`, GPU only). On a CPU runtime the sizes are small and we compare float32
+# CNN. `cg.time_train_step` times the step (`cg.benchmark`) and measures the peak memory it
+# allocates (`cg.measure_peak`, GPU only). On a CPU runtime the sizes are small and we compare float32
 # with bf16 autocast: CPUs without bf16 hardware (AMX, AVX-512 BF16) emulate it, so the
 # speed claims are **not** asserted there.
 
@@ -238,23 +238,11 @@ if not on_gpu:
 
 
 def measure(make_model, shape, mode: str, tf32: bool) -> tuple[cg.BenchResult, float | None]:
-    cg.set_tf32(tf32)
-    model = make_model().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    """Step time and peak MiB of a fresh model on random inputs of ``shape`` (cg.time_train_step)."""
     inputs = torch.randn(*shape, device=device)
     labels = torch.randint(0, 10, (shape[0],), device=device)
-    mode_precision = cg.resolve_precision(mode, device)
-    scaler = cg.make_scaler(mode_precision, device)
-
-    def step():
-        cg.train_step(model, inputs, labels, optimizer, autocast_dtype=mode_precision.dtype, scaler=scaler)
-
-    step()  # warm-up outside the peak measurement
-    with cg.measure_peak(device) as peak:
-        step()
-    timing = cg.benchmark(step, device=device, repeat=5 if on_gpu else 3)
-    cg.set_tf32(False)
-    return timing, peak.peak_mib
+    return cg.time_train_step(make_model().to(device), inputs, labels, precision=mode, tf32=tf32,
+                              repeat=5 if on_gpu else 3)
 
 
 results = {}

@@ -3,32 +3,78 @@ import json
 import pytest
 import torch
 
+import colab_gpu as cg
 from colab_gpu import bench
 from colab_gpu.cli import main
 
+CPU = torch.device("cpu")
+
 
 def test_fit_vs_hand_loop_measures_both_on_the_same_work():
-    row = bench.fit_vs_hand_loop(torch.device("cpu"), samples=512, epochs=2)
-    assert row.status == "ok" and row.ratio > 0
+    row = bench.fit_vs_hand_loop(CPU, samples=512, epochs=2)
+    assert row.key == "fit" and row.status == "ok" and row.ratio > 0
     assert row.details["fit_s"] > 0 and row.details["hand_loop_s"] > 0 and row.details["samples"] == 512
     assert "per epoch vs the hand loop" in row.note
 
 
+def test_gpu_rows_are_skipped_on_cpu_with_the_reason():
+    rows = bench.cpu_vs_gpu_rows(CPU) + bench.amp_rows(CPU) + [bench.host_to_device(CPU)]
+    assert [r.key for r in rows] == ["mlp_cpu_gpu", "cnn_cpu_gpu", "amp", "amp_peak", "h2d"]
+    assert all(r.status == "skipped" and "needs a CUDA GPU" in r.note and r.ratio is None for r in rows)
+
+
+def test_matmul_rows_on_cpu(monkeypatch):
+    monkeypatch.setattr(bench, "matmul_tflops", lambda n, dtype, device, repeat=10: n / 1000)
+    rows = bench.matmul_rows(CPU)
+    assert rows[0].key == "matmul_fp32" and rows[0].ratio == 1.024 and rows[0].status == "ok"
+    assert [r.status for r in rows[1:]] == ["skipped", "skipped"]
+
+
+def test_matmul_tflops_is_measured():
+    assert bench.matmul_tflops(64, torch.float32, CPU, repeat=2) > 0
+
+
+def test_time_train_step_on_cpu():
+    model = cg.mlp(16, hidden=8)
+    timing, peak = cg.time_train_step(model, torch.randn(4, 16), torch.randint(0, 10, (4,)), precision="bf16",
+                                      repeat=2)
+    assert timing.median > 0 and peak is None and not cg.tf32_enabled()
+
+
+def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
+    monkeypatch.setattr(bench, "cpu_count", lambda: 1)
+    row = bench.workers_sweep(CPU, images=256)
+    assert row.key == "workers" and set(row.details["samples_per_s"]) == {0, 1, 2}
+    monkeypatch.setattr(bench, "fake_image_data", lambda n, shape: cg.fake_image_data(512, shape))
+    row = bench.resident_vs_dataloader(CPU)
+    assert row.status == "ok" and row.ratio > 0 and row.details["dataloader_s"] > 0
+
+
 def test_unknown_benchmark_names_what_exists():
-    with pytest.raises(ValueError, match=r"Unknown benchmark\(s\) \['nope'\]; available: \['fit'\]"):
-        bench.run_benchmarks(torch.device("cpu"), ["nope"])
+    with pytest.raises(ValueError, match=r"Unknown benchmark\(s\) \['nope'\]; available: \['amp', 'cpu_gpu'"):
+        bench.run_benchmarks(CPU, ["nope"])
 
 
-def test_cli_bench_writes_json_and_markdown(tmp_path, monkeypatch, capsys):
+def test_cli_bench_writes_json_markdown_and_plot(tmp_path, monkeypatch, capsys):
     fast = bench.BENCHMARKS["fit"]
     monkeypatch.setitem(bench.BENCHMARKS, "fit", lambda device: fast(device, samples=256, epochs=1))
-    assert main(["bench", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert main(["bench", "--device", "cpu", "--only", "fit", "amp", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
-    assert result["rows"][0]["name"].startswith("fit vs hand loop") and "runtime" in result
-    assert "| fit vs hand loop" in (tmp_path / "bench.md").read_text()
+    assert [r["key"] for r in result["rows"]] == ["fit", "amp", "amp_peak"] and "runtime" in result
+    assert result["rows"][1]["status"] == "skipped" and result["rows"][1]["note"]
+    markdown = (tmp_path / "bench.md").read_text()
+    assert "| fit vs hand loop" in markdown and "skipped" in markdown
+    assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_cli_bench_bad_input_is_a_clear_error(tmp_path, capsys):
     assert main(["bench", "--device", "gpu", "--out", str(tmp_path)]) == 2
     assert "Unknown device name 'gpu'" in capsys.readouterr().err
     assert main(["bench", "--only", "nope", "--out", str(tmp_path)]) == 2
+
+
+@pytest.mark.gpu
+def test_gpu_rows_measure_on_a_real_gpu():
+    device = cg.get_device("cuda")
+    rows = bench.cpu_vs_gpu_rows(device) + [bench.host_to_device(device)]
+    assert all(r.status == "ok" and r.ratio > 0 for r in rows)
