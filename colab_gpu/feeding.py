@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -96,18 +97,18 @@ class EncodedImages(Dataset):
     """Images stored as JPEG bytes, decoded and augmented on the CPU for every sample.
 
     This is what a real image pipeline costs: decoding plus augmentation per sample, which
-    DataLoader workers can spread over the CPU cores.
+    DataLoader workers can spread over the CPU cores. Decoding uses Pillow, as torchvision's
+    ``ImageFolder`` does (torchvision.io's JPEG functions are deprecated since torchvision 0.29).
+    Each sample comes out as a uint8 ``(C, H, W)`` tensor (``v2.ToImage``) before ``transform``.
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable | None = None,
                  quality: int = 90):
-        from torchvision.io import encode_jpeg
-
         if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1] not in (1, 3):
             raise ValueError(f"images must be uint8 (N, 1 or 3, H, W), got {images.dtype} {tuple(images.shape)}.")
         if len(images) != len(labels):
             raise ValueError(f"{len(images)} images but {len(labels)} labels.")
-        self.encoded = [encode_jpeg(image, quality=quality) for image in images]
+        self.encoded = [_encode_jpeg(image, quality) for image in images]
         self.labels = labels
         self.transform = transform
 
@@ -115,10 +116,21 @@ class EncodedImages(Dataset):
         return len(self.encoded)
 
     def __getitem__(self, index: int) -> Batch:
-        from torchvision.io import decode_jpeg
+        from PIL import Image
+        from torchvision.transforms import v2
 
-        image = decode_jpeg(self.encoded[index])
+        with Image.open(io.BytesIO(self.encoded[index])) as picture:
+            image = v2.functional.to_image(picture)  # PIL -> uint8 tensor (C, H, W)
         return (self.transform(image) if self.transform else image), self.labels[index]
+
+
+def _encode_jpeg(image: torch.Tensor, quality: int) -> bytes:
+    from PIL import Image
+
+    array = image.permute(1, 2, 0).squeeze(-1).numpy()  # (H, W, C), or (H, W) for grey
+    buffer = io.BytesIO()
+    Image.fromarray(array).save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()
 
 
 class DeviceLoader:

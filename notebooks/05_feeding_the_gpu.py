@@ -58,7 +58,8 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 #
 # Real image data sets are stored as compressed files (JPEG, PNG). Every sample must be
 # decoded, then augmented (random crop, flip, colour jitter), then converted to float. We build
-# exactly that from CIFAR-10 (or the offline digits), stored as JPEG bytes in memory.
+# exactly that from CIFAR-10 (or the offline digits), stored as JPEG bytes in memory and decoded
+# with Pillow, as torchvision's `ImageFolder` does.
 
 # %%
 import matplotlib.pyplot as plt

@@ -104,6 +104,15 @@ def test_lesson_template(source):
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_no_deprecation_warning_in_outputs(source):
+    for cell in code_cells(executed(source)):
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        assert "DeprecationWarning" not in text and "FutureWarning" not in text, (
+            f"{source.stem} runs a deprecated API: {cell.source[:80]!r}"
+        )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
 def test_no_deprecated_api_is_taught(source):
     code = "\n".join(c.source for c in code_cells(executed(source)))
     for deprecated in ("torch.cuda.amp.", "total_mem)", ".total_mem ", "ToTensor()", "DistributedDataParallelCPU("):
