@@ -41,6 +41,7 @@ lint: $(ENV_READY)
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 
 unit: $(ENV_READY)
+	@bash scripts/ensure_browser.sh
 	$(PY) -m pytest tests $(call junit,unit)
 
 nbval: $(ENV_READY)
@@ -61,8 +62,8 @@ doctor: $(ENV_READY)
 bench: $(ENV_READY)
 	$(PY) -m colab_gpu bench --out build/bench
 
-gpu-suite:
-	$(PYTHON) scripts/gpu_suite.py
+gpu-suite: $(ENV_READY)
+	$(PY) scripts/gpu_suite.py $(GPU_SUITE_ARGS)
 
 clean:
 	rm -rf build .pytest_cache

@@ -1,9 +1,10 @@
 """`make course`: run every lesson top to bottom on the best device here and write build/.
 
 build/NN_topic.ipynb   the executed notebook
-build/NN_topic.html    the same as a web page
-build/index.html       the lesson table (title, Colab badge, seconds, device, status)
-build/report.md        the same table in markdown
+build/NN_topic.html    the same as a web page (images embedded)
+build/index.html       the lesson table: title, Colab badge, study time, run seconds, device, status
+build/report.md        the same table in markdown, with the total
+build/colab-badge.svg  the badge image, so the pages show it offline
 
 Prints one line per lesson as it goes, then the table; exits 1 if any lesson fails.
 """
@@ -11,10 +12,16 @@ Prints one line per lesson as it goes, then the table; exits 1 if any lesson fai
 from __future__ import annotations
 
 import html
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 from nbconvert import HTMLExporter
 from nbtools import (
+    COLAB_BADGE_SVG,
     ROOT,
     badge_markdown,
     badge_url,
@@ -27,65 +34,103 @@ from nbtools import (
 )
 
 BUILD = ROOT / "build"
+BADGE_ASSET = Path(__file__).resolve().parent / "assets" / "colab-badge.svg"
+TITLE = "PyTorch on GPUs, the Colab way"
 
 
-def write_index(rows: list[dict], config) -> None:
-    body = "\n".join(
-        f"<tr><td><a href='{r['html']}'>{html.escape(r['title'])}</a></td>"
-        f"<td><a href='{r['badge']}'><img src='https://colab.research.google.com/assets/colab-badge.svg' "
-        f"alt='Open In Colab'></a></td><td>{r['seconds']:.1f}</td><td>{html.escape(r['device'])}</td>"
-        f"<td>{r['status']}</td></tr>"
-        for r in rows
+@dataclass
+class Lesson:
+    source: Path
+    notebook: nbformat.NotebookNode
+    seconds: float
+    device: str
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "ok" if self.error is None else f"FAILED: {self.error}"
+
+    @property
+    def title(self) -> str:
+        return lesson_title(self.notebook)
+
+    @property
+    def study_time(self) -> str:
+        found = re.search(r"\*\*Time:\*\*\s*([^.*]+)", self.notebook.cells[0].source)
+        return found.group(1).strip() if found else "?"
+
+
+def local_badges(page: str) -> str:
+    """Point badge images at the copy in build/, so pages render without a network."""
+    return page.replace(COLAB_BADGE_SVG, "colab-badge.svg")
+
+
+def write_index(lessons: list[Lesson], build: Path) -> None:
+    config = course_config()
+    rows = "\n".join(
+        f"<tr><td><a href='{lesson.source.stem}.html'>{html.escape(lesson.title)}</a></td>"
+        f"<td><a class='badge' href='{badge_url(config, lesson.source.with_suffix('.ipynb'))}'>"
+        f"<img src='colab-badge.svg' alt='Open In Colab'></a></td>"
+        f"<td>{html.escape(lesson.study_time)}</td><td>{lesson.seconds:.1f}</td>"
+        f"<td>{html.escape(lesson.device)}</td><td>{html.escape(lesson.status)}</td></tr>"
+        for lesson in lessons
     )
-    (BUILD / "index.html").write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>PyTorch on GPUs, the Colab way</title></head>"
-        "<body><h1>PyTorch on GPUs, the Colab way</h1><table border='1'>"
-        "<tr><th>Lesson</th><th>Colab</th><th>Seconds</th><th>Device</th><th>Status</th></tr>"
-        f"{body}</table><p>Repository: {html.escape(config.repository)}</p></body></html>\n"
+    (build / "index.html").write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;text-align:left}</style></head>"
+        f"<body><h1>{TITLE}</h1><table border='1' cellspacing='0'>"
+        "<tr><th>Lesson</th><th>Colab</th><th>Study time</th><th>Run seconds</th><th>Device</th><th>Status</th></tr>"
+        f"\n{rows}\n</table><p>Repository: {html.escape(config.repository)}. "
+        f"Executed {time.strftime('%Y-%m-%d %H:%M')}.</p></body></html>\n"
     )
 
 
-def write_report(rows: list[dict]) -> None:
+def write_report(lessons: list[Lesson], build: Path) -> None:
+    config = course_config()
     lines = ["| Lesson | Colab | Device | Seconds | Status |", "|---|---|---|---:|---|"]
-    for r in rows:
-        lines.append(f"| {r['title']} | {r['badge_md']} | {r['device']} | {r['seconds']:.1f} | {r['status']} |")
-    (BUILD / "report.md").write_text("# Course run\n\n" + "\n".join(lines) + "\n")
+    for lesson in lessons:
+        badge = badge_markdown(config, lesson.source.with_suffix(".ipynb"))
+        lines.append(f"| {lesson.title} | {badge} | {lesson.device} | {lesson.seconds:.1f} | {lesson.status} |")
+    total = sum(lesson.seconds for lesson in lessons)
+    (build / "report.md").write_text("# Course run\n\n" + "\n".join(lines) + f"\n\nTotal: {total:.1f} s\n")
 
 
-def terminal_table(rows: list[dict]) -> str:
+def write_site(lessons: list[Lesson], build: Path = BUILD) -> None:
+    """Write every executed notebook, its HTML page, the index, the report and the badge image."""
+    build.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(BADGE_ASSET, build / "colab-badge.svg")
+    exporter = HTMLExporter()
+    for lesson in lessons:
+        nbformat.write(lesson.notebook, build / f"{lesson.source.stem}.ipynb")
+        page, _ = exporter.from_notebook_node(lesson.notebook)
+        (build / f"{lesson.source.stem}.html").write_text(local_badges(page))
+    write_index(lessons, build)
+    write_report(lessons, build)
+
+
+def terminal_table(lessons: list[Lesson]) -> str:
     """Lesson, device, seconds, status: aligned for a terminal."""
-    width = max(len(r["title"]) for r in rows)
+    width = max(len(lesson.title) for lesson in lessons)
     header = f"{'lesson':<{width}}  {'device':<8}  {'seconds':>7}  status"
-    body = [f"{r['title']:<{width}}  {r['device']:<8}  {r['seconds']:7.1f}  {r['status']}" for r in rows]
-    return "\n".join([header, "-" * len(header)] + body)
+    body = [f"{lesson.title:<{width}}  {lesson.device:<8}  {lesson.seconds:7.1f}  {lesson.status}"
+            for lesson in lessons]
+    total = sum(lesson.seconds for lesson in lessons)
+    return "\n".join([header, "-" * len(header), *body, f"{'total':<{width}}  {'':<8}  {total:7.1f}"])
 
 
 def main() -> int:
-    BUILD.mkdir(exist_ok=True)
-    config = course_config()
     device = device_label()
-    exporter = HTMLExporter()
-    rows = []
     sources = lesson_sources()
+    lessons = []
     for number, source in enumerate(sources, start=1):
         print(f"[{number}/{len(sources)}] {source.stem} on {device} ...", flush=True)
         run = execute(read_lesson(source), cwd=source.parent)
-        target = BUILD / f"{source.stem}.ipynb"
-        nbformat.write(run.notebook, target)
-        (BUILD / f"{source.stem}.html").write_text(exporter.from_notebook_node(run.notebook)[0])
-        status = "ok" if run.error is None else f"FAILED: {run.error}"
-        print(f"      {status} in {run.seconds:.1f} s", flush=True)
-        paired = source.with_suffix(".ipynb")
-        rows.append({
-            "title": lesson_title(run.notebook), "html": f"{source.stem}.html", "device": device,
-            "seconds": run.seconds, "status": status, "badge": badge_url(config, paired),
-            "badge_md": badge_markdown(config, paired),
-        })
-    write_index(rows, config)
-    write_report(rows)
-    print("\n" + terminal_table(rows))
+        lessons.append(Lesson(source, run.notebook, run.seconds, device, run.error))
+        print(f"      {lessons[-1].status} in {run.seconds:.1f} s", flush=True)
+    write_site(lessons, BUILD)
+    print("\n" + terminal_table(lessons))
     print(f"\nWrote {BUILD}/: executed notebooks, HTML pages, index.html, report.md")
-    return 1 if any(r["status"] != "ok" for r in rows) else 0
+    return 1 if any(lesson.error for lesson in lessons) else 0
 
 
 if __name__ == "__main__":

@@ -1,11 +1,20 @@
-"""GPU suite: run `make test` with REQUIRE_CUDA=1 plus `doctor`, write reports/gpu/<date>-<gpu>.md.
+"""GPU suite: the evidence that the course works on a real NVIDIA GPU.
 
-Usage on a GPU machine:  make gpu-suite          (or USE_SYSTEM_PYTHON=1 make gpu-suite on a
-preinstalled image without .venv). Exits non-zero when there is no GPU or anything fails.
+Runs, with REQUIRE_CUDA=1 (so nothing can silently fall back to the CPU):
+  1. `make test`          lint, unit tests, hygiene, nbval over every notebook (JUnit XML per test);
+  2. `make course`        every lesson top to bottom, timed;
+  3. `colab_gpu bench`    the measured ratios;
+  4. `colab_gpu doctor`   the GPU, driver and versions;
+then writes reports/gpu/<date>-<gpu>.md and .json with every figure and the targets, met or not.
+
+Usage on a GPU machine: `make gpu-suite` (USE_SYSTEM_PYTHON=1 on a preinstalled image).
+`--refresh-notebooks` also re-executes the committed notebooks in place, so they show GPU outputs.
+Exits non-zero when there is no GPU or anything failed.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -18,13 +27,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = ROOT / "reports" / "gpu"
-JUNIT = ROOT / "build" / "junit"
+BUILD = ROOT / "build"
+JUNIT = BUILD / "junit"
+
+# (key, what the course promises, test on the measured value). Keys are bench row keys, plus "course".
+TARGETS = [
+    ("amp_peak", "bf16 MLP training reaches at least 50% of the measured bf16 matmul peak", lambda v: v >= 0.5),
+    ("amp", "AMP trains the matmul-heavy MLP at least 2x faster than fp32", lambda v: v >= 2),
+    ("cnn_cpu_gpu", "conv training at least 10x this machine's CPU", lambda v: v >= 10),
+    ("resident", "GPU-resident loader at least 5x a default DataLoader", lambda v: v >= 5),
+    ("fit", "fit within 10% of a minimal hand loop", lambda v: v <= 1.10),
+    ("course", "the whole `make course` under 5 minutes (seconds)", lambda v: v <= 300),
+]
 
 
 def run(command: list[str], env: dict[str, str]) -> tuple[int, float, str]:
+    """Run a command from the repository root, echoing its output; return (code, seconds, stdout)."""
+    print("$", " ".join(command), flush=True)
     start = time.perf_counter()
     proc = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-    print(proc.stdout)
+    print(proc.stdout, flush=True)
     return proc.returncode, time.perf_counter() - start, proc.stdout
 
 
@@ -46,42 +68,84 @@ def slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
-def main() -> int:
-    env = dict(os.environ, REQUIRE_CUDA="1", JUNIT_DIR=str(JUNIT), PYTHONUNBUFFERED="1")
-    python = sys.executable if env.get("USE_SYSTEM_PYTHON") == "1" else str(ROOT / ".venv" / "bin" / "python")
-    JUNIT.mkdir(parents=True, exist_ok=True)
-    test_rc, test_seconds, _ = run(["make", "test"], env)
-    doctor_rc, _, doctor_json = run([python, "-m", "colab_gpu", "doctor", "--json"], env)
-    try:
-        report = json.loads(doctor_json)
-    except ValueError:
-        print("doctor did not produce a report: is the environment installed?", file=sys.stderr)
-        return 1
-    if not report["gpus"]:
-        print("No CUDA GPU is visible: the GPU suite writes no report.", file=sys.stderr)
-        return 1
-    gpu = report["gpus"][0]
+def evaluate_targets(bench_rows: list[dict], course_seconds: float | None) -> list[dict]:
+    """Each target with its measured value and whether it was met (None when it was not measured)."""
+    values = {row["key"]: row["ratio"] for row in bench_rows if row.get("status") == "ok"}
+    values["course"] = course_seconds
+    results = []
+    for key, promise, test in TARGETS:
+        value = values.get(key)
+        results.append({"key": key, "target": promise, "value": value, "met": None if value is None else test(value)})
+    return results
+
+
+def course_lessons(report: Path) -> list[str]:
+    """The lesson rows of build/report.md (the markdown table that `make course` writes)."""
+    if not report.exists():
+        return []
+    return [line for line in report.read_text().splitlines() if line.startswith("| 0")]
+
+
+def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: list[dict],
+                 lessons: list[str], tests: list[tuple[str, str, float]]) -> tuple[Path, Path]:
+    gpu = doctor["gpus"][0]
     today = dt.date.today().isoformat()
+    stem = REPORTS / f"{today}-{slug(gpu['name'])}"
     lines = [
-        f"# GPU suite: {gpu['name']}, {today}",
-        "",
-        f"- GPU: {gpu['name']} (compute capability {gpu['compute_capability']}, {gpu['total_memory_gib']} GiB)",
-        f"- PyTorch {report['torch']}, CUDA {report['cuda_runtime']}, cuDNN {report['cudnn']}, "
-        f"driver {report['driver']}, Python {report['python']}",
-        f"- `REQUIRE_CUDA=1 make test`: {'passed' if test_rc == 0 else 'FAILED'} in {test_seconds:.0f} s; "
-        f"doctor: {'ok' if doctor_rc == 0 else 'FAILED'}",
-        "",
-        "| test or notebook cell | outcome | seconds |",
-        "|---|---|---:|",
+        f"# GPU suite: {gpu['name']}, {today}", "",
+        f"- GPU: {gpu['name']}, compute capability {gpu['compute_capability']}, {gpu['total_memory_gib']} GiB",
+        f"- PyTorch {doctor['torch']}, CUDA {doctor['cuda_runtime']}, cuDNN {doctor['cudnn']}, "
+        f"driver {doctor['driver']}, Python {doctor['python']}, {doctor['cpu_count']} CPU cores",
+        "", "## Steps (REQUIRE_CUDA=1)", "", "| step | result | seconds |", "|---|---|---:|",
+        *[f"| `{name}` | {'passed' if code == 0 else 'FAILED'} | {seconds:.0f} |" for name, (code, seconds) in
+          steps.items()],
+        "", "## Targets", "", "| target | measured | met |", "|---|---:|---|",
+        *[f"| {t['target']} | {t['value'] if t['value'] is not None else 'not measured'} | "
+          f"{ {True: 'yes', False: 'NO', None: '-'}[t['met']] } |" for t in targets],
+        "", "## Benchmarks (`python -m colab_gpu bench`)", "", "| benchmark | result | details |", "|---|---|---|",
+        *[f"| {r['name']} | {r['ratio']} {r['unit']} | {r['note'] or ''} |" if r["status"] == "ok"
+          else f"| {r['name']} | skipped | {r['note']} |" for r in bench_rows],
+        "", "## Lessons (`make course`)", "",
+        "| Lesson | Colab | Device | Seconds | Status |", "|---|---|---|---:|---|",
+        *lessons,
+        "", "## Every test and notebook cell", "", "| test or cell | outcome | seconds |", "|---|---|---:|",
+        *[f"| {name} | {outcome} | {seconds:.2f} |" for name, outcome, seconds in tests],
     ]
-    for suite in ("unit", "nbval"):
-        rows = junit_rows(JUNIT / f"{suite}.xml")
-        lines += [f"| {name} | {outcome} | {seconds:.2f} |" for name, outcome, seconds in rows]
     REPORTS.mkdir(parents=True, exist_ok=True)
-    target = REPORTS / f"{today}-{slug(gpu['name'])}.md"
-    target.write_text("\n".join(lines) + "\n")
-    print(f"wrote {target.relative_to(ROOT)}")
-    return 0 if test_rc == 0 and doctor_rc == 0 else 1
+    md, js = stem.with_suffix(".md"), stem.with_suffix(".json")
+    md.write_text("\n".join(lines) + "\n")
+    js.write_text(json.dumps({"date": today, "runtime": doctor, "steps": steps, "targets": targets,
+                              "bench": bench_rows, "tests": tests}, indent=2, default=str) + "\n")
+    return md, js
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--refresh-notebooks", action="store_true", help="re-execute the committed notebooks")
+    args = parser.parse_args(argv)
+    env = dict(os.environ, REQUIRE_CUDA="1", JUNIT_DIR=str(JUNIT), PYTHONUNBUFFERED="1")
+    python = sys.executable  # `make gpu-suite` runs this script with the environment's Python
+    JUNIT.mkdir(parents=True, exist_ok=True)
+    code, _, doctor_json = run([python, "-m", "colab_gpu", "doctor", "--json"], env)
+    if code != 0:
+        print("No CUDA GPU is visible (or the environment is not installed): no GPU report.", file=sys.stderr)
+        return 1
+    doctor = json.loads(doctor_json)
+    steps = {}
+    for name, command in (("make test", ["make", "test"]), ("make course", ["make", "course"]),
+                          ("colab_gpu bench", [python, "-m", "colab_gpu", "bench", "--out", str(BUILD / "bench")])):
+        code, seconds, _ = run(command, env)
+        steps[name] = (code, seconds)
+    if args.refresh_notebooks:
+        steps["make notebooks"] = run(["make", "notebooks"], env)[:2]
+    bench_file = BUILD / "bench" / "bench.json"
+    bench_rows = json.loads(bench_file.read_text())["rows"] if bench_file.exists() else []
+    course_seconds = steps["make course"][1] if steps["make course"][0] == 0 else None
+    targets = evaluate_targets(bench_rows, course_seconds)
+    tests = junit_rows(JUNIT / "unit.xml") + junit_rows(JUNIT / "nbval.xml")
+    md, js = write_report(doctor, steps, bench_rows, targets, course_lessons(BUILD / "report.md"), tests)
+    print(f"wrote {md.relative_to(ROOT)} and {js.relative_to(ROOT)}")
+    return 0 if all(code == 0 for code, _ in steps.values()) else 1
 
 
 if __name__ == "__main__":

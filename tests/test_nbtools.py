@@ -41,23 +41,6 @@ def test_committed_lessons_are_stamped():
         assert stamp_text(text, config, source.with_suffix(".ipynb")) == text, f"run `make stamp` for {source.name}"
 
 
-def test_gpu_suite_reads_junit_outcomes(tmp_path):
-    from gpu_suite import junit_rows, slug
-
-    xml = tmp_path / "unit.xml"
-    xml.write_text(
-        "<testsuites><testsuite>"
-        "<testcase classname='tests.a' name='ok' time='0.5'/>"
-        "<testcase classname='tests.a' name='bad' time='1'><failure message='x'/></testcase>"
-        "<testcase classname='tests.a' name='gpu' time='0'><skipped/></testcase>"
-        "</testsuite></testsuites>"
-    )
-    assert junit_rows(xml) == [("tests.a::ok", "passed", 0.5), ("tests.a::bad", "FAILED", 1.0),
-                               ("tests.a::gpu", "skipped", 0.0)]
-    assert junit_rows(tmp_path / "missing.xml") == []
-    assert slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
-
-
 def test_readme_badges_open_existing_notebooks_of_this_repository():
     import re
 
