@@ -285,6 +285,14 @@ def run_benchmarks(device: torch.device, names: list[str] | None = None) -> list
     return rows
 
 
+def _show(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 def to_markdown(rows: list[Row], report: dict) -> str:
     gpu = report["gpus"][0]["name"] if report["gpus"] else "no GPU"
     lines = [f"# colab_gpu bench: {gpu}", "",
@@ -292,8 +300,9 @@ def to_markdown(rows: list[Row], report: dict) -> str:
              "| benchmark | device | status | result | details |", "|---|---|---|---|---|"]
     for row in rows:
         result = f"{row.ratio} {row.unit}" if row.status == "ok" else "-"
-        details = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.details.items())
-        lines.append(f"| {row.name} | {row.device} | {row.status} | {result} | {details}; {row.note} |")
+        details = ", ".join(f"{k}={_show(v)}" for k, v in row.details.items())
+        lines.append(f"| {row.name} | {row.device} | {row.status} | {result} | "
+                     f"{'; '.join(part for part in (details, row.note) if part)} |")
     return "\n".join(lines) + "\n"
 
 
