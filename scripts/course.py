@@ -5,6 +5,7 @@ build/NN_topic.html    the same as a web page (images embedded)
 build/index.html       the lesson table: title, Colab badge, study time, run seconds, device, status
 build/report.md        the same table in markdown, with the total
 build/colab-badge.svg  the badge image, so the pages show it offline
+notebooks/student/     the student versions (solutions removed), regenerated from the lessons
 
 Prints one line per lesson as it goes, then the table; exits 1 if any lesson fails.
 """
@@ -23,6 +24,7 @@ from nbconvert import HTMLExporter
 from nbtools import (
     COLAB_BADGE_SVG,
     ROOT,
+    STUDENT,
     badge_markdown,
     badge_url,
     course_config,
@@ -31,6 +33,7 @@ from nbtools import (
     lesson_sources,
     lesson_title,
     read_lesson,
+    write_student_versions,
 )
 
 BUILD = ROOT / "build"
@@ -71,6 +74,8 @@ def write_index(lessons: list[Lesson], build: Path) -> None:
         f"<tr><td><a href='{lesson.source.stem}.html'>{html.escape(lesson.title)}</a></td>"
         f"<td><a class='badge' href='{badge_url(config, lesson.source.with_suffix('.ipynb'))}'>"
         f"<img src='colab-badge.svg' alt='Open In Colab'></a></td>"
+        f"<td><a class='student' href='{badge_url(config, STUDENT / lesson.source.with_suffix('.ipynb').name)}'>"
+        f"<img src='colab-badge.svg' alt='Open the student version in Colab'></a></td>"
         f"<td>{html.escape(lesson.study_time)}</td><td>{lesson.seconds:.1f}</td>"
         f"<td>{html.escape(lesson.device)}</td><td>{html.escape(lesson.status)}</td></tr>"
         for lesson in lessons
@@ -79,7 +84,8 @@ def write_index(lessons: list[Lesson], build: Path) -> None:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;text-align:left}</style></head>"
         f"<body><h1>{TITLE}</h1><table border='1' cellspacing='0'>"
-        "<tr><th>Lesson</th><th>Colab</th><th>Study time</th><th>Run seconds</th><th>Device</th><th>Status</th></tr>"
+        "<tr><th>Lesson</th><th>Colab</th><th>Student version</th><th>Study time</th><th>Run seconds</th>"
+        "<th>Device</th><th>Status</th></tr>"
         f"\n{rows}\n</table><p>Repository: {html.escape(config.repository)}. "
         f"Executed {time.strftime('%Y-%m-%d %H:%M')}.</p></body></html>\n"
     )
@@ -119,6 +125,8 @@ def terminal_table(lessons: list[Lesson]) -> str:
 
 
 def main() -> int:
+    written = write_student_versions(course_config())
+    print(f"student versions (solutions removed): {len(written) // 2} lessons in {STUDENT.relative_to(ROOT)}/")
     device = device_label()
     sources = lesson_sources()
     lessons = []

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import sys
 
-from nbtools import NOTEBOOKS, execute, lesson_sources, read_lesson, write_paired
+from nbtools import (
+    NOTEBOOKS,
+    course_config,
+    execute,
+    lesson_sources,
+    read_lesson,
+    write_paired,
+    write_student_versions,
+)
 
 
 def main(selected: list[str]) -> int:
@@ -25,6 +33,7 @@ def main(selected: list[str]) -> int:
             continue  # keep the last good .ipynb instead of committing a broken run
         write_paired(run.notebook, source)
         print(f"ok     {source.name} in {run.seconds:.1f} s")
+    write_student_versions(course_config())  # solutions removed; kept in step with the lessons
     return 1 if failed else 0
 
 

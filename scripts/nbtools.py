@@ -24,6 +24,10 @@ sys.path.insert(0, str(ROOT))
 import colab_gpu as cg  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
+STUDENT = NOTEBOOKS / "student"
+SOLUTION_TAG = "solution"
+STUDENT_NOTE = ("*Student version: the solution cells are removed. Write your answer in each exercise, then run "
+                "its check cell. The full lesson is one folder up.*")
 COLAB_BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
 # Metadata that makes a Colab badge open a GPU runtime.
 NOTEBOOK_METADATA = {
@@ -137,3 +141,28 @@ def write_paired(notebook: nbformat.NotebookNode, source: Path) -> Path:
     target = source.with_suffix(".ipynb")
     jupytext.write(notebook, target, fmt="ipynb")
     return target
+
+
+def student_notebook(source: Path, config: CourseConfig) -> nbformat.NotebookNode:
+    """The lesson without its solution cells, with a badge that opens the student version itself."""
+    notebook = read_lesson(source)
+    notebook.cells = [c for c in notebook.cells if SOLUTION_TAG not in c.metadata.get("tags", [])]
+    card = notebook.cells[0]
+    target = STUDENT / source.with_suffix(".ipynb").name
+    card.source = BADGE_RE.sub(lambda _: badge_markdown(config, target), card.source)
+    learn = "\n\n**What you will learn**"
+    card.source = card.source.replace(learn, f"\n\n{STUDENT_NOTE}{learn}", 1)
+    return notebook
+
+
+def write_student_versions(config: CourseConfig, folder: Path = STUDENT) -> list[Path]:
+    """Write notebooks/student/NN_topic.py and .ipynb (paired, no outputs) for every lesson."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source in lesson_sources():
+        notebook = student_notebook(source, config)
+        for suffix, fmt in ((".py", "py:percent"), (".ipynb", "ipynb")):
+            target = folder / f"{source.stem}{suffix}"
+            jupytext.write(notebook, target, fmt=fmt)
+            written.append(target)
+    return written

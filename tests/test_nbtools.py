@@ -41,16 +41,22 @@ def test_committed_lessons_are_stamped():
         assert stamp_text(text, config, source.with_suffix(".ipynb")) == text, f"run `make stamp` for {source.name}"
 
 
-def test_readme_badges_open_existing_notebooks_of_this_repository():
+def test_every_badge_in_readme_and_notebooks_opens_a_file_of_this_repository():
     import re
 
-    from nbtools import ROOT
+    from nbtools import ROOT, STUDENT
 
     config = course_config()
     prefix = f"https://colab.research.google.com/github/{config.repository}/blob/{config.branch}/"
-    links = re.findall(r"\]\((https://colab\.research\.google\.com/github/[^)]+)\)", (ROOT / "README.md").read_text())
+    files = [ROOT / "README.md", *NOTEBOOKS.glob("*.ipynb"), *STUDENT.glob("*.ipynb")]
+    pattern = re.compile(r"\]\((https://colab\.research\.google\.com/github/[^)\\]+)\)")
+    links = {f: pattern.findall(f.read_text()) for f in files}
+    for file, found in links.items():
+        assert found, f"{file.name} has no Colab badge"
+        for link in found:
+            assert link.startswith(prefix), f"{file.name}: badge {link} does not use [tool.course] in pyproject.toml"
+            assert (ROOT / link.removeprefix(prefix)).exists(), f"{file.name}: badge {link} opens a missing file"
+    readme = links[ROOT / "README.md"]
     for source in lesson_sources():
-        assert badge_url(config, source.with_suffix(".ipynb")) in links, f"README's lesson table lacks {source.stem}"
-    for link in links:
-        assert link.startswith(prefix), f"README badge {link} does not use [tool.course] in pyproject.toml"
-        assert (ROOT / link.removeprefix(prefix)).exists(), f"README badge {link} opens a missing notebook"
+        for notebook in (source.with_suffix(".ipynb"), STUDENT / source.with_suffix(".ipynb").name):
+            assert badge_url(config, notebook) in readme, f"README's lesson table lacks {notebook.relative_to(ROOT)}"

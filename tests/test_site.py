@@ -8,7 +8,7 @@ import shutil
 import nbformat
 import pytest
 from course import Lesson, write_site
-from nbtools import badge_url, course_config, lesson_sources
+from nbtools import STUDENT, badge_url, course_config, lesson_sources
 
 CHROMIUM = shutil.which("chromium") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -56,7 +56,10 @@ def test_index_lists_every_lesson_with_its_badge(site, browser):
     config = course_config()
     badges = browser.execute_script("return Array.from(document.querySelectorAll('a.badge')).map(a => a.href)")
     assert badges == [badge_url(config, s.with_suffix(".ipynb")) for s in lesson_sources()]
-    pages = browser.execute_script("return Array.from(document.querySelectorAll('td a:not(.badge)')).map(a => a.href)")
+    students = browser.execute_script("return Array.from(document.querySelectorAll('a.student')).map(a => a.href)")
+    assert students == [badge_url(config, STUDENT / s.with_suffix(".ipynb").name) for s in lesson_sources()]
+    pages = browser.execute_script(
+        "return Array.from(document.querySelectorAll('td a:not(.badge):not(.student)')).map(a => a.href)")
     assert pages == [(site / f"{s.stem}.html").as_uri() for s in lesson_sources()]
 
 

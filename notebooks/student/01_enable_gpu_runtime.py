@@ -1,0 +1,223 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     notebook_metadata_filter: accelerator,colab
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Enable the GPU runtime
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/01_enable_gpu_runtime.ipynb)
+#
+# *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
+#
+# **What you will learn**
+# - how to switch a Colab notebook to a GPU runtime, and how to tell that it worked;
+# - how to ask PyTorch which GPU you got: name, memory, compute capability, CUDA and cuDNN versions;
+# - what the compute capability means for the number formats you can use (fp16, bf16, TF32);
+# - Colab's tiers and limits, what a disconnect loses, and what to do on a CPU-only runtime.
+#
+# **Time:** 15 minutes. **Prerequisites:** basic Python; no PyTorch experience needed yet.
+#
+# Every lesson runs top to bottom on a GPU runtime *and* on a CPU-only one (slower, smaller sizes).
+
+# %%
+# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q",
+         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
+        check=True,
+    )
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# ## 1. Switch the runtime to a GPU
+#
+# In Colab: **Runtime > Change runtime type > Hardware accelerator: T4 GPU > Save**.
+# Colab then starts a *new* virtual machine: every variable, every installed package and every
+# file under `/content` from the old one is gone, so rerun the notebook from the top.
+#
+# The free tier gives a **T4** (16 GB, compute capability 7.5) when one is free; Colab Pro and
+# pay-as-you-go add the **L4** (24 GB, 8.9) and the **A100** (40 or 80 GB, 8.0).
+#
+# ## 2. Ask the driver: `nvidia-smi`
+#
+# In a Colab cell you would type `!nvidia-smi`. It lists the GPU, its memory in use, the driver
+# version and the highest CUDA version that driver supports. On a CPU runtime the tool does not
+# exist, so this cell checks for it first.
+
+# %%
+import shutil
+import subprocess
+
+if shutil.which("nvidia-smi"):
+    print(subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout)
+else:
+    print("nvidia-smi is not installed here: this is a CPU-only runtime.")
+
+# %% [markdown]
+# ## 3. Ask PyTorch
+#
+# `nvidia-smi` says a GPU exists; PyTorch must also be able to *use* it. The CUDA build of
+# PyTorch can be installed on a machine without a GPU (as on this course's CI), so always ask:
+
+# %%
+print("CUDA build of PyTorch:", torch.version.cuda or "no (CPU-only build)")
+print("torch.cuda.is_available():", torch.cuda.is_available())
+print("GPUs visible:", torch.cuda.device_count())
+# The accelerator PyTorch would use, or None. Without check_available=True a CUDA build on a
+# CPU-only machine still answers "cuda".
+print("current accelerator:", torch.accelerator.current_accelerator(check_available=True))
+
+# get_device() and PyTorch agree: the GPU is chosen exactly when PyTorch can use one.
+assert (device.type == "cuda") == torch.cuda.is_available()
+
+# %% [markdown]
+# On a GPU runtime, the device's properties tell you what you got. The memory field is
+# `total_memory` (in bytes); older tutorials write `total_mem`, which does not exist.
+
+# %%
+if torch.cuda.is_available():
+    props = torch.cuda.get_device_properties(device)
+    print("name:               ", props.name)
+    print("compute capability: ", f"{props.major}.{props.minor}")
+    print("total memory:       ", f"{props.total_memory / 1024**3:.1f} GiB")
+    print("multiprocessors:    ", props.multi_processor_count)
+    print("cuDNN version:      ", torch.backends.cudnn.version())
+    assert props.total_memory > 0
+else:
+    print("No GPU: skipping its properties. Everything below still runs, on the CPU.")
+
+# %% [markdown]
+# ## 4. Compute capability decides your number formats
+#
+# The *compute capability* (CC) is the GPU's architecture version. It decides which formats the
+# tensor cores run natively, which matters for lesson 06 (mixed precision):
+#
+# | GPU | CC | fp16 | bf16 | TF32 | what to use |
+# |---|---|---|---|---|---|
+# | T4, V100 | 7.5, 7.0 | native | emulated (slow) | no | fp16 autocast + `GradScaler` |
+# | A100, L4, H100 | 8.0, 8.9, 9.0 | native | native | yes | bf16 autocast, TF32 for fp32 |
+#
+# A trap: `torch.cuda.is_bf16_supported()` answers **True on a T4**, because it counts emulation.
+# Ask `torch.cuda.is_bf16_supported(including_emulation=False)` for the native answer.
+
+# %%
+if torch.cuda.is_available():
+    print("bf16, emulation included:", torch.cuda.is_bf16_supported())
+    print("bf16, native only:       ", torch.cuda.is_bf16_supported(including_emulation=False))
+    major, _ = torch.cuda.get_device_capability(device)
+    assert torch.cuda.is_bf16_supported(including_emulation=False) == (major >= 8)
+else:
+    print("No GPU: on the CPU, PyTorch runs bf16 autocast in software (lesson 06).")
+
+# %% [markdown]
+# `colab_gpu` gathers all of this in one report, with advice for the runtime you are on. From a
+# terminal, `python -m colab_gpu doctor` prints the same thing.
+
+# %%
+report = cg.print_runtime_report()
+assert report["cuda_available"] == torch.cuda.is_available()
+
+# %% [markdown]
+# ## 5. The common error: asking for a GPU that is not there
+#
+# Code written for another machine often names a GPU that this runtime lacks: `"cuda"` on a CPU
+# runtime, or `"cuda:1"` on Colab's single GPU. PyTorch's own message depends on the case and
+# rarely says what to do. Here we ask for the GPU *after* the last one this runtime has
+# (`cuda:0` on a CPU runtime, `cuda:1` on a T4):
+
+# %% tags=["raises-exception"]
+missing_gpu = f"cuda:{torch.cuda.device_count()}"
+torch.zeros(3, device=missing_gpu)
+
+# %% [markdown]
+# The fix: ask `cg.get_device()` for the best device that exists (as the setup cell did), or
+# ask for a specific one and get an error that says what exists and how to get a GPU:
+
+# %%
+try:
+    cg.get_device(missing_gpu)
+except cg.DeviceNotAvailableError as err:
+    print(err)
+
+x = torch.zeros(3, device=device)  # the device that exists
+assert x.device.type == device.type
+
+# %% [markdown]
+# ## 6. Colab's limits, and what a disconnect loses
+#
+# | | free | Pro / pay as you go |
+# |---|---|---|
+# | GPU | T4 when available | T4, L4, A100 (compute units) |
+# | idle timeout | about 90 minutes without interaction | longer, with background execution |
+# | maximum session | about 12 hours | up to 24 hours |
+# | CPU / RAM | 2 vCPUs, about 12 GB | 2+ vCPUs, more RAM on request |
+#
+# When the runtime disconnects, the virtual machine is gone: variables, models in memory, files
+# under `/content`, packages you installed. What survives is the notebook itself and whatever
+# you saved to Google Drive (`from google.colab import drive; drive.mount("/content/drive")`).
+# Lesson 07 writes training checkpoints there so a disconnect costs minutes, not hours.
+#
+# **TPU runtimes** are a different accelerator: PyTorch needs `torch_xla` for them, and this
+# course does not use them. The runtime report above warns if you picked one by mistake.
+#
+# **No GPU quota left?** Colab sometimes says "Cannot connect to GPU backend". Every lesson
+# still runs on the CPU with smaller problem sizes: read the measured GPU numbers in the
+# committed outputs, and come back later or try a Kaggle notebook (also a free T4).
+
+# %% [markdown]
+# ## Exercise
+#
+# Create `ones`: a tensor of 1000 ones **directly on** `device` (no `.to()` copy), and set
+# `gpu_count` to the number of GPUs PyTorch sees. Then run the check cell.
+
+# %%
+ones = None  # your tensor goes here
+gpu_count = None  # and the number of GPUs here
+
+# %%
+cg.check_on_device(ones, device, name="ones")
+cg.report(
+    gpu_count == torch.cuda.device_count(),
+    f"gpu_count = {gpu_count}.",
+    "gpu_count should come from torch.cuda.device_count().",
+)
+
+# %% [markdown]
+# ## Summary
+#
+# - Turn the GPU on with **Runtime > Change runtime type**; the runtime restarts from scratch.
+# - `torch.cuda.is_available()` tells whether PyTorch can use a GPU; `get_device_properties`
+#   gives its name, `total_memory` and compute capability.
+# - CC 7.x (T4): fp16 + GradScaler. CC 8.0+ (A100, L4, H100): bf16 and TF32. Ask
+#   `is_bf16_supported(including_emulation=False)`.
+# - Use `cg.get_device()`: the GPU when it exists, the CPU otherwise, and a clear error when you
+#   ask for a device that is not there.
+# - Save what matters to Drive: a disconnect loses the whole virtual machine.
+#
+# Next: **02 · Tensors and models on the device**.

@@ -1,0 +1,261 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     notebook_metadata_filter: accelerator,colab
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 · Tensors and models on the device
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/02_tensors_on_device.ipynb)
+#
+# *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
+#
+# **What you will learn**
+# - `torch.device`, creating tensors directly on the GPU, and moving them with `.to()`, `.cuda()`, `.cpu()`;
+# - moving a model, and checking where its parameters live;
+# - the device-mismatch error, reproduced and fixed;
+# - what host-to-device copies cost, and a CPU-vs-GPU matrix product timed correctly;
+# - getting results back to Python and NumPy.
+#
+# **Time:** 25 minutes. **Prerequisites:** lesson 01; tensors and `nn.Module` at the level of the
+# PyTorch "60-minute blitz".
+
+# %%
+# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q",
+         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
+        check=True,
+    )
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# ## 1. `torch.device`
+#
+# A device is a type (`"cpu"`, `"cuda"`) and, for GPUs, an index. `"cuda"` means "the current
+# GPU", which is `cuda:0` unless you change it.
+
+# %%
+# NBVAL_CHECK_OUTPUT
+gpu0 = torch.device("cuda", 0)
+print(gpu0, "| type:", gpu0.type, "| index:", gpu0.index)
+print(torch.device("cpu"), "| index:", torch.device("cpu").index)
+
+# %% [markdown]
+# ## 2. Create tensors where they will be used
+#
+# Pass `device=` to the factory function. Creating on the CPU and then copying works too, but
+# pays for a host-to-device copy you did not need.
+
+# %%
+a = torch.randn(3, 4, device=device)  # made on the device, no copy
+b = torch.randn(3, 4).to(device)  # made on the CPU, then copied
+print(a.device, b.device)
+assert a.device == b.device == device
+
+# %% [markdown]
+# ### `.to()`, `.cuda()`, `.cpu()` and `get_device()`
+#
+# - `t.to(device)` **returns** a tensor on `device`; it does not change `t`. When `t` is already
+#   there, it returns `t` itself, with no copy.
+# - `t.cuda()` is `t.to("cuda")` and fails on a CPU runtime; `t.cpu()` is `t.to("cpu")`. Prefer
+#   `.to(device)`: the same line then works on every runtime.
+# - `t.get_device()` gives the GPU index, or **-1** for a CPU tensor.
+
+# %%
+c = torch.arange(4)  # on the CPU
+moved = c.to(device)
+print("c stays on", c.device, "| moved is on", moved.device)
+print("get_device():", c.get_device(), "(CPU) |", moved.get_device())
+assert c.device.type == "cpu" and c.get_device() == -1
+assert moved.to(device) is moved  # already there: no copy, same object
+assert moved.cpu().device.type == "cpu"
+
+# %% [markdown]
+# ## 3. Models: `model.to(device)` moves every parameter and buffer
+#
+# For a module, `.to()` works in place (and returns the module, so chaining is fine). A model
+# has no single `.device`: check its parameters.
+
+# %%
+from torch import nn
+
+model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
+model.to(device)
+print("first parameter on:", next(model.parameters()).device)
+assert all(p.device == device for p in model.parameters())
+cg.check_on_device(model, device, name="model")
+
+# %% [markdown]
+# ## 4. The common error: model and data on different devices
+#
+# Every input of an operation must be on the same device. The classic bug: the model was moved
+# to the GPU, the batch was not. On a GPU runtime the batch below is a CPU tensor; on a CPU
+# runtime we use PyTorch's `meta` device (tensors with a shape but no data) to stand in for
+# "another device", so you see the same kind of error everywhere.
+
+# %% tags=["raises-exception"]
+other = torch.device("cpu") if device.type == "cuda" else torch.device("meta")
+batch = torch.randn(8, 4, device=other)  # forgot to put the batch where the model is
+model(batch)
+
+# %% [markdown]
+# The fix is one `.to(device)` on the batch (in a training loop: on every batch).
+
+# %%
+batch = torch.randn(8, 4).to(device)  # the batch goes where the model is
+out = model(batch)
+print(out.shape, out.device)
+assert out.device == device
+
+# %% [markdown]
+# ## 5. Host-device copies are not free
+#
+# A GPU reaches its memory at hundreds of GB/s; a copy from the CPU crosses PCIe at roughly
+# 10-25 GB/s. Moving data back and forth inside a loop can cost more than the compute.
+# We time copies of growing size with `cg.benchmark`, which synchronizes before it reads the
+# clock (section 6 shows why that matters).
+
+# %%
+if device.type == "cuda":
+    copy_gbps = {}
+    for mib in (1, 16, 64, 256):
+        host = torch.empty(mib * 2**20 // 4)  # float32: 4 bytes each
+        result = cg.benchmark(lambda host=host: host.to(device), device=device, repeat=5)
+        copy_gbps[f"{mib} MiB"] = mib * 2**20 / result.median / 1e9
+        print(f"{mib:4d} MiB host->device: {result} = {copy_gbps[f'{mib} MiB']:.1f} GB/s")
+    # Larger copies amortize the fixed cost of a transfer.
+    assert copy_gbps["256 MiB"] > copy_gbps["1 MiB"]
+else:
+    print("CPU runtime: .to('cpu') on a CPU tensor copies nothing, so there is nothing to time.")
+
+# %% [markdown]
+# ## 6. CPU vs GPU: a matrix product, timed correctly
+#
+# CUDA is **asynchronous**: `x @ x` queues a kernel and Python moves on immediately.
+# `time.time()` around it measures the launch, not the multiplication. Correct timing warms
+# up first (the first call pays one-off costs), synchronizes before reading the clock, and
+# repeats to report a median. That is what `cg.benchmark` does.
+#
+# Sizes scale with the device so the CPU run stays short.
+
+# %%
+import time
+
+n = 4096 if device.type == "cuda" else 1024
+x_dev = torch.randn(n, n, device=device)
+
+start = time.time()
+x_dev @ x_dev  # only queued on a GPU
+naive = time.time() - start
+
+correct = cg.benchmark(lambda: x_dev @ x_dev, device=device)
+print(f"{n}x{n} matmul on {device}: time.time() says {cg.format_seconds(naive)}, benchmark says {correct}")
+if device.type == "cuda":
+    # The naive number is mostly the launch (and the first call's one-off costs).
+    print(f"the naive number is {naive / correct.median:.1f}x the real median")
+
+# %% [markdown]
+# Now the same product on the CPU, side by side:
+
+# %%
+x_cpu = x_dev.cpu()
+on_cpu = cg.benchmark(lambda: x_cpu @ x_cpu, device="cpu", repeat=5)
+times = {"cpu": on_cpu.median}
+if device.type == "cuda":
+    times[str(device)] = correct.median
+    gain = cg.speedup(on_cpu, correct)
+    print(f"{n}x{n} matmul: CPU {on_cpu}, GPU {correct}: the GPU is {gain:.0f}x faster")
+    assert gain > 1, "the GPU should beat the CPU on a large matrix product"
+else:
+    print(f"{n}x{n} matmul on the CPU: {on_cpu}. On a GPU runtime this cell adds the GPU and the speedup.")
+tflops = {name: 2 * n**3 / seconds / 1e12 for name, seconds in times.items()}
+print("throughput:", {name: f"{value:.2f} TFLOP/s" for name, value in tflops.items()})
+
+cg.bar_seconds(times, f"{n}x{n} float32 matmul (median)", log=True)
+import matplotlib.pyplot as plt
+
+plt.show()
+
+# %% [markdown]
+# ## 7. Results back to the host
+#
+# - `.item()` turns a one-element tensor into a Python number (and waits for the GPU).
+# - `.cpu().numpy()` for arrays: NumPy only reads CPU memory, so `.numpy()` on a CUDA tensor is
+#   a `TypeError` ("can't convert cuda:0 device type tensor to numpy").
+# - `.tolist()` for small results.
+
+# %%
+total = x_dev.sum()
+print("tensor:", total.device, "| .item():", type(total.item()).__name__)
+array = x_dev[:2, :3].cpu().numpy()
+print("numpy:", array.dtype, array.shape)
+assert isinstance(total.item(), float) and array.shape == (2, 3)
+
+# %% [markdown]
+# ## 8. `with torch.device(...)`: a default device for a block
+#
+# Inside the block, factory functions (and `nn` layers' parameters) are created on that device
+# without `device=` on each call. Handy for building a model straight on the GPU.
+
+# %%
+with torch.device(device):
+    inside = torch.zeros(2)
+    layer = nn.Linear(2, 2)
+print(inside.device, layer.weight.device)
+assert inside.device == device and layer.weight.device == device
+assert torch.zeros(2).device.type == "cpu"  # outside the block the default is back
+
+# %% [markdown]
+# ## Exercise
+#
+# `model_ex` and `batch_ex` below were built on the CPU. Put both on `device`, then compute
+# `out_ex = model_ex(batch_ex)` and run the check cell.
+
+# %%
+model_ex = nn.Linear(4, 3)
+batch_ex = torch.randn(5, 4)
+out_ex = None  # your result goes here
+
+# %%
+cg.check_on_device(model_ex, device, name="model_ex")
+cg.check_on_device(out_ex, device, name="out_ex")
+
+# %% [markdown]
+# ## Summary
+#
+# - Create tensors with `device=device`; move existing ones with `t = t.to(device)` (tensors
+#   are not moved in place; modules are).
+# - A model has no `.device`: check `next(model.parameters()).device`.
+# - "Expected all tensors to be on the same device" means one input was not moved.
+# - Copies between host and GPU cost real time: keep data on the GPU while you work on it.
+# - Time GPU code with warm-up, synchronization and repeats (`cg.benchmark`), never a bare
+#   `time.time()`.
+# - `.item()`, `.cpu().numpy()` and `.tolist()` bring results back to Python.
+#
+# Next: **03 · Train an MLP**.

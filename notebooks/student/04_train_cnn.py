@@ -1,0 +1,251 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     notebook_metadata_filter: accelerator,colab
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Train a CNN on the GPU
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/04_train_cnn.ipynb)
+#
+# *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
+#
+# **What you will learn**
+# - training a small convolutional network on CIFAR-10 with `cg.fit`;
+# - the image layout convolutions expect, `(N, C, H, W)`, and the error you get otherwise;
+# - `torch.backends.cudnn.benchmark` and the `channels_last` memory format, measured;
+# - the GPU-vs-CPU speedup for convolution training, measured on this runtime;
+# - looking at what the model gets wrong.
+#
+# **Time:** 35 minutes. **Prerequisites:** lesson 03.
+
+# %%
+# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q",
+         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
+        check=True,
+    )
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# ## 1. The data: CIFAR-10
+#
+# 60,000 colour 32x32 images in 10 classes (airplane, cat, ship...). Offline, the loader falls
+# back to scikit-learn's digits resized to 3x32x32, and says so. On a CPU runtime the network
+# is narrower and the data a slice, to stay under a minute.
+
+# %%
+import matplotlib.pyplot as plt
+
+on_gpu = device.type == "cuda"
+cg.seed_everything(0)
+data = cg.load_cifar10("data")
+if not on_gpu and not data.fallback:
+    data = data.limit(train=5_000, test=1_000)
+epochs = 10 if on_gpu and not data.fallback else (5 if data.fallback else 3)
+target = 0.90 if data.fallback else (0.70 if on_gpu else 0.40)
+width = 32 if on_gpu else 16  # channels of the first block; the CPU gets a narrower net
+print(data)
+print(f"{epochs} epochs, target test accuracy {target:.0%}, width {width}")
+
+train_loader, test_loader = cg.make_loaders(data, batch_size=128, device=device)
+cg.show_images(data.train_images[:16], [data.classes[y] for y in data.train_labels[:16]], title=data.name)
+plt.show()
+
+# %% [markdown]
+# ## 2. A small conv net
+#
+# Three blocks of two 3x3 convolutions (with batch norm and ReLU) and a 2x2 max-pool; the
+# channels double while the image halves (32, 16, 8, 4 pixels). A global average pool and a
+# linear layer give the 10 class scores.
+
+# %%
+model = cg.small_cnn(in_channels=data.image_shape[0], classes=len(data.classes), width=width).to(device)
+print(f"{cg.count_parameters(model):,} parameters on {next(model.parameters()).device}")
+print(model[0])  # the first block; the other two are the same with more channels
+
+# %% [markdown]
+# ## 3. The common error: images in the wrong layout
+#
+# PyTorch convolutions read **(batch, channels, height, width)**. Images from PIL, NumPy or
+# Matplotlib come as (height, width, channels). Feed those and the first convolution
+# complains about its channel count:
+
+# %% tags=["raises-exception"]
+images, labels = next(iter(train_loader))
+hwc = images.permute(0, 2, 3, 1)  # (N, H, W, C), as NumPy image libraries store them
+print("wrong layout:", tuple(hwc.shape))
+model(hwc.to(device))
+
+# %% [markdown]
+# The fix is one `permute(0, 3, 1, 2)` (or torchvision's `ToImage` transform, lesson 05),
+# which puts the channels second again:
+
+# %%
+nchw = hwc.permute(0, 3, 1, 2)
+outputs = model(nchw.to(device))
+assert outputs.shape == (len(images), len(data.classes))
+print("right layout:", tuple(nchw.shape), "->", tuple(outputs.shape))
+
+# %% [markdown]
+# ## 4. Train
+#
+# `cudnn.benchmark = True` lets cuDNN try several convolution algorithms on the first batch of
+# each shape and keep the fastest (section 5 measures it). Adam with a one-cycle learning-rate
+# schedule trains this net in a few epochs.
+
+# %%
+torch.backends.cudnn.benchmark = True
+optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
+scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=4e-3, total_steps=epochs)
+history = cg.fit(model, train_loader, test_loader, optimizer, device, epochs=epochs, scheduler=scheduler,
+                 progress=False)
+cg.plot_history(history, f"small CNN on {data.name}, {device}")
+plt.show()
+
+test_acc = history.last["test_acc"]
+assert history.column("train_loss")[-1] < history.column("train_loss")[0], "loss went down"
+assert test_acc >= target, f"test accuracy {test_acc:.1%} is below the {target:.0%} this lesson promises"
+print(f"test accuracy after {epochs} epochs: {test_acc:.1%} (target {target:.0%})")
+
+# %% [markdown]
+# ## 5. `cudnn.benchmark` and `channels_last`, measured
+#
+# - **`torch.backends.cudnn.benchmark`**: cuDNN has several algorithms per convolution; with
+#   the flag on, it times them on the first call of each input shape and caches the winner.
+#   It helps when shapes stay fixed (as here), and costs time when they change every batch.
+# - **`channels_last`**: stores images as (N, H, W, C) *in memory* while the tensor keeps its
+#   (N, C, H, W) shape. Tensor cores prefer that layout; on a GPU it mostly pays off with
+#   mixed precision (lesson 06). Convert both the model and the inputs.
+#
+# We time a training step on one fixed batch for each combination (cuDNN settings only exist
+# on the GPU, so the CPU runtime times `channels_last` alone).
+
+# %%
+import copy
+
+batch_images, batch_labels = images.to(device), labels.to(device)
+
+
+def step_time(memory_format: torch.memory_format, cudnn_benchmark: bool) -> cg.BenchResult:
+    torch.backends.cudnn.benchmark = cudnn_benchmark
+    twin = copy.deepcopy(model).to(memory_format=memory_format)
+    twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.01)
+    inputs = batch_images.contiguous(memory_format=memory_format)
+    return cg.benchmark(lambda: cg.train_step(twin, inputs, batch_labels, twin_optimizer), device=device)
+
+
+formats = {"default": torch.contiguous_format, "channels_last": torch.channels_last}
+settings = [(name, fmt, False) for name, fmt in formats.items()]
+if on_gpu:
+    settings += [(f"{name} + cudnn.benchmark", fmt, True) for name, fmt in formats.items()]
+layout_times = {}
+for name, fmt, flag in settings:
+    layout_times[name] = step_time(fmt, flag)
+    print(f"{name:>32}: {layout_times[name]}")
+torch.backends.cudnn.benchmark = True
+cg.bar_seconds({k: v.median for k, v in layout_times.items()}, f"one training step, batch of {len(images)}")
+plt.xticks(rotation=20)
+plt.show()
+
+# %% [markdown]
+# Read your numbers rather than a rule of thumb: with float32 on a T4, `channels_last` can be
+# slower; with fp16 autocast it usually wins. Lesson 06 measures it with mixed precision.
+#
+# ## 6. GPU vs CPU for convolutions
+#
+# Convolutions give a GPU far more arithmetic per byte than lesson 03's MLP, which is where the
+# 10x to 100x figures that tutorials quote come from. Here is what *this* runtime gives, for the
+# same training step on both devices.
+
+# %%
+cpu_model = copy.deepcopy(model).cpu()
+cpu_optimizer = torch.optim.SGD(cpu_model.parameters(), lr=0.01)
+cpu_images, cpu_labels = images.cpu(), labels.cpu()
+cpu_step = cg.benchmark(lambda: cg.train_step(cpu_model, cpu_images, cpu_labels, cpu_optimizer), device="cpu",
+                        warmup=1, repeat=3)
+device_times = {"cpu": cpu_step.median}
+print(f"training step on the CPU ({torch.get_num_threads()} threads): {cpu_step}")
+if on_gpu:
+    gpu_step = layout_times["default + cudnn.benchmark"]
+    device_times[str(device)] = gpu_step.median
+    gain = cg.speedup(cpu_step, gpu_step)
+    print(f"training step on {torch.cuda.get_device_name(device)}: {gpu_step}")
+    print(f"conv training is {gain:.0f}x faster on this GPU than on this runtime's CPU")
+    assert gain > 1
+else:
+    print("CPU runtime: the GPU side of this comparison runs on a GPU runtime.")
+cg.bar_seconds(device_times, "CNN training step (median)", log=True)
+plt.show()
+
+# %% [markdown]
+# ## 7. What does the model get wrong?
+#
+# `cg.predict` runs the model in eval mode under `inference_mode` and returns predictions and
+# labels on the CPU. The grid shows test images it misclassified, as "predicted (true)".
+
+# %%
+predictions, truth = cg.predict(model, test_loader, device)
+wrong = (predictions != truth).nonzero().flatten()
+print(f"{len(wrong)} of {len(truth)} test images misclassified ({1 - len(wrong) / len(truth):.1%} accuracy)")
+assert abs((1 - len(wrong) / len(truth)) - test_acc) < 1e-6  # the same model, the same test set
+shown = wrong[:16]
+titles = [f"{data.classes[predictions[i]]} ({data.classes[truth[i]]})" for i in shown]
+if len(shown):
+    cg.show_images(data.test_images[shown], titles, title="misclassified: predicted (true)")
+    plt.show()
+
+# %% [markdown]
+# ## Exercise
+#
+# Compute `class_acc`: a tensor of 10 accuracies, one per class (the fraction of that class's
+# test images the model got right). Hint: `predictions` and `truth` are on the CPU;
+# compare them for the images whose label is `c`.
+
+# %%
+class_acc = None  # your tensor of 10 fractions goes here
+
+# %%
+expected = torch.zeros(len(data.classes)).index_add_(0, truth, (predictions == truth).float())
+expected /= torch.bincount(truth, minlength=len(data.classes)).float()
+cg.check_close(class_acc, expected, name="class_acc")
+
+# %% [markdown]
+# Which class is hardest? On CIFAR-10 it is usually *cat*, confused with *dog*.
+
+# %% [markdown]
+# ## Summary
+#
+# - Convolutions want `(N, C, H, W)`; permute images that come as `(N, H, W, C)`.
+# - `torch.backends.cudnn.benchmark = True` when input shapes are fixed; `channels_last`
+#   (model and inputs) pays off mostly with mixed precision: measure on your GPU.
+# - Conv training is where a GPU shines: this runtime's measured speedup is printed above.
+# - `cg.predict` and a grid of mistakes tell you more than one accuracy number.
+#
+# Next: **05 · Feeding the GPU**.

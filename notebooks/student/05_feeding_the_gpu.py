@@ -1,0 +1,362 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     notebook_metadata_filter: accelerator,colab
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 05 · Feeding the GPU: workers, pinned memory, GPU-resident data, GPU augmentation
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/05_feeding_the_gpu.ipynb)
+#
+# *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
+#
+# **What you will learn**
+# - why a GPU waits for the CPU, and how `num_workers`, `persistent_workers` and
+#   `prefetch_factor` spread a CPU-heavy input pipeline over the cores (measured);
+# - `pin_memory=True` with `non_blocking=True` copies, measured against pageable memory;
+# - keeping a whole data set on the GPU and batching it there;
+# - augmenting uint8 image batches on the GPU with `torchvision.transforms.v2`, and its caveat;
+# - two classic mistakes: CUDA inside worker processes, and more workers than cores.
+#
+# **Time:** 40 minutes. **Prerequisites:** lessons 03 and 04.
+
+# %%
+# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q",
+         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
+        check=True,
+    )
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# A training step on a GPU can take a millisecond. If preparing the next batch takes ten on the
+# CPU, the GPU sits idle 90% of the time, and no GPU upgrade will help. This lesson measures
+# each stage of the input pipeline and fixes the slow ones.
+#
+# ## 1. A CPU-heavy pipeline: decode and augment every image
+#
+# Real image data sets are stored as compressed files (JPEG, PNG). Every sample must be
+# decoded, then augmented (random crop, flip, colour jitter), then converted to float. We build
+# exactly that from CIFAR-10 (or the offline digits), stored as JPEG bytes in memory and decoded
+# with Pillow, as torchvision's `ImageFolder` does.
+
+# %%
+import matplotlib.pyplot as plt
+from torchvision.transforms import v2
+
+on_gpu = device.type == "cuda"
+cores = cg.cpu_count()  # the cores this process may use
+cg.seed_everything(0)
+data = cg.load_cifar10("data")
+mean, std = data.normalization()
+
+cpu_augment = v2.Compose([
+    v2.RandomResizedCrop(32, scale=(0.6, 1.0), antialias=True),
+    v2.RandomHorizontalFlip(),
+    v2.ColorJitter(brightness=0.3, contrast=0.3, saturation=0.3),
+    v2.ToDtype(torch.float32, scale=True),  # uint8 0..255 -> float 0..1
+    v2.Normalize(mean.tolist(), std.tolist()),
+])
+jpegs = cg.EncodedImages(data.train_images[:2048], data.train_labels[:2048], cpu_augment)
+image, label = jpegs[0]
+print(f"{len(jpegs)} JPEG images, {sum(len(e) for e in jpegs.encoded) / 1e6:.1f} MB encoded; one sample:",
+      tuple(image.shape), image.dtype)
+print(f"this runtime has {cores} CPU cores")
+
+# %% [markdown]
+# ## 2. `num_workers`: spread the work over the cores
+#
+# With `num_workers=0` the training process itself decodes every image. With `N` workers,
+# `N` extra processes prepare batches in parallel and hand them over.
+# - `persistent_workers=True` keeps them alive between epochs (otherwise every epoch pays
+#   the start-up of `N` processes again);
+# - `prefetch_factor` is how many batches each worker prepares ahead (default 2).
+#
+# We measure samples per second for worker counts up to the number of cores. Each setting
+# gets one warm-up epoch (starting the workers), then one timed epoch.
+
+# %%
+sweep = sorted({0, 1, 2, min(4, cores), min(8, cores), cores})
+samples_per_s = {}
+for workers in sweep:
+    loader = cg.worker_loader(jpegs, 128, device=device, num_workers=workers)
+    cg.measure_loader(loader, device)  # warm-up: starts the workers
+    samples_per_s[workers] = cg.measure_loader(loader, device)
+    print(f"num_workers={workers:2d}: {samples_per_s[workers]:7,.0f} samples/s")
+    del loader  # stops its persistent workers
+
+gain = max(samples_per_s.values()) / samples_per_s[0]
+print(f"best worker count is {gain:.1f}x faster than loading in the main process")
+if cores >= 2:
+    assert gain > 1.1, "workers should speed up a CPU-heavy pipeline on a machine with 2+ cores"
+
+fig, ax = plt.subplots(figsize=(5, 3))
+ax.plot(list(samples_per_s), list(samples_per_s.values()), marker="o")
+ax.set(xlabel="num_workers", ylabel="samples/s", title=f"JPEG decode + augment, {cores} CPU cores")
+plt.show()
+
+# %% [markdown]
+# The curve flattens at the number of cores: past that, workers take turns on the same
+# cores. On Colab (2 vCPUs) that means **at most 2 workers**. `cg.suggest_num_workers()`
+# gives the number for the runtime you are on, and why:
+
+# %%
+advice = cg.suggest_num_workers()
+print(advice)
+assert advice.num_workers <= max(cores, 1)
+
+# %% [markdown]
+# ### Mistake: more workers than cores
+#
+# Copying `num_workers=16` from a tutorial written on a workstation is the most common
+# slowdown on Colab. PyTorch warns when it sees it:
+
+# %%
+import warnings
+
+too_many = 4 * cores
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    loader = cg.worker_loader(jpegs, 128, device=device, num_workers=too_many, persistent_workers=False)
+    next(iter(loader))
+messages = [str(w.message) for w in caught if "worker" in str(w.message)]
+print(messages[0][:200] if messages else "no warning")
+assert messages, "PyTorch warns when a DataLoader asks for more workers than cores"
+
+# %% [markdown]
+# ## 3. Pinned memory and `non_blocking=True`
+#
+# A GPU copies from host memory by DMA, which needs *page-locked* ("pinned") memory. From
+# ordinary (pageable) memory, CUDA first copies into a pinned staging buffer, then to the
+# GPU, and the call blocks. From pinned memory the copy is direct, and with
+# `non_blocking=True` it is asynchronous: the CPU moves on while the batch travels.
+# `DataLoader(pin_memory=True)` puts each batch in pinned memory (a background thread does it).
+
+# %%
+if on_gpu:
+    sizes = [1, 16, 64, 256]
+    bandwidth = {kind: [cg.copy_bandwidth(mb, device, pinned=kind == "pinned") for mb in sizes]
+                 for kind in ("pageable", "pinned")}
+    for i, mb in enumerate(sizes):
+        pageable, pinned = bandwidth["pageable"][i], bandwidth["pinned"][i]
+        print(f"{mb:4d} MiB: pageable {pageable:5.1f} GB/s, pinned {pinned:5.1f} GB/s")
+    assert bandwidth["pinned"][2] > bandwidth["pageable"][2], "pinned copies should beat pageable ones"
+    fig, ax = plt.subplots(figsize=(5, 3))
+    for kind, values in bandwidth.items():
+        ax.plot(sizes, values, marker="o", label=kind)
+    ax.set(xscale="log", xlabel="MiB copied", ylabel="GB/s", title="host to device copies")
+    ax.legend()
+    plt.show()
+else:
+    print("CPU runtime: there is no host-to-device copy to measure. On a T4, pinned copies reach "
+          "about twice the bandwidth of pageable ones; run this cell on a GPU runtime to see yours.")
+
+# %% [markdown]
+# ## 4. Keep the whole data set on the GPU
+#
+# FashionMNIST is 60,000 images of 28x28: 47 MB as uint8, 188 MB as float32. That fits in
+# any GPU's memory many times over. Put it there once, and each epoch only shuffles an index
+# on the GPU and slices batches: no workers, no per-sample Python, no copies.
+# `cg.DeviceLoader` does that. We compare one training epoch of lesson 03's MLP with the
+# default `DataLoader` (`num_workers=0`, pageable memory) on the same data (random tensors of
+# FashionMNIST's size: this section is about speed, not learning).
+
+# %%
+from torch.utils.data import DataLoader
+
+n = 60_000 if on_gpu else 12_000
+fake = cg.fake_image_data(n, (1, 28, 28))
+images_cpu, labels_cpu = fake.tensors
+
+default_loader = DataLoader(fake, batch_size=256, shuffle=True)  # num_workers=0, pageable
+resident_loader = cg.DeviceLoader(images_cpu, labels_cpu, batch_size=256, device=device)
+print(f"on the device: {resident_loader.inputs.device}, {resident_loader.inputs.nbytes / 1e6:.0f} MB")
+
+
+
+def epoch_time(loader) -> cg.BenchResult:
+    """Median seconds of one training epoch of a fresh MLP fed by ``loader``."""
+    model = cg.mlp(784, hidden=512).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return cg.benchmark(lambda: cg.train_epoch(model, loader, optimizer, device, progress=False),
+                        device=device, warmup=1, repeat=3)
+
+
+epoch_seconds = {}
+for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader)):
+    result = epoch_time(loader)
+    epoch_seconds[name] = result.median
+    print(f"{name:>12}: one epoch of {n:,} samples in {result}")
+
+resident_gain = epoch_seconds["DataLoader"] / epoch_seconds["DeviceLoader"]
+print(f"the GPU-resident loader makes the training epoch {resident_gain:.1f}x faster")
+cg.bar_seconds(epoch_seconds, f"one MLP epoch, {n:,} samples, {device}")
+plt.show()
+
+# The loaders alone, without training: samples per second delivered to the device.
+delivery = {name: cg.measure_loader(loader, device) for name, loader in
+            (("DataLoader", default_loader), ("DeviceLoader", resident_loader))}
+print("loader alone: " + ", ".join(f"{name} {rate:,.0f} samples/s" for name, rate in delivery.items()))
+assert delivery["DeviceLoader"] > 2 * delivery["DataLoader"], "slicing resident tensors beats per-sample loading"
+if on_gpu:
+    assert resident_gain > 1, "on a GPU the input pipeline is a large part of a small model's epoch"
+else:
+    print("CPU runtime: the model's compute dominates the epoch here, so the gain shows in the loader-alone figures.")
+
+# %% [markdown]
+# The default `DataLoader` fetches samples one by one (`dataset[i]` 256 times per batch),
+# then stacks them (*collation*), then copies to the GPU. For small tensors that Python work
+# dominates. Use a GPU-resident loader whenever the data set fits in GPU memory.
+#
+# ## 5. Augment on the GPU with `torchvision.transforms.v2`
+#
+# With the data on the GPU, augmentation can run there too, on whole uint8 batches. The v2
+# transforms accept batched tensors `(N, C, H, W)` on any device. The correct order:
+# 1. `ToImage()` marks the tensor as an image (no copy; the old `ToTensor` is for PIL images
+#    and is deprecated in v2);
+# 2. random geometric and colour ops on **uint8**;
+# 3. `ToDtype(torch.float32, scale=True)` maps 0..255 to 0..1;
+# 4. `Normalize` last, on floats.
+
+# %%
+gpu_augment = v2.Compose([
+    v2.ToImage(),
+    v2.RandomResizedCrop(32, scale=(0.6, 1.0), antialias=True),
+    v2.RandomHorizontalFlip(),
+    v2.ToDtype(torch.float32, scale=True),
+    v2.Normalize(mean.tolist(), std.tolist()),
+])
+uint8_batch = data.train_images[:256].to(device)  # 256 uint8 images, already on the device
+augmented = gpu_augment(uint8_batch)
+print("in: ", tuple(uint8_batch.shape), uint8_batch.dtype, uint8_batch.device)
+print("out:", tuple(augmented.shape), augmented.dtype, augmented.device)
+assert augmented.dtype == torch.float32 and augmented.device == uint8_batch.device
+assert abs(augmented.mean().item()) < 1.0  # normalized, not 0..255
+
+batch_time = cg.benchmark(lambda: gpu_augment(uint8_batch), device=device)
+print(f"augmenting a batch of 256 on {device}: {batch_time} ({256 / batch_time.median:,.0f} images/s; "
+      f"no JPEG decoding here: the images are already uint8 tensors)")
+
+# %% [markdown]
+# ### The caveat: one random draw per call, i.e. per batch
+#
+# A v2 random transform draws its parameters **once per call**. Called on a batch, every
+# image gets the same crop and the same flip decision. Here we flip a batch ten times and
+# count how many images were flipped each time: always all or none.
+
+# %%
+flip = v2.RandomHorizontalFlip(p=0.5)
+marker = torch.zeros(8, 1, 1, 2, dtype=torch.uint8, device=device)
+marker[..., 1] = 1  # each image is [0, 1]; flipped it reads [1, 0]
+per_call = [int((flip(marker)[:, 0, 0, 0] == 1).sum()) for _ in range(10)]
+print("images flipped per call (of 8):", per_call)
+assert set(per_call) <= {0, 8}
+
+# %% [markdown]
+# For per-image randomness, either draw a decision per image yourself (`cg.per_sample_flip`
+# does it for flips with one `torch.where`), or apply the transform image by image (slower:
+# one call per image).
+
+# %%
+per_image = [int((cg.per_sample_flip(marker)[:, 0, 0, 0] == 1).sum()) for _ in range(10)]
+print("images flipped per call with per_sample_flip:", per_image)
+assert any(0 < k < 8 for k in per_image)
+
+loop_time = cg.benchmark(lambda: torch.stack([gpu_augment(img) for img in uint8_batch[:64]]), device=device,
+                         repeat=3)
+print(f"per-image calls: {loop_time} for 64 images, vs {batch_time} for a batch of 256")
+
+# %% [markdown]
+# ## 6. Mistake: CUDA inside worker processes
+#
+# Workers are *forked* copies of the notebook's process. CUDA cannot be initialized again in a
+# forked child once the parent used it, so a `Dataset` that creates GPU tensors in
+# `__getitem__` fails with **"Cannot re-initialize CUDA in forked subprocess"** on a GPU
+# runtime. On a CPU runtime the same code runs (there is no CUDA to re-initialize), so this
+# cell only fails on a GPU.
+
+# %% tags=["raises-exception"]
+from torch.utils.data import Dataset
+
+
+class GpuInWorker(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return torch.full((3,), float(i), device=device)  # wrong: a CUDA tensor in a worker
+
+
+list(DataLoader(GpuInWorker(), batch_size=16, num_workers=2))
+
+# %% [markdown]
+# The fix: workers return **CPU** tensors; the training loop moves each batch to the GPU
+# (pinned and non-blocking, as in section 3). Or, when the data fits, skip workers and keep
+# the data on the GPU (section 4).
+
+# %%
+class CpuInWorker(Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        return torch.full((3,), float(i))  # CPU tensor; moved to the GPU in the main process
+
+
+loader = DataLoader(CpuInWorker(), batch_size=16, num_workers=2, pin_memory=on_gpu)
+batches = [batch.to(device, non_blocking=True) for batch in loader]
+assert len(batches) == 4 and batches[0].device == device
+
+# %% [markdown]
+# ## Exercise
+#
+# Build `my_loader`: a `DataLoader` over `jpegs` with batch size 128, the number of workers
+# this runtime should use, workers kept alive between epochs, and pinned memory exactly when
+# the device is a GPU. (Hint: `cg.suggest_num_workers()`, or `cg.worker_loader`.)
+
+# %%
+my_loader = None  # your DataLoader goes here
+
+# %%
+cg.check_loader_settings(my_loader, device)
+
+# %% [markdown]
+# ## Summary
+#
+# - Measure the input pipeline on its own (`cg.measure_loader`): if it delivers fewer
+#   samples/s than the GPU trains, the GPU waits.
+# - CPU-heavy pipelines: `num_workers` up to the number of cores (2 on Colab),
+#   `persistent_workers=True`, and `prefetch_factor` if batches arrive unevenly.
+# - `pin_memory=True` + `.to(device, non_blocking=True)`: faster, asynchronous copies.
+# - Data that fits in GPU memory: keep it there (`cg.DeviceLoader`) and augment on the GPU
+#   with v2 on uint8 batches: `ToImage`, random ops, `ToDtype(float32, scale=True)`, `Normalize`.
+# - v2 random transforms draw once per call: per batch, not per image.
+# - Never create CUDA tensors inside `Dataset.__getitem__` when using workers.
+#
+# Next: **06 · Mixed precision**.

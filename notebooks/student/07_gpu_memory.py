@@ -1,0 +1,470 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     notebook_metadata_filter: accelerator,colab
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 · GPU memory: measure it, clean it up, survive out-of-memory and disconnects
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/07_gpu_memory.ipynb)
+#
+# *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
+#
+# **What you will learn**
+# - reading GPU memory: allocated vs reserved, peaks, `mem_get_info`, `memory_summary`;
+# - where training memory goes (weights, gradients, optimizer state, activations), by hand;
+# - what `del`, `gc.collect()` and `torch.cuda.empty_cache()` free, and the notebook traps that
+#   keep tensors alive;
+# - recovering from `torch.OutOfMemoryError` without restarting, and finding the largest batch
+#   that fits; gradient accumulation, activation checkpointing, `expandable_segments`, snapshots;
+# - checkpoints that survive a Colab disconnect, with an exact resume.
+#
+# **Time:** 45 minutes. **Prerequisites:** lessons 03 and 06.
+
+# %%
+# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q",
+         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
+        check=True,
+    )
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# ## 1. Reading GPU memory
+#
+# PyTorch does not return freed GPU memory to the driver: its *caching allocator* keeps the
+# blocks for the next tensor, because asking the driver is slow. So there are two numbers:
+# - `torch.cuda.memory_allocated()`: bytes used by live tensors;
+# - `torch.cuda.memory_reserved()`: bytes the allocator holds (allocated + cached). This is
+#   what `nvidia-smi` shows for the process, plus the CUDA context (a few hundred MB).
+#
+# `max_memory_allocated()` is the peak since the last `reset_peak_memory_stats()`;
+# `torch.cuda.mem_get_info()` asks the driver for (free, total). On a CPU runtime none of this
+# exists: the cells explain instead of measuring.
+
+# %%
+on_gpu = device.type == "cuda"
+MIB = 2**20
+if on_gpu:
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    x = torch.empty(256 * MIB, dtype=torch.uint8, device=device)  # 256 MiB
+    print("after a 256 MiB tensor:", cg.format_memory(device))
+    assert torch.cuda.memory_allocated(device) - base == 256 * MIB
+    assert torch.cuda.memory_reserved(device) >= torch.cuda.memory_allocated(device)
+    free, total = torch.cuda.mem_get_info(device)
+    print(f"driver: {free / MIB:,.0f} MiB free of {total / MIB:,.0f} MiB")
+    print(torch.cuda.memory_summary(device, abbreviated=True)[:1200])
+    del x
+else:
+    print(cg.format_memory(device))
+
+# %% [markdown]
+# ## 2. Where training memory goes
+#
+# For a model with `P` parameters trained with Adam in float32:
+# - weights: `4P` bytes; gradients: `4P`; Adam's two moment estimates: `8P`;
+# - activations: every layer's output that backward needs, for the whole batch. For an MLP,
+#   each `Linear` keeps its input and each `ReLU` its output: about
+#   `batch x (in_features + 2 x hidden x depth) x 4` bytes.
+#
+# Weights and optimizer state are fixed; activations grow with the batch size, which is why
+# the batch size is the first thing to cut on an out-of-memory error.
+
+# %%
+batch, in_features, hidden, depth = (4096, 1024, 4096, 4) if on_gpu else (256, 256, 512, 4)
+model = cg.mlp(in_features, hidden=hidden, depth=depth).to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+params = cg.count_parameters(model)
+estimate = {
+    "weights": 4 * params,
+    "gradients": 4 * params,
+    "Adam state": 8 * params,
+    "activations": batch * (in_features + 2 * hidden * depth) * 4,
+}
+for part, nbytes in estimate.items():
+    print(f"{part:>12}: {nbytes / MIB:8.1f} MiB")
+print(f"{'total':>12}: {sum(estimate.values()) / MIB:8.1f} MiB (estimate, {params:,} parameters, batch {batch})")
+
+inputs = torch.randn(batch, in_features, device=device)
+labels = torch.randint(0, 10, (batch,), device=device)
+cg.train_step(model, inputs, labels, optimizer)  # the first step creates the gradients and Adam's state
+if on_gpu:
+    torch.cuda.reset_peak_memory_stats(device)
+    cg.train_step(model, inputs, labels, optimizer)
+    measured = torch.cuda.max_memory_allocated(device) - inputs.nbytes - labels.nbytes
+    ratio = measured / sum(estimate.values())
+    print(f"measured peak during a step: {measured / MIB:,.1f} MiB = {ratio:.2f}x the estimate")
+    assert 0.5 < ratio < 2, "the hand estimate should be within a factor of 2 of the measured peak"
+else:
+    print("CPU runtime: PyTorch does not track CPU allocations; on a GPU this cell compares with the measured peak.")
+
+# %% [markdown]
+# ## 3. Cleaning up: `del`, `gc.collect()`, `empty_cache()`
+#
+# - `del x` drops *your name* for the tensor. If nothing else refers to it, its memory goes
+#   back to PyTorch's cache (allocated falls, reserved does not).
+# - `gc.collect()` frees objects caught in reference cycles (a model referring to itself
+#   through a closure, say), which `del` alone leaves for later.
+# - `torch.cuda.empty_cache()` gives cached blocks back to the driver (reserved falls). It frees
+#   nothing that is still in use, and only matters for *other* processes: PyTorch itself
+#   reuses its cache.
+
+# %%
+import gc
+
+del model, optimizer, inputs, labels
+gc.collect()
+if on_gpu:
+    before = torch.cuda.memory_reserved(device)
+    print("after del + gc.collect():", cg.format_memory(device))
+    torch.cuda.empty_cache()
+    print("after empty_cache():     ", cg.format_memory(device))
+    assert torch.cuda.memory_reserved(device) <= before
+else:
+    print("CPU runtime: freed tensors go back to the system allocator; there is no cache to empty.")
+
+# %% [markdown]
+# ### The notebook traps: output history and tracebacks
+#
+# A notebook keeps references you did not write. When a cell's **last line** is a tensor,
+# IPython stores it in `Out[n]` and `_` to display it: `del` on your name does not free it.
+# We watch the tensor with a `weakref`, which does not keep it alive:
+
+# %%
+import weakref
+
+big = torch.randn(1000, 1000, device=device)
+probe = weakref.ref(big)
+big.sum()  # harmless: a number
+big  # displayed, and therefore kept in Out[...] and _
+
+# %%
+del big
+gc.collect()
+from IPython import get_ipython
+
+user_ns = get_ipython().user_ns  # the notebook's variables, including Out and _
+held_by_history = any(value is probe() for value in user_ns["Out"].values()) or user_ns.get("_") is probe()
+print("still alive after del:", probe() is not None, "| held by IPython's output history:", held_by_history)
+# Jupyter and Colab keep it; a runner that executes cells without history (nbval, in CI) does not.
+assert (probe() is not None) == held_by_history
+
+# %%
+cg.clear_notebook_references()  # clears Out, _, __, ___ (and the last traceback)
+gc.collect()
+print("alive after clearing the output history:", probe() is not None)
+assert probe() is None
+
+# %% [markdown]
+# ## 4. Out of memory, and recovering without a restart
+#
+# The second trap: an exception keeps its **traceback**, and the traceback keeps every local
+# variable of the frames that failed, tensors included. After an out-of-memory error inside
+# a training step, the step's activations stay allocated until the traceback goes.
+#
+# We ask for twice the GPU's memory (on a CPU runtime: a petabyte), inside a function that
+# already holds 64 MiB of "activations":
+
+# %%
+too_much = 2 * torch.cuda.get_device_properties(device).total_memory if on_gpu else 2**50
+baseline = torch.cuda.memory_allocated(device) if on_gpu else None
+probes = []
+
+
+def oversized_step():
+    activations = torch.randn(4096, 4096, device=device)  # 64 MiB held by this frame
+    probes.append(weakref.ref(activations))
+    return torch.empty(too_much, dtype=torch.uint8, device=device)
+
+
+# %% tags=["raises-exception"]
+oversized_step()
+
+# %% [markdown]
+# On a GPU that is `torch.OutOfMemoryError: CUDA out of memory. Tried to allocate ...`; on a CPU
+# runtime, `RuntimeError: ... DefaultCPUAllocator: can't allocate memory`. The kernel survived.
+# But the failed frame, and its 64 MiB, are still alive:
+
+# %%
+gc.collect()
+print("activations of the failed step still alive:", probes[0]() is not None)
+if probes[0]() is not None:  # IPython kept the traceback (sys.last_traceback)
+    cg.cleanup(device)  # clear the traceback and output history, collect, empty the cache
+assert probes[0]() is None
+if on_gpu:
+    print("after cleanup:", cg.format_memory(device))
+    assert torch.cuda.memory_allocated(device) == baseline, "memory is back to its baseline"
+
+# %% [markdown]
+# In code, catch the error where it happens, drop the references and retry smaller:
+# `except torch.OutOfMemoryError:` then `cg.cleanup(device)`. `cg.find_max_batch_size` does
+# exactly that to find the largest batch that fits: it doubles the batch until it runs out
+# of memory, then bisects, cleaning up after every failure.
+#
+# On a CPU runtime there is no GPU to fill, so we **pretend**: the step below raises
+# `torch.OutOfMemoryError` when the estimated activations exceed a 64 MiB "GPU". On a GPU
+# the real allocator decides.
+
+# %%
+model = cg.mlp(in_features, hidden=hidden, depth=depth).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+pretend_budget = 64 * MIB
+
+
+def try_batch(batch_size: int) -> None:
+    if not on_gpu and batch_size * (in_features + 2 * hidden * depth) * 4 > pretend_budget:
+        raise torch.OutOfMemoryError(f"pretend GPU out of memory at batch_size={batch_size}")
+    inputs = torch.randn(batch_size, in_features, device=device)
+    labels = torch.randint(0, 10, (batch_size,), device=device)
+    cg.train_step(model, inputs, labels, optimizer)
+
+
+cg.cleanup(device)
+start_allocated = torch.cuda.memory_allocated(device) if on_gpu else None
+largest = cg.find_max_batch_size(try_batch, device, start=64, limit=2**18 if on_gpu else 2**14)
+print(f"largest batch that fits: {largest:,}")
+assert largest >= 64
+if on_gpu:
+    assert torch.cuda.memory_allocated(device) == start_allocated, "the search leaves memory at its baseline"
+    print("memory after the search:", cg.format_memory(device))
+else:
+    assert largest * (in_features + 2 * hidden * depth) * 4 <= pretend_budget
+
+# %% [markdown]
+# ## 5. Doing more with the memory you have
+#
+# ### Gradient accumulation: a large batch in small pieces
+#
+# Run `k` micro-batches, each loss divided by `k`, calling `backward()` every time (gradients
+# add up) and `step()` once. The gradient is that of the large batch, at the memory cost of a
+# micro-batch.
+
+# %%
+import torch.nn.functional as F
+
+cg.seed_everything(0)
+model = cg.mlp(in_features, hidden=256).to(device)
+inputs = torch.randn(256, in_features, device=device)
+labels = torch.randint(0, 10, (256,), device=device)
+
+model.zero_grad()
+F.cross_entropy(model(inputs), labels).backward()
+large_batch = [p.grad.clone() for p in model.parameters()]
+
+model.zero_grad()
+k = 4
+for micro_inputs, micro_labels in zip(inputs.chunk(k), labels.chunk(k), strict=True):
+    (F.cross_entropy(model(micro_inputs), micro_labels) / k).backward()  # gradients accumulate
+accumulated = [p.grad for p in model.parameters()]
+
+difference = max((a - b).abs().max().item() for a, b in zip(large_batch, accumulated, strict=True))
+print(f"largest difference between the two gradients: {difference:.2e}")
+assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(large_batch, accumulated, strict=True))
+
+# %% [markdown]
+# ### Activation checkpointing: recompute instead of store
+#
+# `torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)` runs `block` without
+# keeping its inner activations, and runs it again during backward to get them. Less memory,
+# about one extra forward pass of compute.
+
+# %%
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Deep(nn.Module):
+    def __init__(self, width: int, blocks: int, use_checkpoint: bool):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width),
+                                                  nn.ReLU()) for _ in range(blocks))
+        self.use_checkpoint = use_checkpoint
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=False) if self.use_checkpoint else block(x)
+        return x
+
+
+width, blocks, rows = (2048, 8, 8192) if on_gpu else (256, 4, 256)
+x = torch.randn(rows, width, device=device)
+peaks, grads = {}, {}
+for use_checkpoint in (False, True):
+    torch.manual_seed(0)
+    deep = Deep(width, blocks, use_checkpoint).to(device)
+    with cg.measure_peak(device) as peak:
+        deep(x).square().mean().backward()
+    peaks[use_checkpoint], grads[use_checkpoint] = peak.peak_mib, deep.blocks[0][0].weight.grad
+    print(f"checkpointing {'on ' if use_checkpoint else 'off'}: {peak}")
+assert torch.allclose(grads[False], grads[True], atol=1e-6), "same gradients with and without checkpointing"
+if on_gpu:
+    assert peaks[True] < peaks[False], "checkpointing should lower the peak"
+    print(f"activation checkpointing saved {1 - peaks[True] / peaks[False]:.0%} of the peak")
+
+# %% [markdown]
+# ### `expandable_segments`: less fragmentation
+#
+# After many allocations of varying sizes, the cache can hold enough free memory in total but
+# no single block large enough: an out-of-memory error with gigabytes "reserved but unallocated"
+# in its message. Setting, **before the first CUDA call** (first cell, or restart the runtime),
+#
+# ```python
+# import os
+# os.environ["PYTORCH_ALLOC_CONF"] = "expandable_segments:True"
+# ```
+#
+# lets the allocator grow segments instead of creating new ones. (The older name
+# `PYTORCH_CUDA_ALLOC_CONF` is still accepted.)
+
+# %%
+import os
+
+print("PYTORCH_ALLOC_CONF =", os.environ.get("PYTORCH_ALLOC_CONF", "(not set: the default allocator)"))
+
+# %% [markdown]
+# ### A memory snapshot for the visualizer
+#
+# PyTorch can record every allocation with its stack trace. Drop the file on
+# <https://pytorch.org/memory_viz> to see, over time, which tensors filled the memory.
+
+# %%
+if on_gpu:
+    torch.cuda.memory._record_memory_history(max_entries=100_000)
+    model = cg.mlp(in_features, hidden=hidden, depth=depth).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(3):
+        cg.train_step(model, torch.randn(512, in_features, device=device),
+                      torch.randint(0, 10, (512,), device=device), optimizer)
+    torch.cuda.memory._dump_snapshot("memory_snapshot.pickle")
+    torch.cuda.memory._record_memory_history(enabled=None)  # stop recording
+    size = os.path.getsize("memory_snapshot.pickle")
+    print(f"wrote memory_snapshot.pickle ({size / 1e6:.1f} MB): open it at https://pytorch.org/memory_viz")
+    assert size > 0
+else:
+    print("CPU runtime: snapshots record the CUDA caching allocator; run this cell on a GPU runtime.")
+
+# %% [markdown]
+# ## 6. Surviving a disconnect: checkpoints
+#
+# When Colab disconnects, the virtual machine and everything in it are gone. Save the training
+# state after every epoch to **Google Drive**:
+#
+# ```python
+# from google.colab import drive
+# drive.mount("/content/drive")      # asks for permission once
+# ```
+#
+# `cg.default_checkpoint_dir()` then points into Drive (and to a local folder elsewhere). A
+# checkpoint holds the model, the optimizer, the GradScaler, the epoch, the history and every
+# random generator, and is written **atomically**: to a temporary file, flushed, then renamed,
+# so a disconnect in the middle of a write leaves the previous checkpoint intact.
+# `cg.fit(..., checkpoint=path)` saves after each epoch and, when the file exists, resumes.
+#
+# We train 4 epochs without interruption, then again with a "disconnect" after epoch 2 and a
+# resume, and compare the final weights.
+
+# %%
+import copy
+import tempfile
+from pathlib import Path
+
+cg.seed_everything(0)
+data = cg.load_fashion_mnist("data").limit(train=4096, test=1024)
+size = data.image_shape[0] * data.image_shape[1] * data.image_shape[2]
+
+
+def fresh_run():
+    """Model, optimizer and loaders exactly as a new session would build them."""
+    cg.seed_everything(0)
+    model = cg.mlp(size, hidden=256).to(device)
+    train_loader, test_loader = cg.make_loaders(data, 128, device=device)
+    return model, torch.optim.Adam(model.parameters(), lr=1e-3), train_loader, test_loader
+
+
+model, optimizer, train_loader, test_loader = fresh_run()
+cg.fit(model, train_loader, test_loader, optimizer, device, epochs=4, progress=False, verbose=False)
+uninterrupted = copy.deepcopy(model.state_dict())
+
+
+class Disconnect(Exception):
+    pass
+
+
+def disconnect_after_epoch_2(epoch, row):
+    if epoch == 2:
+        raise Disconnect("the runtime disconnected")
+
+
+checkpoint_path = Path(tempfile.mkdtemp()) / "mlp.pt"  # on Colab: cg.default_checkpoint_dir() / "mlp.pt"
+model, optimizer, train_loader, test_loader = fresh_run()
+try:
+    cg.fit(model, train_loader, test_loader, optimizer, device, epochs=4, checkpoint=checkpoint_path,
+           on_epoch_end=disconnect_after_epoch_2, progress=False)
+except Disconnect as err:
+    print(f"interrupted: {err}; the checkpoint holds epoch 2")
+
+model, optimizer, train_loader, test_loader = fresh_run()  # "a new session"
+history = cg.fit(model, train_loader, test_loader, optimizer, device, epochs=4, checkpoint=checkpoint_path,
+                 progress=False)
+same = all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), uninterrupted.values(), strict=True))
+close = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.state_dict().values(), uninterrupted.values(),
+                                                            strict=True))
+print(f"resumed run == uninterrupted run: bit-identical {same}, within 1e-5 {close}")
+assert history.column("epoch") == [1, 2, 3, 4]
+assert same if not on_gpu else close  # exact on the CPU; GPU kernels may differ in the last bits
+
+# %% [markdown]
+# ## Exercise
+#
+# The cell below creates a tensor and leaks it in three ways. Free it: afterwards nothing may
+# refer to it (the check uses the `weakref`).
+
+# %%
+leak = torch.randn(512, 512, device=device)
+leak_probe = weakref.ref(leak)
+cache = {"last": leak}
+leak
+
+# %%
+cg.check_released(leak_probe, name="leak")
+
+# %% [markdown]
+# ## Summary
+#
+# - *allocated* = live tensors; *reserved* = what PyTorch's cache holds; read peaks with
+#   `max_memory_allocated` after `reset_peak_memory_stats` (or `cg.measure_peak`).
+# - Training memory = weights + gradients + optimizer state (fixed) + activations (x batch size).
+# - `del` frees only when nothing else refers to the tensor; in notebooks also clear the output
+#   history and the last traceback (`cg.cleanup(device)` does all of it, then `empty_cache`).
+# - On `torch.OutOfMemoryError`: clean up and retry smaller (`cg.find_max_batch_size`), or
+#   accumulate gradients, checkpoint activations, use mixed precision, set `expandable_segments`.
+# - Checkpoint to Drive after every epoch, atomically; `cg.fit(..., checkpoint=path)` resumes exactly.
+#
+# Next: **08 · More than one GPU**.

@@ -1,0 +1,295 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     notebook_metadata_filter: accelerator,colab
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 · More than one GPU: DataParallel, DistributedDataParallel and torchrun
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/08_multi_gpu_ddp.ipynb)
+#
+# *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
+#
+# **What you will learn**
+# - what `nn.DataParallel` does, and why PyTorch recommends `DistributedDataParallel` instead;
+# - a DDP training script: process group, `DistributedSampler` with `set_epoch`, logging and
+#   checkpoints on rank 0, `all_reduce`; launched with `torchrun`;
+# - proof that 2-process DDP ends with the same weights as 1-process training on the same
+#   global batch;
+# - `gloo` on CPUs, `nccl` on GPUs, and the flags for several machines;
+# - the classic mistakes: `mp.spawn` of a notebook function, `DistributedDataParallelCPU`,
+#   forgetting `set_epoch`.
+#
+# **Time:** 45 minutes. **Prerequisites:** lessons 03 and 07. Colab has one GPU: the multi-GPU
+# parts run as several processes on the CPU (or on one process per GPU where you have more).
+
+# %%
+# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+import sys
+
+if "google.colab" in sys.modules:
+    import subprocess
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q",
+         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
+        check=True,
+    )
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+print(f"PyTorch {torch.__version__}, computing on: {device}, GPUs visible: {torch.cuda.device_count()}")
+
+# %% [markdown]
+# ## 1. `nn.DataParallel`: one process, many GPUs
+#
+# `nn.DataParallel(model, device_ids=[0, 1, ...])` runs in **one** Python process. At every
+# forward pass it
+# 1. **scatters** the batch: splits it along dimension 0, one slice per GPU;
+# 2. **replicates** the model: copies the weights from GPU 0 to every other GPU, every step;
+# 3. runs the replicas in Python threads (which share one GIL);
+# 4. **gathers** the outputs back on GPU 0, where the loss and the optimizer step happen.
+#
+# GPU 0 does more work and holds more memory than the others, the weights travel every step, and
+# the threads contend for the GIL. That is why PyTorch's documentation recommends
+# `DistributedDataParallel` even on a single machine. With one GPU (Colab) or none,
+# `DataParallel` simply calls the wrapped model: nothing to split.
+
+# %%
+from torch import nn
+
+model = cg.mlp(64, hidden=128).to(device)
+parallel = nn.DataParallel(model)  # device_ids defaults to every visible GPU
+print("device_ids:", parallel.device_ids, "| the real model:", type(parallel.module).__name__)
+batch = torch.randn(32, 64, device=device)
+assert torch.allclose(parallel(batch), model(batch))  # same model, same answer
+assert parallel.module is model  # save parallel.module.state_dict(), not the wrapper's
+
+# %% [markdown]
+# ## 2. `DistributedDataParallel`: one process per GPU
+#
+# DDP runs **one process per GPU** (or per CPU worker). Every process holds a full copy of the
+# model and trains on its own slice of each global batch. During `backward()`, DDP averages the
+# gradients across processes with an **all-reduce** (overlapped with the backward pass), so
+# after `optimizer.step()` every copy holds the same weights. Nothing is gathered on one GPU.
+#
+# The processes are started by **`torchrun`**, which gives each one its identity in environment
+# variables: `RANK` (0..N-1 over all machines), `LOCAL_RANK` (which GPU on this machine),
+# `WORLD_SIZE` (N), and where to meet (`MASTER_ADDR`, `MASTER_PORT`). The communication
+# backend is **`nccl`** between GPUs and **`gloo`** between CPU processes.
+#
+# Processes cannot run a function defined in a notebook (section 5 shows the error), so the
+# training code goes into a script. `cg.ddp_setup()` and `cg.ddp_teardown()` are the shared
+# setup and teardown; they live in the package, which every process can import.
+
+# %%
+# %%writefile ddp_train.py
+"""Train an MLP on scikit-learn's digits with DistributedDataParallel.
+
+Launch: torchrun --standalone --nproc-per-node=N ddp_train.py [--backend gloo|nccl] [--epochs 3]
+"""
+
+import argparse
+
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+import colab_gpu as cg
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--backend", default=None, help="nccl (GPUs) or gloo (CPU); default: nccl when CUDA works")
+parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--global-batch", type=int, default=64, help="samples per step over all processes")
+parser.add_argument("--out", default="ddp_weights.pt", help="final weights, written by rank 0")
+parser.add_argument("--checkpoint", default="ddp_checkpoint.pt", help="written by rank 0 after every epoch")
+args = parser.parse_args()
+
+info = cg.ddp_setup(args.backend)  # reads RANK, LOCAL_RANK, WORLD_SIZE that torchrun set
+try:
+    # all_reduce: every process sends rank + 1, every process receives the sum.
+    contribution = torch.tensor([info.rank + 1.0], device=info.device)
+    torch.distributed.all_reduce(contribution, op=torch.distributed.ReduceOp.SUM)
+    cg.rank0_print(info, f"{info.backend} on {info.device}: all_reduce(rank + 1) = {contribution.item():.0f}")
+
+    cg.seed_everything(0)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
+    train_set, _ = cg.load_digits().limit(train=1024).datasets()
+    sampler = DistributedSampler(train_set, shuffle=True, seed=0)  # each rank gets its own 1/N
+    loader = DataLoader(train_set, batch_size=args.global_batch // info.world_size, sampler=sampler)
+    model = cg.mlp(64, hidden=128).to(info.device)
+    model = DDP(model, device_ids=[info.local_rank] if info.device.type == "cuda" else None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    for epoch in range(args.epochs):
+        sampler.set_epoch(epoch)  # a new shuffle every epoch, identical on every rank
+        stats = cg.train_epoch(model, loader, optimizer, info.device, progress=False)
+        loss = cg.all_reduce_mean(stats.loss, info)
+        cg.rank0_print(info, f"epoch {epoch + 1}: loss {loss:.4f} (mean over ranks), {stats.samples} samples here")
+        if info.is_main:  # one writer, or N processes overwrite the same file
+            cg.save_checkpoint(args.checkpoint, model.module, optimizer, epoch=epoch + 1)
+        torch.distributed.barrier()  # nobody starts the next epoch before the checkpoint exists
+    if info.is_main:
+        torch.save(model.module.state_dict(), args.out)
+finally:
+    cg.ddp_teardown()
+
+# %% [markdown]
+# In a Colab cell you would launch it with `!torchrun --standalone --nproc-per-node=2 ddp_train.py`.
+# `cg.launch_torchrun` runs the same command with this notebook's Python and prints its output.
+# Two CPU processes with `gloo` (this works on every runtime):
+
+# %%
+result = cg.launch_torchrun("ddp_train.py", 2, "--backend", "gloo", "--out", "ddp_weights_2proc.pt", timeout=300)
+assert "all_reduce(rank + 1) = 3" in result.stdout  # 1 + 2 from two processes
+
+# %% [markdown]
+# ## 3. Is it right? DDP vs one process on the same global batch
+#
+# Each of the 2 processes took 32 samples per step; together they cover the same 64 samples a
+# single process takes in one step (a `DistributedSampler` with one replica and the same seed
+# gives the same order), and DDP *averages* the two halves' gradients: that is the gradient of
+# the 64-sample batch. So the final weights must match those of ordinary training with
+# `cg.fit` on batches of 64, up to floating-point rounding.
+
+# %%
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+cg.seed_everything(0)
+train_set, _ = cg.load_digits().limit(train=1024).datasets()
+sampler = DistributedSampler(train_set, num_replicas=1, rank=0, shuffle=True, seed=0)
+loader = DataLoader(train_set, batch_size=64, sampler=sampler)
+reference = cg.mlp(64, hidden=128)
+optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+cg.fit(reference, loader, None, optimizer, "cpu", epochs=3, progress=False,
+       on_epoch_end=lambda epoch, row: sampler.set_epoch(epoch))  # as the script does before each epoch
+
+ddp_weights = torch.load("ddp_weights_2proc.pt", weights_only=True)
+difference = max((ddp_weights[k] - v).abs().max().item() for k, v in reference.state_dict().items())
+print(f"largest weight difference, 2-process DDP vs 1 process: {difference:.2e}")
+assert all(torch.allclose(ddp_weights[k], v, atol=1e-5) for k, v in reference.state_dict().items())
+
+# %% [markdown]
+# ## 4. On GPUs: `nccl`, one process per GPU
+#
+# The same script, with the default backend, uses `nccl` and one GPU per process
+# (`--nproc-per-node` = number of GPUs). On Colab's single GPU that is one process: not faster,
+# but the code you write here scales unchanged to a machine with 8 GPUs.
+
+# %%
+gpus = torch.cuda.device_count()
+if gpus:
+    result = cg.launch_torchrun("ddp_train.py", gpus, "--out", "ddp_weights_nccl.pt", timeout=300)
+    assert "nccl on cuda:0" in result.stdout
+    gpu_weights = torch.load("ddp_weights_nccl.pt", weights_only=True, map_location="cpu")
+    gap = max((gpu_weights[k] - v).abs().max().item() for k, v in reference.state_dict().items())
+    print(f"{gpus} GPU process(es) with nccl vs the CPU reference: largest difference {gap:.2e}")
+    assert gap < 1e-3  # GPU and CPU kernels round differently; the training is the same
+else:
+    print("CPU runtime: nccl needs GPUs. On a GPU runtime this cell runs the script with nccl, one process per GPU.")
+
+# %% [markdown]
+# **Several machines.** Run the same command on every machine, with the machine count, this
+# machine's index and a meeting point (any free port on the first machine):
+#
+# ```bash
+# torchrun --nnodes=2 --node-rank=0 --nproc-per-node=8 \
+#          --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 ddp_train.py   # machine 0
+# torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8 \
+#          --rdzv-backend=c10d --rdzv-endpoint=10.0.0.1:29500 ddp_train.py   # machine 1
+# ```
+#
+# `RANK` then runs over all 16 processes and `LOCAL_RANK` over 0..7 on each machine.
+# `--standalone` is the single-machine shortcut: it picks a free local meeting point for you.
+#
+# ## 5. Classic mistakes
+#
+# ### `mp.spawn` of a function defined in the notebook
+#
+# `torch.multiprocessing.spawn` starts fresh Python processes that must *import* the function
+# they run. A function defined in a notebook cell lives in the kernel's `__main__`, which a new
+# process cannot import: each child dies with `AttributeError: Can't get attribute 'worker'`,
+# and the notebook sees the children's failure.
+
+# %% tags=["raises-exception"]
+import torch.multiprocessing as mp
+
+
+def worker(rank):
+    print(f"hello from process {rank}")
+
+
+mp.spawn(worker, nprocs=2)
+
+# %% [markdown]
+# The fix is what section 2 did: put the code in a file and launch it (`torchrun`), or import
+# the worker function from a module.
+#
+# ### `DistributedDataParallelCPU`
+#
+# Old tutorials use `torch.nn.parallel.DistributedDataParallelCPU`. It is a deprecated alias:
+# `DistributedDataParallel` itself handles CPU processes with the `gloo` backend, as above
+# (`device_ids=None`).
+#
+# ### Forgetting `sampler.set_epoch(epoch)`
+#
+# `DistributedSampler` shuffles with `seed + epoch`. Without `set_epoch`, the epoch stays 0 and
+# every epoch visits the data in the same order. No process needs to start to see it:
+
+# %%
+data = list(range(16))
+forgetful = DistributedSampler(data, num_replicas=2, rank=0, shuffle=True, seed=0)
+orders_without = [list(forgetful) for _epoch in range(3)]
+careful = DistributedSampler(data, num_replicas=2, rank=0, shuffle=True, seed=0)
+orders_with = []
+for epoch in range(3):
+    careful.set_epoch(epoch)
+    orders_with.append(list(careful))
+print("without set_epoch:", orders_without)
+print("with set_epoch:   ", orders_with)
+assert orders_without[0] == orders_without[1] == orders_without[2]
+assert orders_with[0] != orders_with[1]
+
+# %% [markdown]
+# ## Exercise
+#
+# A data set has 10 samples and the job has 4 processes. With `shuffle=False`, which indices
+# does the process with **rank 1** get? Write them as a list in `rank1_indices`. (Hint:
+# `DistributedSampler` pads the data to a multiple of the number of processes by repeating its
+# first samples, then gives rank `r` every 4th index starting at `r`.)
+
+# %%
+rank1_indices = None  # your list goes here
+
+# %%
+cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
+
+# %% [markdown]
+# ## Summary
+#
+# - `nn.DataParallel`: one process, scatter/replicate/gather every step, GPU 0 overloaded. Use DDP.
+# - DDP: one process per GPU, `torchrun --standalone --nproc-per-node=N script.py`, `nccl` on
+#   GPUs and `gloo` on CPUs; gradients are averaged by all-reduce during `backward()`.
+# - `DistributedSampler` + `sampler.set_epoch(epoch)`; log and save on rank 0 only, then `barrier()`.
+# - Code for spawned processes lives in files, not notebook cells.
+# - Verified here: 2-process DDP = 1-process training on the same global batch.
+#
+# This is the last lesson. Rerun any of them on a GPU runtime to see this runtime's figures.
