@@ -9,6 +9,7 @@ from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint
 from .checks import (
     check_accuracy,
     check_close,
+    check_label_validator,
     check_loader_settings,
     check_on_device,
     check_precision_rule,
@@ -83,6 +84,7 @@ __all__ = [
     "benchmark",
     "check_accuracy",
     "check_close",
+    "check_label_validator",
     "check_loader_settings",
     "check_model_device",
     "check_on_device",

@@ -156,3 +156,21 @@ def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: in
         f"rank {rank} takes every {world_size}th index starting at {rank}, after padding the data to "
         f"{len(expected) * world_size} samples with its first ones.",
     )
+
+
+LABEL_CASES = (([0, 1, 9], 10, True), ([1, 2, 3, 10], 10, False), ([-1, 0], 10, False), ([4], 5, True))
+
+
+def check_label_validator(validator: object) -> bool:
+    """Check a function ``validator(labels, num_classes) -> bool`` that catches out-of-range labels."""
+    if not callable(validator):
+        return report(False, "", "define valid_labels(labels, num_classes) returning True or False.")
+    for labels, classes, expected in LABEL_CASES:
+        try:
+            answer = validator(torch.tensor(labels), classes)
+        except Exception as err:  # a learner's bug: a hint, not a crash
+            return report(False, "", f"valid_labels(tensor({labels}), {classes}) raised {type(err).__name__}: {err}")
+        if bool(answer) != expected:
+            return report(False, "", f"valid_labels(tensor({labels}), {classes}) returned {answer!r}; expected "
+                                     f"{expected}: valid labels are 0 .. num_classes - 1.")
+    return report(True, f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.", "")

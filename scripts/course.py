@@ -4,6 +4,7 @@ build/NN_topic.ipynb   the executed notebook
 build/NN_topic.html    the same as a web page (images embedded)
 build/index.html       the lesson table: title, Colab badge, study time, run seconds, device, status
 build/report.md        the same table in markdown, with the total
+build/timings.json     seconds per lesson (scripts/guide_times.py puts them in the instructor guide)
 build/colab-badge.svg  the badge image, so the pages show it offline
 notebooks/student/     the student versions (solutions removed), regenerated from the lessons
 
@@ -13,6 +14,7 @@ Prints one line per lesson as it goes, then the table; exits 1 if any lesson fai
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 import time
@@ -101,6 +103,15 @@ def write_report(lessons: list[Lesson], build: Path) -> None:
     (build / "report.md").write_text("# Course run\n\n" + "\n".join(lines) + f"\n\nTotal: {total:.1f} s\n")
 
 
+def write_timings(lessons: list[Lesson], build: Path) -> None:
+    """build/timings.json: seconds per lesson and the device, for the instructor guide's table."""
+    (build / "timings.json").write_text(json.dumps({
+        "device": lessons[0].device if lessons else None,
+        "lessons": {lesson.source.stem: {"seconds": round(lesson.seconds, 1), "status": lesson.status}
+                    for lesson in lessons},
+    }, indent=2) + "\n")
+
+
 def write_site(lessons: list[Lesson], build: Path = BUILD) -> None:
     """Write every executed notebook, its HTML page, the index, the report and the badge image."""
     build.mkdir(parents=True, exist_ok=True)
@@ -112,16 +123,18 @@ def write_site(lessons: list[Lesson], build: Path = BUILD) -> None:
         (build / f"{lesson.source.stem}.html").write_text(local_badges(page))
     write_index(lessons, build)
     write_report(lessons, build)
+    write_timings(lessons, build)
 
 
 def terminal_table(lessons: list[Lesson]) -> str:
     """Lesson, device, seconds, status: aligned for a terminal."""
     width = max(len(lesson.title) for lesson in lessons)
-    header = f"{'lesson':<{width}}  {'device':<8}  {'seconds':>7}  status"
-    body = [f"{lesson.title:<{width}}  {lesson.device:<8}  {lesson.seconds:7.1f}  {lesson.status}"
+    dev = max(len("device"), *(len(lesson.device) for lesson in lessons))
+    header = f"{'lesson':<{width}}  {'device':<{dev}}  {'seconds':>7}  status"
+    body = [f"{lesson.title:<{width}}  {lesson.device:<{dev}}  {lesson.seconds:7.1f}  {lesson.status}"
             for lesson in lessons]
     total = sum(lesson.seconds for lesson in lessons)
-    return "\n".join([header, "-" * len(header), *body, f"{'total':<{width}}  {'':<8}  {total:7.1f}"])
+    return "\n".join([header, "-" * len(header), *body, f"{'total':<{width}}  {'':<{dev}}  {total:7.1f}"])
 
 
 def main() -> int:

@@ -104,11 +104,11 @@ class Execution:
 
 
 def device_label() -> str:
-    """The device the lessons pick on this machine, with the GPU's name (``cuda:0 (Tesla T4)``)."""
+    """The device the lessons pick here: ``cuda:0 (Tesla T4)``, or ``cpu (2 cores)``."""
     device = cg.get_device()
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
-    return str(device)
+    return f"{device} ({cg.cpu_count()} cores)"
 
 
 def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> Execution:

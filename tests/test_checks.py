@@ -120,3 +120,13 @@ def test_check_shard(capsys):
     assert "every 4th index starting at 1" in capsys.readouterr().out
     assert not cg.check_shard(None, dataset_size=10, world_size=4, rank=1)
     assert not cg.check_shard("1,5,9", dataset_size=10, world_size=4, rank=1)
+
+
+def test_check_label_validator(capsys):
+    assert cg.check_label_validator(lambda labels, n: bool(labels.min() >= 0 and labels.max() < n))
+    assert "right on all 4 cases" in capsys.readouterr().out
+    assert not cg.check_label_validator(lambda labels, n: bool(labels.max() <= n))
+    assert "tensor([1, 2, 3, 10]), 10) returned True; expected False" in capsys.readouterr().out
+    assert not cg.check_label_validator(lambda labels, n: labels.foo())
+    assert "raised AttributeError" in capsys.readouterr().out
+    assert not cg.check_label_validator(None)
