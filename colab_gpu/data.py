@@ -119,7 +119,11 @@ def fake_image_data(n: int, shape: tuple[int, ...], classes: int = 10, seed: int
 
 def load_digits(image_size: int = 8, channels: int = 1) -> ImageData:
     """scikit-learn's 8x8 digits, resized to ``image_size`` and repeated to ``channels`` (uint8)."""
-    from sklearn.datasets import load_digits as sklearn_digits
+    try:
+        from sklearn.datasets import load_digits as sklearn_digits
+    except ImportError as err:
+        raise ImportError("The offline data set (scikit-learn's digits) needs scikit-learn: "
+                          "pip install scikit-learn (Colab has it already).") from err
 
     bunch = sklearn_digits()
     images = torch.from_numpy(bunch.images).float().unsqueeze(1) / 16.0  # values 0..16
