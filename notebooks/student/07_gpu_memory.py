@@ -243,7 +243,10 @@ def try_batch(batch_size: int) -> None:
         raise torch.OutOfMemoryError(f"pretend GPU out of memory at batch_size={batch_size}")
     inputs = torch.randn(batch_size, in_features, device=device)
     labels = torch.randint(0, 10, (batch_size,), device=device)
-    cg.train_step(model, inputs, labels, optimizer)
+    try:
+        cg.train_step(model, inputs, labels, optimizer)
+    finally:
+        model.zero_grad(set_to_none=True)  # every try, failed or not, starts from the same memory
 
 
 cg.cleanup(device)
