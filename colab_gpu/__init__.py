@@ -4,7 +4,7 @@ Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_devi
 Nothing here decides anything at import time: every function takes its device explicitly.
 """
 
-from .bench import time_train_step
+from .bench import time_train_epoch, time_train_step
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
     check_accuracy,
@@ -140,6 +140,7 @@ __all__ = [
     "suggest_num_workers",
     "synchronize",
     "tf32_enabled",
+    "time_train_epoch",
     "time_train_step",
     "train_epoch",
     "train_step",

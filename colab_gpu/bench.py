@@ -117,6 +117,14 @@ def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
         set_tf32(False)
 
 
+def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, repeat: int = 3) -> BenchResult:
+    """Median time of one training epoch of ``model`` (Adam) over ``loader``, after one warm-up epoch."""
+    device = torch.device(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return benchmark(lambda: train_epoch(model, loader, optimizer, device, progress=False),
+                     device=device, warmup=1, repeat=repeat)
+
+
 def skipped(key: str, name: str, device: torch.device, reason: str) -> Row:
     return Row(key, name, str(device), "skipped", note=reason)
 
@@ -240,10 +248,7 @@ def workers_sweep(device: torch.device, images: int = 1024) -> Row:
 
 def _mlp_epoch_seconds(loader, device: torch.device) -> float:
     torch.manual_seed(0)
-    model = mlp(784, hidden=512).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    return benchmark(lambda: train_epoch(model, loader, optimizer, device, progress=False),
-                     device=device, warmup=1, repeat=3).median
+    return time_train_epoch(mlp(784, hidden=512).to(device), loader, device).median
 
 
 def resident_vs_dataloader(device: torch.device) -> Row:

@@ -149,11 +149,12 @@ batch_images, batch_labels = images.to(device), labels.to(device)
 
 
 def step_time(memory_format: torch.memory_format, cudnn_benchmark: bool) -> cg.BenchResult:
+    """A training step of a copy of the model, model and inputs in ``memory_format``."""
     torch.backends.cudnn.benchmark = cudnn_benchmark
     twin = copy.deepcopy(model).to(memory_format=memory_format)
-    twin_optimizer = torch.optim.SGD(twin.parameters(), lr=0.01)
     inputs = batch_images.contiguous(memory_format=memory_format)
-    return cg.benchmark(lambda: cg.train_step(twin, inputs, batch_labels, twin_optimizer), device=device)
+    timing, _peak = cg.time_train_step(twin, inputs, batch_labels, repeat=10)
+    return timing
 
 
 formats = {"default": torch.contiguous_format, "channels_last": torch.channels_last}
@@ -180,11 +181,7 @@ plt.show()
 # same training step on both devices.
 
 # %%
-cpu_model = copy.deepcopy(model).cpu()
-cpu_optimizer = torch.optim.SGD(cpu_model.parameters(), lr=0.01)
-cpu_images, cpu_labels = images.cpu(), labels.cpu()
-cpu_step = cg.benchmark(lambda: cg.train_step(cpu_model, cpu_images, cpu_labels, cpu_optimizer), device="cpu",
-                        warmup=1, repeat=3)
+cpu_step, _peak = cg.time_train_step(copy.deepcopy(model).cpu(), images.cpu(), labels.cpu(), repeat=3)
 device_times = {"cpu": cpu_step.median}
 print(f"training step on the CPU ({torch.get_num_threads()} threads): {cpu_step}")
 if on_gpu:

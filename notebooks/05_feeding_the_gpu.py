@@ -195,17 +195,9 @@ print(f"on the device: {resident_loader.inputs.device}, {resident_loader.inputs.
 
 
 
-def epoch_time(loader) -> cg.BenchResult:
-    """Median seconds of one training epoch of a fresh MLP fed by ``loader``."""
-    model = cg.mlp(784, hidden=512).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    return cg.benchmark(lambda: cg.train_epoch(model, loader, optimizer, device, progress=False),
-                        device=device, warmup=1, repeat=3)
-
-
 epoch_seconds = {}
 for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader)):
-    result = epoch_time(loader)
+    result = cg.time_train_epoch(cg.mlp(784, hidden=512).to(device), loader, device)  # a fresh MLP each
     epoch_seconds[name] = result.median
     print(f"{name:>12}: one epoch of {n:,} samples in {result}")
 

@@ -152,6 +152,8 @@ def student_notebook(source: Path, config: CourseConfig) -> nbformat.NotebookNod
     card.source = BADGE_RE.sub(lambda _: badge_markdown(config, target), card.source)
     learn = "\n\n**What you will learn**"
     card.source = card.source.replace(learn, f"\n\n{STUDENT_NOTE}{learn}", 1)
+    for number, cell in enumerate(notebook.cells):
+        cell.id = f"{source.stem[:2]}-{number:03d}"  # stable ids: regenerating changes no line
     return notebook
 
 

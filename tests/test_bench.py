@@ -78,3 +78,12 @@ def test_gpu_rows_measure_on_a_real_gpu():
     device = cg.get_device("cuda")
     rows = bench.cpu_vs_gpu_rows(device) + [bench.host_to_device(device)]
     assert all(r.status == "ok" and r.ratio > 0 for r in rows)
+
+
+def test_time_train_epoch_trains_and_times():
+    loader = cg.DeviceLoader(torch.randn(64, 8), torch.randint(0, 10, (64,)), batch_size=16, device="cpu")
+    model = cg.mlp(8, hidden=8)
+    before = [p.detach().clone() for p in model.parameters()]
+    result = cg.time_train_epoch(model, loader, "cpu", repeat=2)
+    assert len(result.times) == 2 and result.median > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
