@@ -7,6 +7,7 @@ live in an importable package (not in a notebook) because every spawned process 
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -46,6 +47,14 @@ def _environment() -> dict[str, str]:
     return {name: os.environ[name] for name in TORCHRUN_VARIABLES}
 
 
+def _import_dynamo_before_the_group() -> None:
+    # DistributedDataParallel imports torch._dynamo when the first model is wrapped. Imported after
+    # the process group exists, torch._dynamo keeps references to it until the interpreter exits,
+    # so destroy_process_group() cannot free it; gloo's worker threads then outlive Python and can
+    # abort the process at exit. Imported first, it holds none (~1 s, which DDP would spend anyway).
+    import torch._dynamo  # noqa: F401
+
+
 def ddp_setup(backend: str | None = None) -> DistInfo:
     """Join the process group that torchrun prepared; pick and bind this process's device.
 
@@ -58,6 +67,7 @@ def ddp_setup(backend: str | None = None) -> DistInfo:
         ValueError: an unknown backend, or nccl without a GPU.
     """
     env = _environment()
+    _import_dynamo_before_the_group()
     rank, local_rank, world_size = int(env["RANK"]), int(env["LOCAL_RANK"]), int(env["WORLD_SIZE"])
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     if backend not in ("nccl", "gloo"):
@@ -79,9 +89,19 @@ def ddp_setup(backend: str | None = None) -> DistInfo:
 
 
 def ddp_teardown() -> None:
-    """Leave the process group (every process must, or the job hangs at exit)."""
+    """Leave the process group (every process must, or the job hangs at exit).
+
+    Call it once the DDP model is gone (build and train it in a function, tear down after that
+    function returns): a DDP model holds the process group, and only a group freed here, while
+    Python is fully alive, shuts down cleanly.
+    """
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    # Free the group now, not at interpreter exit: its destructor waits for gloo's worker threads,
+    # which may still be releasing finished work whose tensors need the GIL. At exit, that release
+    # aborts the process ("terminate called without an active exception"). The collection frees a
+    # model that is unreachable but still in a reference cycle (a closure, a hook), and its group.
+    gc.collect()
 
 
 def rank0_print(info: DistInfo, *args, **kwargs) -> None:

@@ -1,3 +1,4 @@
+import os
 import textwrap
 
 import pytest
@@ -46,6 +47,32 @@ def test_single_process_gloo_group_in_this_process(monkeypatch, capsys):
         cg.ddp_teardown()
     assert not torch.distributed.is_initialized()
     cg.ddp_teardown()  # a second teardown is harmless
+
+
+def _native_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads through Linux's /proc")
+def test_teardown_frees_the_group_that_a_finished_ddp_model_held(monkeypatch):
+    # A group that survives until interpreter exit (wrapping a model in DDP used to keep it alive, through
+    # torch._dynamo) can abort the process there, so teardown must free it: the group's destructor joins
+    # gloo's native threads, which brings the count back to where it was.
+    for name, value in dict(TORCHRUN_ENV, MASTER_PORT="29556").items():
+        monkeypatch.setenv(name, value)
+    before = _native_threads()
+    cg.ddp_setup("gloo")
+
+    def train_one_step():
+        model = torch.nn.parallel.DistributedDataParallel(cg.mlp(8, hidden=4, classes=2))
+        model(torch.randn(4, 8)).sum().backward()
+
+    try:
+        train_one_step()
+        assert _native_threads() > before  # gloo's threads are running
+    finally:
+        cg.ddp_teardown()
+    assert _native_threads() == before
 
 
 def test_two_process_gloo_job_all_reduces(tmp_path, capsys):

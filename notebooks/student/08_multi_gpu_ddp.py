@@ -97,7 +97,9 @@ assert parallel.module is model  # save parallel.module.state_dict(), not the wr
 #
 # Processes cannot run a function defined in a notebook (section 5 shows the error), so the
 # training code goes into a script. `cg.ddp_setup()` and `cg.ddp_teardown()` are the shared
-# setup and teardown; they live in the package, which every process can import.
+# setup and teardown; they live in the package, which every process can import. The model is
+# built inside `train()`, so it is gone when `main()` tears down: a DDP model holds the process
+# group, and a group still alive when Python exits can crash the process at the very end.
 
 # %%
 # %%writefile ddp_train.py
@@ -115,16 +117,18 @@ from torch.utils.data.distributed import DistributedSampler
 
 import colab_gpu as cg
 
-parser = argparse.ArgumentParser()
-parser.add_argument("--backend", default=None, help="nccl (GPUs) or gloo (CPU); default: nccl when CUDA works")
-parser.add_argument("--epochs", type=int, default=3)
-parser.add_argument("--global-batch", type=int, default=64, help="samples per step over all processes")
-parser.add_argument("--out", default="ddp_weights.pt", help="final weights, written by rank 0")
-parser.add_argument("--checkpoint", default="ddp_checkpoint.pt", help="written by rank 0 after every epoch")
-args = parser.parse_args()
 
-info = cg.ddp_setup(args.backend)  # reads RANK, LOCAL_RANK, WORLD_SIZE that torchrun set
-try:
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", default=None, help="nccl (GPUs) or gloo (CPU); default: nccl when CUDA works")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--global-batch", type=int, default=64, help="samples per step over all processes")
+    parser.add_argument("--out", default="ddp_weights.pt", help="final weights, written by rank 0")
+    parser.add_argument("--checkpoint", default="ddp_checkpoint.pt", help="written by rank 0 after every epoch")
+    return parser.parse_args()
+
+
+def train(info: cg.DistInfo, args: argparse.Namespace) -> None:
     # all_reduce: every process sends rank + 1, every process receives the sum.
     contribution = torch.tensor([info.rank + 1.0], device=info.device)
     torch.distributed.all_reduce(contribution, op=torch.distributed.ReduceOp.SUM)
@@ -148,8 +152,19 @@ try:
         torch.distributed.barrier()  # nobody starts the next epoch before the checkpoint exists
     if info.is_main:
         torch.save(model.module.state_dict(), args.out)
-finally:
-    cg.ddp_teardown()
+
+
+def main() -> None:
+    args = parse_args()
+    info = cg.ddp_setup(args.backend)  # reads RANK, LOCAL_RANK, WORLD_SIZE that torchrun set
+    try:
+        train(info, args)  # the DDP model lives inside train(), so it is gone before the teardown
+    finally:
+        cg.ddp_teardown()
+
+
+if __name__ == "__main__":
+    main()
 
 # %% [markdown]
 # In a Colab cell you would launch it with `!torchrun --standalone --nproc-per-node=2 ddp_train.py`.
