@@ -10,6 +10,12 @@ from colab_gpu import parallel
 TORCHRUN_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
 
 
+def as_torchrun_process(monkeypatch, **overrides: str) -> None:
+    """Set the variables torchrun gives each process (one process of one by default)."""
+    for name, value in dict(TORCHRUN_ENV, **overrides).items():
+        monkeypatch.setenv(name, value)
+
+
 def test_ddp_setup_outside_torchrun_says_how_to_launch(monkeypatch):
     for name in parallel.TORCHRUN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -18,8 +24,7 @@ def test_ddp_setup_outside_torchrun_says_how_to_launch(monkeypatch):
 
 
 def test_ddp_setup_bad_backend_and_nccl_without_gpu(monkeypatch, no_gpu):
-    for name, value in TORCHRUN_ENV.items():
-        monkeypatch.setenv(name, value)
+    as_torchrun_process(monkeypatch)
     with pytest.raises(ValueError, match="Unknown backend 'mpi'"):
         cg.ddp_setup("mpi")
     with pytest.raises(ValueError, match="nccl backend needs CUDA GPUs"):
@@ -28,15 +33,13 @@ def test_ddp_setup_bad_backend_and_nccl_without_gpu(monkeypatch, no_gpu):
 
 def test_more_processes_than_gpus_is_explained(monkeypatch, fake_gpus):
     fake_gpus()
-    for name, value in dict(TORCHRUN_ENV, LOCAL_RANK="1", RANK="1", WORLD_SIZE="2").items():
-        monkeypatch.setenv(name, value)
+    as_torchrun_process(monkeypatch, LOCAL_RANK="1", RANK="1", WORLD_SIZE="2")
     with pytest.raises(RuntimeError, match=r"needs cuda:1 but this machine only has 1 GPU.*--nproc-per-node=1"):
         cg.ddp_setup("nccl")
 
 
 def test_single_process_gloo_group_in_this_process(monkeypatch, capsys):
-    for name, value in TORCHRUN_ENV.items():
-        monkeypatch.setenv(name, value)
+    as_torchrun_process(monkeypatch)
     info = cg.ddp_setup("gloo")
     try:
         assert info == cg.DistInfo(0, 0, 1, "gloo", torch.device("cpu")) and info.is_main
@@ -58,8 +61,7 @@ def test_teardown_frees_the_group_that_a_finished_ddp_model_held(monkeypatch):
     # A group that survives until interpreter exit (wrapping a model in DDP used to keep it alive, through
     # torch._dynamo) can abort the process there, so teardown must free it: the group's destructor joins
     # gloo's native threads, which brings the count back to where it was.
-    for name, value in dict(TORCHRUN_ENV, MASTER_PORT="29556").items():
-        monkeypatch.setenv(name, value)
+    as_torchrun_process(monkeypatch, MASTER_PORT="29556")
     before = _native_threads()
     cg.ddp_setup("gloo")
 
