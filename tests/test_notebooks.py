@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 
 import jupytext
 import nbformat
@@ -29,6 +30,18 @@ def test_there_are_lessons():
 def test_every_ipynb_has_its_source():
     orphans = [p.name for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb") if not p.with_suffix(".py").exists()]
     assert orphans == []
+
+
+def test_only_lesson_pairs_are_committed_under_notebooks():
+    # Running a lesson writes scripts, checkpoints and data next to it; committed, they would show up
+    # as changes after every `make test`. They belong in .gitignore.
+    listed = subprocess.run(["git", "ls-files", "--", str(NOTEBOOKS)], capture_output=True, text=True,
+                            cwd=NOTEBOOKS.parent)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    lesson = re.compile(r"notebooks/(student/)?[0-9][0-9]_\w+\.(py|ipynb)")
+    strays = [path for path in listed.stdout.splitlines() if not lesson.fullmatch(path)]
+    assert strays == [], f"generated files are tracked: {strays}; `git rm --cached` them and add them to .gitignore"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
