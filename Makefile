@@ -4,6 +4,13 @@
 # Both create .venv from requirements.txt on first use.
 # USE_SYSTEM_PYTHON=1 skips .venv and uses $(PYTHON) as it is (a GPU runner's preinstalled image).
 # REQUIRE_CUDA=1 makes "no GPU" a failure everywhere.
+# make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 runs `make unit` and `make nbval` against another torch
+# (scripts/test_compat.sh): in its own venv .venv-compat/torch-$(TORCH), built once and reused, it installs
+# torch and torchvision first, then requirements.txt without their pins, then colab_gpu WITH its
+# dependencies, fails if that changed torch or torchvision, and prints one summary line (also in
+# build/compat/torch-$(TORCH)/). PYTHON=python3.12 picks the venv's interpreter. UNCAPPED=1 runs its pip
+# with PIP_CONFIG_FILE=/dev/null (no pip config files at all), for a torch newer than a machine-wide pip cap
+# (this course's dev machines cap torch at requirements.txt's pin); CI needs no UNCAPPED.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,7 +31,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 
-.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor bench clean
+.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor bench clean test-compat
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -64,6 +71,10 @@ bench: $(ENV_READY)
 
 gpu-suite: $(ENV_READY)
 	$(PY) scripts/gpu_suite.py $(GPU_SUITE_ARGS)
+
+test-compat:
+	$(if $(filter 1,$(UNCAPPED)),PIP_CONFIG_FILE=/dev/null )TORCH=$(TORCH) TORCHVISION=$(TORCHVISION) \
+		PYTHON=$(PYTHON) bash scripts/test_compat.sh
 
 clean:
 	rm -rf build .pytest_cache

@@ -4,7 +4,7 @@ Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_devi
 Nothing here decides anything at import time: every function takes its device explicitly.
 """
 
-from .bench import time_train_epoch, time_train_step
+from .bench import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
     check_accuracy,
@@ -46,7 +46,9 @@ from .feeding import (
     worker_loader,
 )
 from .memory import (
+    BatchSizeSearch,
     PeakMemory,
+    allocator_settings,
     cleanup,
     clear_notebook_references,
     find_max_batch_size,
@@ -57,7 +59,16 @@ from .memory import (
 from .models import count_parameters, mlp, small_cnn
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
 from .plots import bar_seconds, plot_history, show_images
-from .precision import Precision, choose_precision, make_scaler, resolve_precision, set_tf32, tf32_enabled
+from .precision import (
+    Precision,
+    choose_precision,
+    make_scaler,
+    resolve_precision,
+    restored_backend_settings,
+    set_tf32,
+    tf32_enabled,
+    tf32_mode,
+)
 from .runtime import advice, cpu_count, format_report, in_colab, print_runtime_report, runtime_report
 from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
@@ -65,8 +76,10 @@ from .train import EpochStats, History, check_model_device, evaluate, fit, predi
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchSizeSearch",
     "BenchResult",
     "CheckpointError",
+    "ConvStepTiming",
     "DeviceLoader",
     "DeviceNotAvailableError",
     "DistInfo",
@@ -79,6 +92,7 @@ __all__ = [
     "WorkerAdvice",
     "advice",
     "all_reduce_mean",
+    "allocator_settings",
     "available_devices",
     "bar_seconds",
     "benchmark",
@@ -130,6 +144,7 @@ __all__ = [
     "report",
     "require_cuda_if_asked",
     "resolve_precision",
+    "restored_backend_settings",
     "runtime_report",
     "save_checkpoint",
     "seed_everything",
@@ -140,6 +155,8 @@ __all__ = [
     "suggest_num_workers",
     "synchronize",
     "tf32_enabled",
+    "tf32_mode",
+    "time_conv_step_fresh",
     "time_train_epoch",
     "time_train_step",
     "train_epoch",

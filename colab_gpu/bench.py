@@ -23,7 +23,14 @@ from .device import synchronize
 from .feeding import DeviceLoader, EncodedImages, copy_bandwidth, measure_loader, worker_loader
 from .memory import measure_peak
 from .models import mlp, small_cnn
-from .precision import choose_precision, make_scaler, resolve_precision, set_tf32
+from .precision import (
+    choose_precision,
+    make_scaler,
+    resolve_precision,
+    restored_backend_settings,
+    set_tf32,
+    tf32_mode,
+)
 from .runtime import cpu_count, runtime_report
 from .timing import BenchResult, benchmark
 from .train import fit, train_epoch, train_step
@@ -95,17 +102,21 @@ def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs
 
 
 def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, *, precision: str = "fp32",
-                    tf32: bool = False, repeat: int = 5) -> tuple[BenchResult, float | None]:
-    """Median time of one SGD training step in ``precision`` (and TF32 on/off), and its peak MiB (GPU only).
+                    tf32: bool | None = None, repeat: int = 5) -> tuple[BenchResult, float | None]:
+    """Median time of one SGD training step in ``precision``, and its peak MiB (GPU only). Lessons 02-06.
 
-    The model is used as given (already on the device of ``inputs``); TF32 is switched back off after.
+    ``tf32``: True/False switches TF32 on/off for the measurement only; None (default) keeps the
+    caller's settings. Either way the caller's TF32 and cuDNN settings are the same afterwards.
+    The model is used as given (already on the device of ``inputs``).
     """
     device = inputs.device
     chosen = resolve_precision(precision, device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     scaler = make_scaler(chosen, device)
-    set_tf32(tf32)
-    try:
+    with restored_backend_settings():
+        if tf32 is not None:
+            set_tf32(tf32)
+
         def step() -> None:
             train_step(model, inputs, labels, optimizer, autocast_dtype=chosen.dtype, scaler=scaler)
 
@@ -113,8 +124,6 @@ def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
         with measure_peak(device) as peak:
             step()
         return benchmark(step, device=device, repeat=repeat), peak.peak_mib
-    finally:
-        set_tf32(False)
 
 
 def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, repeat: int = 3) -> BenchResult:
@@ -123,6 +132,57 @@ def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, re
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     return benchmark(lambda: train_epoch(model, loader, optimizer, device, progress=False),
                      device=device, warmup=1, repeat=repeat)
+
+
+@dataclass(frozen=True)
+class ConvStepTiming:
+    """A CNN training step timed in a fresh process: its first step (one-off costs) and the steady state."""
+
+    first_step_s: float  # includes CUDA/cuDNN start-up and, with cudnn.benchmark, the autotuning
+    steady: BenchResult
+
+
+def _conv_step_child(device: str, width: int, shape: tuple[int, ...], classes: int, channels_last: bool,
+                     cudnn_benchmark: bool, repeat: int) -> tuple[float, tuple[float, ...]]:
+    # Runs in a spawned process: nothing cached by the caller (cuDNN plans, autotuning) exists here.
+    torch.backends.cudnn.benchmark = cudnn_benchmark
+    torch.manual_seed(0)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    model = small_cnn(shape[1], classes, width=width).to(device, memory_format=layout)
+    inputs = torch.randn(*shape, device=device).contiguous(memory_format=layout)
+    labels = torch.randint(0, classes, (shape[0],), device=device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        train_step(model, inputs, labels, optimizer)
+
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    first = time.perf_counter() - start
+    return first, benchmark(step, device=device, warmup=2, repeat=repeat).times
+
+
+def time_conv_step_fresh(device: str | torch.device, *, width: int, shape: tuple[int, ...], classes: int = 10,
+                         channels_last: bool = False, cudnn_benchmark: bool = False,
+                         repeat: int = 10) -> ConvStepTiming:
+    """Time a `small_cnn` training step on random ``shape`` inputs in a fresh Python process. Lesson 04.
+
+    Why a fresh process: cuDNN caches the plan it picked for each convolution shape, and that
+    cache is keyed without the ``cudnn.benchmark`` flag. Timed one after the other in one
+    process, the "benchmark on" run reuses the "off" run's plans and the comparison measures
+    nothing. A spawned child (about 2-5 s to start) begins with empty caches.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    device = torch.device(device)
+    # spawn, not fork: a forked child of a process that already used CUDA cannot use CUDA.
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        first, times = pool.submit(_conv_step_child, str(device), width, tuple(shape), classes, channels_last,
+                                   cudnn_benchmark, repeat).result()
+    return ConvStepTiming(first, BenchResult(times))
 
 
 def skipped(key: str, name: str, device: torch.device, reason: str) -> Row:
@@ -142,17 +202,15 @@ def matmul_rows(device: torch.device) -> list[Row]:
     """Matmul throughput: fp32 (IEEE), TF32 and the tensor-core format, each its peak over three sizes."""
     on_gpu = device.type == "cuda"
     sizes = (2048, 4096, 8192) if on_gpu else (256, 512, 1024)
-    fp32 = max(matmul_tflops(n, torch.float32, device) for n in sizes)
+    with tf32_mode(False):  # IEEE float32, whatever the caller had set
+        fp32 = max(matmul_tflops(n, torch.float32, device) for n in sizes)
     rows = [Row("matmul_fp32", "matmul fp32 peak (TFLOP/s)", str(device), "ok", round(fp32, 3), "TFLOP/s",
                 {"sizes": list(sizes)})]
     if not on_gpu:
         return rows + [skipped("matmul_tf32", "matmul TF32 vs fp32", device, NEEDS_GPU),
                        skipped("matmul_half", "matmul bf16/fp16 vs fp32", device, NEEDS_GPU)]
-    set_tf32(True)
-    try:
+    with tf32_mode(True):
         tf32 = max(matmul_tflops(n, torch.float32, device) for n in sizes)
-    finally:
-        set_tf32(False)
     half_dtype = choose_precision(device).dtype or torch.float16
     half = max(matmul_tflops(n, half_dtype, device) for n in sizes)
     return rows + [
@@ -177,7 +235,7 @@ def _step_on(make_model: Callable[[], nn.Module], shape: tuple[int, ...], device
     torch.manual_seed(0)
     inputs = torch.randn(*shape, device=device)
     labels = torch.randint(0, 10, (shape[0],), device=device)
-    return time_train_step(make_model().to(device), inputs, labels, precision=precision,
+    return time_train_step(make_model().to(device), inputs, labels, precision=precision, tf32=False,
                            repeat=5 if device.type == "cuda" else 3)
 
 

@@ -1,7 +1,7 @@
 """Checkpoints that survive a Colab disconnect: complete training state, written atomically.
 
-A checkpoint holds the model, the optimizer, the GradScaler, the epoch, the history so far and
-every random number generator (Python, NumPy, PyTorch CPU and CUDA, and the data loader's
+A checkpoint holds the model, the optimizer, the GradScaler, the learning-rate scheduler, the
+epoch, the history so far and every random number generator (Python, NumPy, PyTorch CPU and CUDA, and the data loader's
 shuffling generator), so a resumed run continues exactly where the interrupted one stopped.
 
 Writes go to a temporary file in the same folder, are flushed to disk, then renamed over the
@@ -57,7 +57,10 @@ def set_rng_state(state: dict[str, Any], loader_generator: torch.Generator | Non
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"].cpu())  # generator states are CPU byte tensors
     if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+        # One state per GPU of the machine that saved it: a checkpoint from Kaggle's two T4s
+        # resumed on Colab's one restores the first (set_rng_state_all would raise IndexError).
+        for index, gpu_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(gpu_state.cpu(), index)
     if loader_generator is not None and "loader" in state:
         loader_generator.set_state(state["loader"].cpu())
 
@@ -86,11 +89,13 @@ def save_checkpoint(
     *,
     epoch: int,
     scaler: torch.amp.GradScaler | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     history: list[dict] | None = None,
     loader_generator: torch.Generator | None = None,
 ) -> Path:
     """Write the full training state after ``epoch`` epochs, atomically. Returns the path."""
     return atomic_save({
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "format": FORMAT,
         "epoch": epoch,
         "model": model.state_dict(),
@@ -137,25 +142,32 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     *,
     scaler: torch.amp.GradScaler | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     loader_generator: torch.Generator | None = None,
     restore_rng: bool = True,
 ) -> dict:
-    """Restore a checkpoint into ``model`` (and optimizer, scaler, RNGs); return ``{"epoch", "history"}``.
+    """Restore a checkpoint into ``model`` (and optimizer, scaler, scheduler, RNGs); return ``{"epoch", "history"}``.
 
-    Tensors are loaded onto the model's device, so a checkpoint written on a GPU loads on a CPU.
+    The file is read onto the CPU and each state is then put where PyTorch expects it: weights and
+    optimizer moments on the parameters' device (by ``load_state_dict``), but Adam's ``step``
+    counters stay CPU tensors (reading them on the GPU would synchronize every step). So a
+    checkpoint written on a GPU loads on a CPU and the other way round.
 
     Raises:
         CheckpointError: the file is missing, truncated, not a checkpoint, or from another model.
     """
     path = Path(path)
-    device = next(model.parameters()).device
-    state = _read(path, map_location=device)
+    # map_location="cpu", not the model's device: optimizer.load_state_dict moves what belongs on the
+    # GPU and leaves the step counters where PyTorch keeps them (on the CPU unless fused/capturable).
+    state = _read(path, map_location="cpu")
     _check_same_model(path, model, state["model"])
     model.load_state_dict(state["model"])
     if optimizer is not None:
         optimizer.load_state_dict(state["optimizer"])
     if scaler is not None and state["scaler"] is not None:
         scaler.load_state_dict(state["scaler"])
+    if scheduler is not None and state.get("scheduler") is not None:
+        scheduler.load_state_dict(state["scheduler"])
     if restore_rng:
         set_rng_state(state["rng"], loader_generator)
     return {"epoch": state["epoch"], "history": state["history"]}

@@ -55,6 +55,25 @@ def _import_dynamo_before_the_group() -> None:
     import torch._dynamo  # noqa: F401
 
 
+def nccl_workarounds(local_gpus: int) -> dict[str, str]:
+    """Set the NCCL environment a job on GPUs without peer-to-peer access needs; return what was set.
+
+    Kaggle's "GPU T4 x2" has two T4s with no peer-to-peer (P2P) access. NCCL 2.24 and later put
+    host buffers in cuMem memory by default and then fail at the first collective with "peer access
+    is not supported between these two devices" (CUDA error 217). ``NCCL_CUMEM_HOST_ENABLE=0`` is
+    the reported fix (NVIDIA/nccl#1838). Set only when some pair of this machine's GPUs lacks P2P,
+    and never over a value the user chose. Must run before NCCL starts (``ddp_setup`` calls it).
+    Taught in lesson 08.
+    """
+    pairs = [(a, b) for a in range(local_gpus) for b in range(local_gpus) if a != b]
+    if not pairs or all(torch.cuda.can_device_access_peer(a, b) for a, b in pairs):
+        return {}
+    if "NCCL_CUMEM_HOST_ENABLE" in os.environ:
+        return {}
+    os.environ["NCCL_CUMEM_HOST_ENABLE"] = "0"
+    return {"NCCL_CUMEM_HOST_ENABLE": "0"}
+
+
 def ddp_setup(backend: str | None = None) -> DistInfo:
     """Join the process group that torchrun prepared; pick and bind this process's device.
 
@@ -81,6 +100,7 @@ def ddp_setup(backend: str | None = None) -> DistInfo:
                                f"has {gpus} GPU(s): launch with --nproc-per-node={gpus}.")
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)  # before init, so NCCL binds this process to its own GPU
+        nccl_workarounds(min(gpus, int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
         dist.init_process_group(backend, rank=rank, world_size=world_size, device_id=device)
     else:
         device = torch.device("cpu")

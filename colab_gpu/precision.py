@@ -5,14 +5,26 @@ The rule (compute capability = the GPU's architecture version):
 - 7.x (T4, V100): fp16 autocast with ``torch.amp.GradScaler("cuda")`` (bf16 is only emulated:
   ``torch.cuda.is_bf16_supported()`` says True there unless asked ``including_emulation=False``);
 - below 7.0: no tensor cores, stay in float32;
-- CPU: bf16 autocast runs everywhere (fast only on CPUs with AMX/AVX-512 bf16).
+- CPU: bf16 autocast runs on every CPU but is fast only on some (AMX, and not always even with
+  AVX-512 BF16: lesson 06 measured it 35x *slower* than float32 on such a CPU). So on a CPU the
+  choice is measured: bf16 only when a bf16-autocast training step beats the float32 one here.
+
+TF32 and cuDNN switches are process-wide globals: change them inside `tf32_mode` or
+`restored_backend_settings`, which put back whatever the caller had (PyTorch's defaults differ
+between matmuls and convolutions, so "off" is not "as before").
 """
 
 from __future__ import annotations
 
+import functools
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 AMPERE = (8, 0)
 VOLTA = (7, 0)
@@ -39,13 +51,21 @@ class Precision:
 def choose_precision(device: str | torch.device) -> Precision:
     """The mixed-precision setting for ``device``, from its compute capability.
 
+    On a CPU the answer is measured once per process (`cpu_bf16_speedup`): bf16 when a bf16-autocast
+    training step is at least ``CPU_BF16_MIN_GAIN`` times faster than float32 here, else fp32.
+    Taught in lesson 06.
+
     Example:
-        >>> choose_precision("cpu").name
-        'bf16'
+        >>> choose_precision("cpu").name in ("bf16", "fp32")
+        True
     """
     device = torch.device(device)
     if device.type == "cpu":
-        return Precision("bf16", False, "CPU autocast supports bf16; whether it is faster depends on the CPU.")
+        gain = cpu_bf16_speedup(torch.get_num_threads())
+        measured = f"a bf16-autocast training step measured {gain:.2f}x the float32 speed on this CPU"
+        if gain >= CPU_BF16_MIN_GAIN:
+            return Precision("bf16", False, f"{measured} (native bf16 units): bf16 needs no loss scaling.")
+        return Precision("fp32", False, f"{measured} (no fast bf16 path): stay in float32.")
     if device.type != "cuda":
         raise ValueError(f"choose_precision knows 'cpu' and 'cuda' devices, got {device}.")
     capability = torch.cuda.get_device_capability(device)
@@ -90,24 +110,112 @@ def check_scaler_fits(precision: Precision, scaler: torch.amp.GradScaler | None)
         )
 
 
+CPU_BF16_MIN_GAIN = 1.2  # below this, bf16 autocast costs accuracy for no speed worth having
+
+
+@functools.cache
+def cpu_bf16_speedup(threads: int) -> float:
+    """How many times faster a bf16-autocast MLP training step is than float32 on this CPU (median of 5).
+
+    Cached per thread count: the answer is a property of the CPU, measured once (about 0.1-0.5 s).
+    Flags such as AVX-512 BF16 are not enough: oneDNN may still take a slow path for some layers.
+    """
+    generator = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    inputs = torch.randn(256, 512, generator=generator)
+    labels = torch.randint(0, 10, (256,), generator=generator)
+
+    def step(dtype: torch.dtype | None) -> None:
+        with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
+            loss = nn.functional.cross_entropy(model(inputs), labels)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    for dtype in (None, torch.bfloat16, None, torch.bfloat16):  # warm-up: oneDNN kernels, allocator
+        step(dtype)
+    times: dict[torch.dtype | None, list[float]] = {None: [], torch.bfloat16: []}
+    for _ in range(5):  # alternated, so a busy neighbour or a clock change hits both alike
+        for dtype in times:
+            start = time.perf_counter()
+            step(dtype)
+            times[dtype].append(time.perf_counter() - start)
+    return statistics.median(times[None]) / statistics.median(times[torch.bfloat16])
+
+
+def _has_fp32_precision_api() -> bool:
+    # PyTorch 2.9 added fp32_precision; mixing it with the older allow_tf32 flags is an error.
+    return hasattr(torch.backends.cuda.matmul, "fp32_precision")
+
+
+def backend_settings() -> dict[str, object]:
+    """The process-wide switches that speed experiments change: TF32 for matmuls/convs, cudnn.benchmark."""
+    settings: dict[str, object] = {"cudnn.benchmark": torch.backends.cudnn.benchmark}
+    if _has_fp32_precision_api():
+        settings["matmul.fp32_precision"] = torch.backends.cuda.matmul.fp32_precision
+        settings["conv.fp32_precision"] = torch.backends.cudnn.conv.fp32_precision
+    else:  # PyTorch before 2.9
+        settings["matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+        settings["cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
+    return settings
+
+
+def restore_backend_settings(settings: dict[str, object]) -> None:
+    """Put back what `backend_settings` returned."""
+    torch.backends.cudnn.benchmark = settings["cudnn.benchmark"]
+    if "matmul.fp32_precision" in settings:
+        torch.backends.cuda.matmul.fp32_precision = settings["matmul.fp32_precision"]
+        torch.backends.cudnn.conv.fp32_precision = settings["conv.fp32_precision"]
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = settings["matmul.allow_tf32"]
+        torch.backends.cudnn.allow_tf32 = settings["cudnn.allow_tf32"]
+
+
+@contextmanager
+def restored_backend_settings() -> Iterator[dict[str, object]]:
+    """Run a block that may change TF32 or ``cudnn.benchmark``, then restore the caller's settings.
+
+    Example:
+        >>> with restored_backend_settings():
+        ...     torch.backends.cudnn.benchmark = not torch.backends.cudnn.benchmark
+    """
+    saved = backend_settings()
+    try:
+        yield saved
+    finally:
+        restore_backend_settings(saved)
+
+
+@contextmanager
+def tf32_mode(enabled: bool) -> Iterator[None]:
+    """TF32 on (or off) for float32 matmuls and convolutions inside the block; the caller's settings after.
+
+    Example (lesson 06):
+        >>> with tf32_mode(True):
+        ...     assert tf32_enabled()
+    """
+    with restored_backend_settings():
+        set_tf32(enabled)
+        yield
+
+
 def set_tf32(enabled: bool) -> None:
     """Let float32 matmuls and convolutions use TF32 tensor cores (compute capability >= 8.0 only).
 
-    Uses ``torch.backends.cuda.matmul.fp32_precision`` on current PyTorch, and the older
-    ``allow_tf32`` flags where that does not exist (mixing the two APIs is an error).
+    Uses ``torch.backends.cuda.matmul.fp32_precision`` / ``torch.backends.cudnn.conv.fp32_precision``
+    from PyTorch 2.9, and the older ``allow_tf32`` flags before (mixing the two APIs is an error).
+    This changes a process-wide setting until changed again; prefer `tf32_mode` for a block.
+    PyTorch's defaults are IEEE matmuls but TF32 convolutions, so ``set_tf32(False)`` is not a reset.
     """
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn.conv
-    if hasattr(matmul, "fp32_precision"):
-        matmul.fp32_precision = "tf32" if enabled else "ieee"
-        conv.fp32_precision = "tf32" if enabled else "ieee"
-    else:  # pragma: no cover - PyTorch before 2.9
-        matmul.allow_tf32 = enabled
+    if _has_fp32_precision_api():
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if enabled else "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
+    else:  # PyTorch before 2.9
+        torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
 
 
 def tf32_enabled() -> bool:
     """Whether float32 matmuls may use TF32 right now."""
-    matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        return matmul.fp32_precision == "tf32"
-    return bool(matmul.allow_tf32)  # pragma: no cover - PyTorch before 2.9
+    if _has_fp32_precision_api():
+        return torch.backends.cuda.matmul.fp32_precision == "tf32"
+    return bool(torch.backends.cuda.matmul.allow_tf32)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from .device import ENABLE_GPU_HINT, cuda_device_count
+from .precision import choose_precision
 
 #: Compute capability from which GPUs have native bfloat16 and TF32 tensor cores (Ampere).
 AMPERE = (8, 0)
@@ -70,11 +72,35 @@ def nvidia_driver_version() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
 
 
+def kernels_for(capability: tuple[int, int], arch_list: list[str]) -> bool | None:
+    """Whether a PyTorch built for ``arch_list`` (``torch.cuda.get_arch_list()``) can run on ``capability``.
+
+    A GPU runs machine code built for its own major version and an equal or lower minor (sm_80 code
+    on an sm_86 GPU), or PTX for an equal or lower capability, compiled when first used. None when
+    the list is empty (some releases report nothing without a visible GPU): unknown, not "no".
+    Official cu128/cu130 wheels start at sm_75 (T4): a P100 (6.0) is visible to PyTorch but the
+    first kernel fails with "no kernel image is available for execution on the device".
+    """
+    known = False
+    for arch in arch_list:
+        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
+        if not match:
+            continue
+        known = True
+        kind, major, minor = match.group(1), int(match.group(2)), int(match.group(3))
+        if kind == "sm" and major == capability[0] and minor <= capability[1]:
+            return True
+        if kind == "compute" and (major, minor) <= capability:
+            return True
+    return False if known else None
+
+
 def gpu_report(index: int = 0) -> dict[str, Any]:
-    """Properties of CUDA GPU ``index``: name, compute capability, memory, precision support."""
+    """Properties of CUDA GPU ``index``: name, compute capability, memory, precision, kernels in this build."""
     props = torch.cuda.get_device_properties(index)
     capability = (props.major, props.minor)
     native_bf16 = capability >= AMPERE
+    precision = choose_precision(torch.device("cuda", index))
     return {
         "index": index,
         "name": props.name,
@@ -84,7 +110,18 @@ def gpu_report(index: int = 0) -> dict[str, Any]:
         # is_bf16_supported() without the flag says True on a T4, which only emulates bf16.
         "bf16_native": native_bf16,
         "tf32": capability >= AMPERE,
+        "precision": precision.name,  # choose_precision's answer: the one home of that rule
+        "precision_reason": precision.reason,
+        "kernels_in_this_torch": kernels_for(capability, torch.cuda.get_arch_list()),
     }
+
+
+_PRECISION_ADVICE = {
+    "bf16": "use bf16 autocast (no GradScaler needed) and enable TF32 for float32 matmuls.",
+    "fp16": "use fp16 autocast with torch.amp.GradScaler('cuda'); bf16 is only emulated here and TF32 does "
+            "not exist.",
+    "fp32": "train in float32: without tensor cores mixed precision gains little.",
+}
 
 
 def runtime_report() -> dict[str, Any]:
@@ -122,16 +159,16 @@ def advice(report: dict[str, Any]) -> list[str]:
     if not report["cuda_available"]:
         tips.append(f"No CUDA GPU is visible: lessons run on the CPU, slowly. {ENABLE_GPU_HINT}")
     for gpu in report["gpus"]:
-        if gpu["bf16_native"]:
-            tips.append(
-                f"{gpu['name']} (compute capability {gpu['compute_capability']}): use bf16 autocast "
-                "(no GradScaler needed) and enable TF32 for float32 matmuls."
-            )
+        gpu_name = f"{gpu['name']} (compute capability {gpu['compute_capability']})"
+        if gpu.get("kernels_in_this_torch") is False:
+            tip = (f"{gpu_name}: this PyTorch ({report['torch']}) has no kernels for it (built for "
+                   f"{', '.join(torch.cuda.get_arch_list())}), so the first CUDA operation fails with 'no kernel "
+                   "image is available for execution on the device'. On Kaggle choose the 'GPU T4 x2' accelerator; "
+                   "elsewhere install a PyTorch build for this GPU (e.g. a cu126 wheel) or use the CPU.")
         else:
-            tips.append(
-                f"{gpu['name']} (compute capability {gpu['compute_capability']}): use fp16 autocast with "
-                "torch.amp.GradScaler('cuda'); bf16 is only emulated here and TF32 does not exist."
-            )
+            tip = f"{gpu_name}: {_PRECISION_ADVICE[gpu['precision']]}"
+        if tip not in tips:  # two T4s need the advice once
+            tips.append(tip)
     if report["cpu_count"] <= COLAB_VCPUS:
         tips.append(
             f"{report['cpu_count']} CPU core(s): use at most {report['cpu_count']} DataLoader workers; "
@@ -160,6 +197,7 @@ def format_report(report: dict[str, Any]) -> str:
             ("  total memory", f"{gpu['total_memory_gib']} GiB"),
             ("  native bf16", "yes" if gpu["bf16_native"] else "no (fp16 + GradScaler)"),
             ("  TF32", "yes" if gpu["tf32"] else "no"),
+            ("  kernels in this PyTorch", {True: "yes", False: "NO", None: "unknown"}[gpu["kernels_in_this_torch"]]),
         ]
     width = max(len(key) for key, _ in rows)
     lines = [f"{key:<{width}}  {value}" for key, value in rows]

@@ -1,8 +1,12 @@
 """Training loops the lessons share: `train_epoch`, `evaluate` and `fit`.
 
 Written for speed on a GPU:
-- no host-device synchronization per step: the loss and the correct count are summed on the
-  device and read once per epoch (a ``.item()`` per step would stall the GPU every step);
+- the loss and the correct count are summed on the device and read once per epoch (a
+  ``.item()`` per step would stall the GPU every step). In fp32 and bf16 that is the epoch's
+  only host-device synchronization. fp16 with a GradScaler adds one per step: ``scaler.step``
+  reads whether any gradient overflowed (``found_inf.item()``) to decide whether to skip the
+  step, unless the optimizer is fused (``torch.optim.Adam(..., fused=True)``), which checks on the
+  device;
 - batches are copied with ``non_blocking=True``, asynchronous when the loader pins memory;
 - hooks for later lessons: autocast dtype and GradScaler (mixed precision), and a per-epoch
   callback (checkpoints).
@@ -135,9 +139,13 @@ def train_epoch(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     autocast_dtype: torch.dtype | None = None,
     scaler: torch.amp.GradScaler | None = None,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     progress: bool = True,
 ) -> EpochStats:
     """Train ``model`` for one pass over ``loader``; return mean loss, accuracy, samples, seconds.
+
+    ``scheduler``, when given, is stepped after every batch (schedules such as ``OneCycleLR``
+    count optimizer steps, not epochs).
 
     Example:
         >>> model = nn.Linear(4, 2)
@@ -158,6 +166,8 @@ def train_epoch(
         labels = labels.to(device, non_blocking=True)
         loss, outputs = train_step(model, inputs, labels, optimizer, loss_fn=loss_fn, autocast_dtype=autocast_dtype,
                                    scaler=scaler, check_shapes=step == 0)
+        if scheduler is not None:
+            scheduler.step()
         # Summed on the device: no synchronization until the epoch ends.
         loss_sum += loss * labels.shape[0]
         correct += (outputs.argmax(dim=1) == labels).sum()
@@ -213,6 +223,7 @@ def fit(
     precision: Precision | str | None = None,
     scaler: torch.amp.GradScaler | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    scheduler_step: str = "epoch",
     on_epoch_end: Callable[[int, dict], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
     resume: bool = True,
@@ -233,7 +244,9 @@ def fit(
             `choose_precision`) or a `Precision`. fp16 on a GPU gets a GradScaler unless ``scaler``
             is given.
         scaler: a GradScaler to use (and to save in checkpoints); fp16 only.
-        scheduler: stepped once per epoch.
+        scheduler: a learning-rate scheduler, saved in checkpoints.
+        scheduler_step: ``"epoch"`` (default) steps it after each epoch; ``"batch"`` after every
+            optimizer step, as ``OneCycleLR(total_steps=epochs * len(train_loader))`` expects.
         on_epoch_end: called as ``on_epoch_end(epoch, row)`` after each epoch (and its checkpoint).
         checkpoint: a file to write the full training state to after every epoch (atomically:
             see `save_checkpoint`); on Colab put it on Google Drive.
@@ -252,6 +265,9 @@ def fit(
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}.")
+    if scheduler_step not in ("epoch", "batch"):
+        raise ValueError(f"scheduler_step must be 'epoch' or 'batch', got {scheduler_step!r}.")
+    batch_scheduler = scheduler if scheduler_step == "batch" else None
     precision = resolve_precision(precision, device)
     check_scaler_fits(precision, scaler)
     scaler = scaler or make_scaler(precision, device)
@@ -260,15 +276,17 @@ def fit(
     loader_generator = getattr(train_loader, "generator", None)
     first_epoch = 1
     if checkpoint is not None and resume and Path(checkpoint).exists():
-        saved = load_checkpoint(checkpoint, model, optimizer, scaler=scaler, loader_generator=loader_generator)
+        saved = load_checkpoint(checkpoint, model, optimizer, scaler=scaler, scheduler=scheduler,
+                                loader_generator=loader_generator)
         history.rows = list(saved["history"])
         first_epoch = saved["epoch"] + 1
         if verbose:
             print(f"resumed from {checkpoint} after epoch {saved['epoch']}")
     for epoch in range(first_epoch, epochs + 1):
         train = train_epoch(model, train_loader, optimizer, device, loss_fn=loss_fn,
-                            autocast_dtype=autocast_dtype, scaler=scaler, progress=progress)
-        if scheduler is not None:
+                            autocast_dtype=autocast_dtype, scaler=scaler, scheduler=batch_scheduler,
+                            progress=progress)
+        if scheduler is not None and batch_scheduler is None:
             scheduler.step()
         row = {"epoch": epoch, "precision": precision.name, "train_loss": train.loss, "train_acc": train.accuracy,
                "seconds": train.seconds, "samples_per_s": train.samples_per_s}
@@ -277,8 +295,8 @@ def fit(
             row.update(test_loss=test.loss, test_acc=test.accuracy)
         history.rows.append(row)
         if checkpoint is not None:
-            save_checkpoint(checkpoint, model, optimizer, epoch=epoch, scaler=scaler, history=history.rows,
-                            loader_generator=loader_generator)
+            save_checkpoint(checkpoint, model, optimizer, epoch=epoch, scaler=scaler, scheduler=scheduler,
+                            history=history.rows, loader_generator=loader_generator)
         if verbose:
             tested = f", test loss {row['test_loss']:.3f}, test acc {row['test_acc']:.1%}" if test_loader else ""
             print(f"epoch {epoch}/{epochs}: train loss {train.loss:.3f}, train acc {train.accuracy:.1%}{tested}, "

@@ -56,8 +56,11 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # Colab then starts a *new* virtual machine: every variable, every installed package and every
 # file under `/content` from the old one is gone, so rerun the notebook from the top.
 #
-# The free tier gives a **T4** (16 GB, compute capability 7.5) when one is free; Colab Pro and
-# pay-as-you-go add the **L4** (24 GB, 8.9) and the **A100** (40 or 80 GB, 8.0).
+# The free tier gives a **T4** (16 GB on the box, about 15 GB that PyTorch can use; compute
+# capability 7.5) when one is free; Colab Pro and pay-as-you-go add the **L4** (24 GB, 8.9), the
+# **A100** (40 or 80 GB, 8.0), the **H100** (80 GB, 9.0) and the **G4** (RTX PRO 6000, 96 GB,
+# 12.0); when an H100 or A100 is not available Colab may give a G4 or an L4 instead. Kaggle's free
+# "GPU T4 x2" gives two T4s.
 #
 # ## 2. Ask the driver: `nvidia-smi`
 #
@@ -84,8 +87,8 @@ else:
 print("CUDA build of PyTorch:", torch.version.cuda or "no (CPU-only build)")
 print("torch.cuda.is_available():", torch.cuda.is_available())
 print("GPUs visible:", torch.cuda.device_count())
-# The accelerator PyTorch would use, or None. Without check_available=True a CUDA build on a
-# CPU-only machine still answers "cuda".
+# The accelerator PyTorch would use, or None (torch.accelerator, PyTorch 2.7 and later). Without
+# check_available=True a CUDA build on a CPU-only machine still answers "cuda".
 print("current accelerator:", torch.accelerator.current_accelerator(check_available=True))
 
 # get_device() and PyTorch agree: the GPU is chosen exactly when PyTorch can use one.
@@ -168,7 +171,7 @@ assert x.device.type == device.type
 #
 # | | free | Pro / pay as you go |
 # |---|---|---|
-# | GPU | T4 when available | T4, L4, A100 (compute units) |
+# | GPU | T4 when available | T4, L4, A100, H100, G4 (compute units) |
 # | idle timeout | about 90 minutes without interaction | longer, with background execution |
 # | maximum session | about 12 hours | up to 24 hours |
 # | CPU / RAM | 2 vCPUs, about 12 GB | 2+ vCPUs, more RAM on request |

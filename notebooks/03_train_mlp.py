@@ -161,7 +161,7 @@ plt.show()
 test_acc = history.last["test_acc"]
 assert history.column("train_loss")[-1] < history.column("train_loss")[0], "loss went down"
 assert test_acc >= target, f"test accuracy {test_acc:.1%} is below the {target:.0%} this lesson promises"
-print(f"test accuracy after {len(history) + 1} epochs: {test_acc:.1%} (target {target:.0%})")
+print(f"test accuracy after {len(history)} epochs: {test_acc:.1%} (target {target:.0%})")
 
 # %% [markdown]
 # ## 6. Predictions: `model.eval()` and `torch.inference_mode()`

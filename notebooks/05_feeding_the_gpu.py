@@ -107,9 +107,10 @@ for workers in sweep:
     del loader  # stops its persistent workers
 
 gain = max(samples_per_s.values()) / samples_per_s[0]
-print(f"best worker count is {gain:.1f}x faster than loading in the main process")
-if cores >= 2:
-    assert gain > 1.1, "workers should speed up a CPU-heavy pipeline on a machine with 2+ cores"
+best = max(samples_per_s, key=samples_per_s.get)
+print(f"best: num_workers={best}, {gain:.2f}x the samples/s of loading in the main process")
+# Not asserted: one timed epoch per setting, and on Colab's 2 vCPUs (two hyper-threads of one
+# physical core) the gain can be close to 1x. On a machine with idle physical cores it is large.
 
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.plot(list(samples_per_s), list(samples_per_s.values()), marker="o")
@@ -161,7 +162,13 @@ if on_gpu:
     for i, mb in enumerate(sizes):
         pageable, pinned = bandwidth["pageable"][i], bandwidth["pinned"][i]
         print(f"{mb:4d} MiB: pageable {pageable:5.1f} GB/s, pinned {pinned:5.1f} GB/s")
-    assert bandwidth["pinned"][2] > bandwidth["pageable"][2], "pinned copies should beat pageable ones"
+    # What physics guarantees: a pinned copy skips the staging copy, so it is not slower (10% noise
+    # allowed, on the median over sizes); no course runtime's PCIe link moves 100 GB/s, so a faster
+    # figure would mean an asynchronous copy was timed before it finished.
+    median_gbps = {kind: sorted(values)[len(values) // 2] for kind, values in bandwidth.items()}
+    print(f"median over sizes: pageable {median_gbps['pageable']:.1f} GB/s, pinned {median_gbps['pinned']:.1f} GB/s")
+    assert median_gbps["pinned"] > 0.9 * median_gbps["pageable"], "pinned copies should not be slower"
+    assert all(0 < gbps < 100 for values in bandwidth.values() for gbps in values), bandwidth
     fig, ax = plt.subplots(figsize=(5, 3))
     for kind, values in bandwidth.items():
         ax.plot(sizes, values, marker="o", label=kind)
@@ -169,8 +176,8 @@ if on_gpu:
     ax.legend()
     plt.show()
 else:
-    print("CPU runtime: there is no host-to-device copy to measure. On a T4, pinned copies reach "
-          "about twice the bandwidth of pageable ones; run this cell on a GPU runtime to see yours.")
+    print("CPU runtime: there is no host-to-device copy to measure. Pinned copies skip the staging copy, so they "
+          "are faster; run this cell on a GPU runtime to see by how much on yours.")
 
 # %% [markdown]
 # ## 4. Keep the whole data set on the GPU
@@ -193,8 +200,6 @@ default_loader = DataLoader(fake, batch_size=256, shuffle=True)  # num_workers=0
 resident_loader = cg.DeviceLoader(images_cpu, labels_cpu, batch_size=256, device=device)
 print(f"on the device: {resident_loader.inputs.device}, {resident_loader.inputs.nbytes / 1e6:.0f} MB")
 
-
-
 epoch_seconds = {}
 for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader)):
     result = cg.time_train_epoch(cg.mlp(784, hidden=512).to(device), loader, device)  # a fresh MLP each
@@ -206,15 +211,36 @@ print(f"the GPU-resident loader makes the training epoch {resident_gain:.1f}x fa
 cg.bar_seconds(epoch_seconds, f"one MLP epoch, {n:,} samples, {device}")
 plt.show()
 
-# The loaders alone, without training: samples per second delivered to the device.
-delivery = {name: cg.measure_loader(loader, device) for name, loader in
-            (("DataLoader", default_loader), ("DeviceLoader", resident_loader))}
+# The loaders alone, without training: samples per second delivered to the device (best of 3).
+delivery = {name: max(cg.measure_loader(loader, device) for _ in range(3))
+            for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader))}
 print("loader alone: " + ", ".join(f"{name} {rate:,.0f} samples/s" for name, rate in delivery.items()))
-assert delivery["DeviceLoader"] > 2 * delivery["DataLoader"], "slicing resident tensors beats per-sample loading"
+
+
+# Why: the work each one does. Timings swing with whatever else runs on the machine; this does not.
+class CountingDataset(torch.utils.data.Dataset):
+    """``fake``, counting the per-sample calls that a DataLoader makes."""
+
+    def __init__(self, base):
+        self.base, self.calls = base, 0
+
+    def __len__(self):
+        return len(self.base)
+
+    def __getitem__(self, index):
+        self.calls += 1
+        return self.base[index]
+
+
+counted = CountingDataset(fake)
+batches = sum(1 for _ in DataLoader(counted, batch_size=256))
+print(f"one epoch: the DataLoader made {counted.calls:,} Python calls of dataset[i] for {batches} batches; "
+      f"the DeviceLoader made {len(resident_loader)} slices of a tensor already on {device}")
+assert counted.calls == n and batches == len(resident_loader)
 if on_gpu:
     assert resident_gain > 1, "on a GPU the input pipeline is a large part of a small model's epoch"
 else:
-    print("CPU runtime: the model's compute dominates the epoch here, so the gain shows in the loader-alone figures.")
+    print("CPU runtime: the model's compute dominates the epoch here; the loader-alone figures show the gap.")
 
 # %% [markdown]
 # The default `DataLoader` fetches samples one by one (`dataset[i]` 256 times per batch),

@@ -79,7 +79,10 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
 import torch.nn.functional as F
 
 precision = cg.choose_precision(device)
-low = precision.dtype or torch.float16  # the dtype autocast will use on this runtime
+# The 16-bit format autocast uses here: the chosen one, else the device's usual one (bf16 is the
+# CPU's autocast format; fp16 that of GPUs without bf16), so every runtime can show autocast.
+low = precision.dtype or (torch.bfloat16 if device.type == "cpu" else torch.float16)
+low_name = {torch.bfloat16: "bf16", torch.float16: "fp16"}[low]
 print(f"precision for this runtime: {precision}")
 
 x = torch.randn(64, 64, device=device)
@@ -111,6 +114,12 @@ if device.type == "cuda":
 # and later; fp16 with a GradScaler on 7.x; float32 below. It reads the compute capability
 # and does **not** trust `torch.cuda.is_bf16_supported()`, which counts emulation and says
 # True on a T4.
+#
+# On a CPU there is no such rule: bf16 autocast runs everywhere, but it is fast only where the
+# CPU has bf16 units that PyTorch's kernels use. One course machine *with* AVX-512 BF16 ran a
+# bf16 training step 35x slower than float32, another 1.6x faster. So on a CPU `choose_precision`
+# **measures** a small bf16 and float32 training step once, and picks bf16 only when it is at
+# least 1.2x faster; the reason it prints says what it measured.
 
 # %%
 if device.type == "cuda":
@@ -181,6 +190,37 @@ print(f"scale went from {scales[0]:.0f} to {scales[-1]:.0f}, backing off {backof
 assert backoffs >= 1 and scales[-1] < 2.0**24
 
 # %% [markdown]
+# ### The AMP step, written out: where `backward` goes, and gradient clipping
+#
+# Two details that tutorials often get wrong:
+# - **only the forward pass and the loss go inside `autocast`**. `backward()` runs outside it:
+#   autograd already runs each operation's backward in the dtype its forward used, and the
+#   gradients land in float32, like the weights;
+# - **clip the real gradients**. After `scaler.scale(loss).backward()` every gradient is
+#   multiplied by the scale (65,536 by default), so `clip_grad_norm_` would compare a huge norm
+#   with your threshold. Call `scaler.unscale_(optimizer)` first; `scaler.step` then knows the
+#   gradients are already unscaled (and still skips the step if any is inf or NaN).
+
+# %%
+scaler = torch.amp.GradScaler(device.type, init_scale=2.0**10)
+inputs, labels = next(iter(train_loader))
+inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+with torch.autocast(device.type, dtype=torch.float16):
+    loss = F.cross_entropy(model(inputs), labels)  # forward and loss: inside autocast
+optimizer.zero_grad(set_to_none=True)
+scaler.scale(loss).backward()  # backward: outside autocast
+scaled_norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()]))
+scaler.unscale_(optimizer)  # the gradients, divided by the scale, in float32
+true_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)  # returns the norm before clipping
+scaler.step(optimizer)  # does not unscale a second time
+scaler.update()
+print(f"gradient norm as backward left it: {scaled_norm:.1f}; after unscale_: {true_norm:.3f} "
+      f"(scale {scaler.get_scale():.0f}); gradients in {model[1].weight.grad.dtype}")
+print(f"clipping before unscale_ would have compared {scaled_norm:.0f} with max_norm=1.0")
+assert all(p.grad.dtype == torch.float32 for p in model.parameters())
+assert torch.isclose(scaled_norm / 2.0**10, true_norm, rtol=1e-3), "unscale_ divides every gradient by the scale"
+
+# %% [markdown]
 # ## 5. TF32: faster float32 matmuls on CC >= 8.0
 #
 # TensorFloat-32 runs float32 matrix products on tensor cores with a 10-bit mantissa (like
@@ -193,8 +233,16 @@ assert backoffs >= 1 and scales[-1] < 2.0**24
 # torch.backends.cudnn.conv.fp32_precision = "tf32"    # convolutions
 # ```
 #
+# Those two settings appeared in PyTorch 2.9; before, the switches were
+# `torch.backends.cuda.matmul.allow_tf32` and `torch.backends.cudnn.allow_tf32`.
 # (`torch.set_float32_matmul_precision("high")` is the older global switch; use one API, not both:
-# PyTorch refuses to report the setting when they were mixed.) `cg.set_tf32(True/False)` sets both.
+# PyTorch refuses to report the setting when they were mixed.) `cg.set_tf32(True/False)` sets
+# both with whichever API your PyTorch has.
+#
+# These are **process-wide** settings, and PyTorch's defaults are not symmetric: matmuls IEEE,
+# convolutions TF32. So "switch it off afterwards" is not "put it back": a later cell would run
+# its convolutions slower than PyTorch's default. Change them for a block with
+# `with cg.tf32_mode(True):`, which restores what you had.
 
 # %%
 if device.type == "cuda":
@@ -202,17 +250,20 @@ if device.type == "cuda":
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     exact = (a.double() @ b.double())
     tf32_times = {}
+    before = cg.tf32_enabled()
     for enabled in (False, True):
-        cg.set_tf32(enabled)
-        label = "TF32" if enabled else "fp32 (IEEE)"
-        tf32_times[label] = cg.benchmark(lambda: a @ b, device=device)
-        error = ((a @ b).double() - exact).abs().max().item()
+        with cg.tf32_mode(enabled):  # the caller's settings come back at the end of the block
+            label = "TF32" if enabled else "fp32 (IEEE)"
+            tf32_times[label] = cg.benchmark(lambda: a @ b, device=device)
+            error = ((a @ b).double() - exact).abs().max().item()
         print(f"{label:>12}: {tf32_times[label]}, max abs error {error:.2e}")
-    cg.set_tf32(False)
+    assert cg.tf32_enabled() == before
     tf32_gain = cg.speedup(tf32_times["fp32 (IEEE)"], tf32_times["TF32"])
     print(f"TF32 speedup on {n}x{n}: {tf32_gain:.1f}x")
+    # Data-center GPUs (A100, H100) run TF32 several times faster than float32; some workstation
+    # cards of the same generation run both at one rate. What holds everywhere: TF32 is not slower.
     if torch.cuda.get_device_capability(device) >= (8, 0):
-        assert tf32_gain > 1.2, "TF32 should speed up float32 matmuls on CC >= 8.0"
+        assert tf32_gain > 0.9, "TF32 should not slow float32 matmuls down on CC >= 8.0"
 else:
     print("CPU runtime: TF32 is a GPU tensor-core mode (CC >= 8.0); there is nothing to measure here.")
 
@@ -220,10 +271,12 @@ else:
 # ## 6. Measured: fp32 vs TF32 vs mixed precision
 #
 # The same training step in three modes, on two models: a matmul-heavy MLP and lesson 04's
-# CNN. `cg.time_train_step` times the step (`cg.benchmark`) and measures the peak memory it
-# allocates (`cg.measure_peak`, GPU only). On a CPU runtime the sizes are small and we compare float32
-# with bf16 autocast: CPUs without bf16 hardware (AMX, AVX-512 BF16) emulate it, so the
-# speed claims are **not** asserted there.
+# CNN, which also runs mixed precision with `channels_last` (the layout tensor cores prefer for
+# convolutions, promised in lesson 04). `cg.time_train_step` times the step (`cg.benchmark`) and
+# measures the peak memory it allocates (`cg.measure_peak`, GPU only). "fp32" here is IEEE float32
+# (TF32 off for matmuls and convolutions). On a CPU runtime the sizes are small and we compare
+# float32 with bf16 autocast: whether bf16 is faster depends on the CPU (section 3), so the speed
+# claims are **not** asserted there.
 
 # %%
 on_gpu = device.type == "cuda"
@@ -232,47 +285,54 @@ setups = {
             (8192, 1024) if on_gpu else (256, 256)),
     "CNN": (lambda: cg.small_cnn(3, 10, width=32 if on_gpu else 16), (256, 3, 32, 32) if on_gpu else (32, 3, 32, 32)),
 }
-modes = {"fp32": ("fp32", False), "TF32": ("fp32", True), "AMP": (precision.name, False)}
+# mode: (precision, TF32, channels_last)
+modes = {"fp32": ("fp32", False, False), "TF32": ("fp32", True, False), "AMP": (low_name, False, False)}
 if not on_gpu:
     modes.pop("TF32")  # no effect on a CPU
+model_modes = {"MLP": list(modes), "CNN": [*modes, "AMP + channels_last"]}
+modes["AMP + channels_last"] = (low_name, False, True)
 
 
-def measure(make_model, shape, mode: str, tf32: bool) -> tuple[cg.BenchResult, float | None]:
+def measure(make_model, shape, name: str, tf32: bool, channels_last: bool) -> tuple[cg.BenchResult, float | None]:
     """Step time and peak MiB of a fresh model on random inputs of ``shape`` (cg.time_train_step)."""
-    inputs = torch.randn(*shape, device=device)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    inputs = torch.randn(*shape, device=device).contiguous(memory_format=layout)
     labels = torch.randint(0, 10, (shape[0],), device=device)
-    return cg.time_train_step(make_model().to(device), inputs, labels, precision=mode, tf32=tf32,
-                              repeat=5 if on_gpu else 3)
+    return cg.time_train_step(make_model().to(device, memory_format=layout), inputs, labels, precision=name,
+                              tf32=tf32, repeat=5 if on_gpu else 3)
 
 
 results = {}
 for model_name, (make_model, shape) in setups.items():
-    for mode, (name, tf32) in modes.items():
-        timing, peak_mib = measure(make_model, shape, name, tf32)
+    for mode in model_modes[model_name]:
+        name, tf32, channels_last = modes[mode]
+        timing, peak_mib = measure(make_model, shape, name, tf32, channels_last)
         results[model_name, mode] = (timing.median, peak_mib)
         memory = f"{peak_mib:8.1f} MiB" if peak_mib is not None else "   n/a (CPU)"
-        print(f"{model_name} {mode:>5} ({name}): step {cg.format_seconds(timing.median):>9}, peak {memory}")
+        print(f"{model_name} {mode:>18} ({name}): step {cg.format_seconds(timing.median):>9}, peak {memory}")
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
 for ax, model_name in zip(axes, setups, strict=True):
     base = results[model_name, "fp32"][0]
-    speedups = [base / results[model_name, mode][0] for mode in modes]
-    bars = ax.bar(list(modes), speedups, color=[f"C{i}" for i in range(len(modes))])
+    names = model_modes[model_name]
+    speedups = [base / results[model_name, mode][0] for mode in names]
+    bars = ax.bar([n.replace(" + ", "\n+ ") for n in names], speedups, color=[f"C{i}" for i in range(len(names))])
     ax.bar_label(bars, labels=[f"{s:.2f}x" for s in speedups])
     ax.set(title=f"{model_name}: speed vs fp32", ylabel="speedup (higher is better)")
 fig.tight_layout()
 plt.show()
 
 amp_gain = results["MLP", "fp32"][0] / results["MLP", "AMP"][0]
-print(f"AMP ({precision.name}) vs fp32 on the MLP: {amp_gain:.2f}x")
+layout_gain = results["CNN", "AMP"][0] / results["CNN", "AMP + channels_last"][0]
+print(f"AMP ({low_name}) vs fp32 on the MLP: {amp_gain:.2f}x; channels_last with AMP on the CNN: {layout_gain:.2f}x")
 if on_gpu and precision.name != "fp32":
     assert amp_gain > 1.5, "mixed precision should speed up a matmul-heavy MLP on tensor cores"
     assert results["MLP", "AMP"][1] < results["MLP", "fp32"][1], "AMP should use less activation memory"
     print(f"peak memory: fp32 {results['MLP', 'fp32'][1]:.0f} MiB, AMP {results['MLP', 'AMP'][1]:.0f} MiB")
 else:
-    print(f"CPU runtime: bf16 autocast ran at {amp_gain:.2f}x the fp32 speed. CPUs without bf16 hardware emulate it; "
-          "the speed and memory claims are checked on a GPU runtime.")
+    print(f"{device} runtime: {low_name} autocast ran at {amp_gain:.2f}x the fp32 speed here; the speed and memory "
+          "claims are asserted on a GPU with tensor cores.")
 
 # %% [markdown]
 # `cg.fit` takes the same choice: `cg.fit(..., precision="auto")` uses `cg.choose_precision`,
@@ -362,8 +422,10 @@ cg.check_precision_rule(precision_for)
 #   sensitive ops in float32; weights stay float32.
 # - CC >= 8.0: bf16, no scaler. CC 7.x (T4): fp16 with `torch.amp.GradScaler("cuda")`:
 #   `scale(loss).backward()`, `step(optimizer)`, `update()`. Never `torch.cuda.amp.*`.
+# - Only the forward pass and the loss go inside `autocast`; with a scaler, `scaler.unscale_(optimizer)`
+#   before `clip_grad_norm_`.
 # - TF32 (`torch.backends.cuda.matmul.fp32_precision = "tf32"`) speeds up float32 matmuls on
-#   CC >= 8.0 and does nothing on a T4.
+#   CC >= 8.0 and does nothing on a T4. It is process-wide: change it in `with cg.tf32_mode(...)`.
 # - Measure: this runtime's speedups and memory savings are printed above.
 #
 # Next: **07 · GPU memory**.

@@ -50,18 +50,35 @@ on_gpu = device.type == "cuda"
 print(f"PyTorch {torch.__version__}, computing on: {device}")
 
 # %% [markdown]
-# ## 1. "No CUDA GPUs are available" / "Found no NVIDIA driver on your system"
+# ## 1. "No CUDA GPUs are available" / "Found no NVIDIA driver on your system" / "Torch not compiled with CUDA enabled"
 #
 # **Cause:** the runtime has no GPU (Colab's default), or the GPU quota is used up. Asking for
-# `"cuda"` anyway fails on the first tensor:
+# `"cuda"` anyway fails on the first tensor. The message depends on what is missing: no GPU
+# visible ("No CUDA GPUs are available"), no NVIDIA driver at all ("Found no NVIDIA driver on
+# your system", a CPU runtime with Colab's CUDA build of PyTorch), or a CPU-only build of
+# PyTorch ("Torch not compiled with CUDA enabled", a laptop or a Mac). To show it on every
+# runtime, GPU ones included, we run the line in a fresh Python process that is told to see no
+# GPU (`CUDA_VISIBLE_DEVICES=""`):
 
-# %% tags=["raises-exception"]
-torch.zeros(1, device=f"cuda:{torch.cuda.device_count()}")  # cuda:0 on a CPU runtime, cuda:1 on a T4
+# %%
+import os
+import subprocess
+
+hide_gpus = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # this child process sees no GPU
+child = subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1, device='cuda')"],
+                       env=hide_gpus, capture_output=True, text=True)
+no_gpu_error = child.stderr.strip().splitlines()[-1]
+print(no_gpu_error)
+no_gpu_messages = ("No CUDA GPUs are available", "Found no NVIDIA driver on your system",
+                   "Torch not compiled with CUDA enabled")
+assert child.returncode != 0 and any(message in no_gpu_error for message in no_gpu_messages)
 
 # %% [markdown]
 # **Fix:** Runtime > Change runtime type > T4 GPU, then rerun from the top. In code, never hard-code
-# `"cuda"`: `cg.get_device()` picks what exists, and asking for a device that does not exist
-# says what does and how to get a GPU:
+# `"cuda"`: `cg.get_device()` picks what exists. A close cousin on a GPU runtime is asking for a
+# GPU index that does not exist (`"cuda:1"` on a one-GPU T4): "CUDA error: invalid device
+# ordinal". Asking `cg.get_device` for a device that does not exist says what does and how to
+# get a GPU:
 
 # %%
 try:
@@ -99,19 +116,21 @@ assert out.device == device
 
 # %% tags=["raises-exception"]
 too_much = 2 * torch.cuda.get_device_properties(device).total_memory if on_gpu else 2**50
+allocated_before = torch.cuda.memory_allocated(device) if on_gpu else None
 torch.empty(too_much, dtype=torch.uint8, device=device)
 
 # %% [markdown]
 # **Fix:** free what the failed cell and the notebook hold (`cg.cleanup(device)`), then use a
 # smaller batch (`cg.find_max_batch_size`), mixed precision (lesson 06), gradient accumulation or
 # activation checkpointing (lesson 07). If the message says a lot is "reserved but unallocated",
-# set `PYTORCH_ALLOC_CONF=expandable_segments:True` before the first CUDA call.
+# set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` before the first CUDA call (lesson 07
+# explains why this name and not the newer `PYTORCH_ALLOC_CONF`, and how to confirm it took effect).
 
 # %%
 cg.cleanup(device)
 print(cg.format_memory(device))
 if on_gpu:
-    assert torch.cuda.memory_allocated(device) < too_much
+    assert torch.cuda.memory_allocated(device) == allocated_before, "the failed allocation left nothing behind"
 
 # %% [markdown]
 # ## 4. "Cannot re-initialize CUDA in forked subprocess"
@@ -217,8 +236,13 @@ print("torch.amp.GradScaler: no warning")
 # Three pieces must fit together:
 # - the **NVIDIA driver** (installed on the machine; `nvidia-smi` shows it and the newest CUDA
 #   version it supports);
-# - the **CUDA runtime** PyTorch was built with (`torch.version.cuda`), which must not be newer
-#   than what the driver supports;
+# - the **CUDA runtime** PyTorch was built with (`torch.version.cuda`, e.g. 12.8 for a `+cu128`
+#   wheel). The rule is about the **major** version: since CUDA 11, *minor-version
+#   compatibility* lets a program built with CUDA 12.8 run on any driver that supports some
+#   CUDA 12.x (driver 525 or newer on Linux), even if `nvidia-smi` shows "CUDA Version: 12.2".
+#   A driver older than the major version (a 12.x driver for a `+cu130` wheel) does not work, and
+#   some features (PTX compiled at run time, e.g. by Triton) want a driver at least as new as the
+#   minor version;
 # - **cuDNN**, shipped inside PyTorch's wheels (`torch.backends.cudnn.version()`).
 #
 # Messages when they do not fit: "The NVIDIA driver on your system is too old", "CUDA driver
@@ -257,7 +281,7 @@ cg.check_label_validator(valid_labels)
 #
 # | message | usual cause | fix |
 # |---|---|---|
-# | No CUDA GPUs are available / no NVIDIA driver | CPU runtime | Runtime > Change runtime type; `cg.get_device()` |
+# | No CUDA GPUs are available / no NVIDIA driver / not compiled with CUDA | no GPU | Runtime > Change runtime type |
 # | Expected all tensors to be on the same device | batch not moved | `x.to(device)` in the loop |
 # | CUDA out of memory | batch too large, leaked references | `cg.cleanup`, smaller batch, AMP, accumulation |
 # | Cannot re-initialize CUDA in forked subprocess | CUDA tensors in `Dataset` workers | CPU tensors in workers |

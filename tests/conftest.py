@@ -13,6 +13,9 @@ GIB = 1024**3
 T4 = {"name": "Tesla T4", "capability": (7, 5), "memory_gib": 15}
 A100 = {"name": "NVIDIA A100-SXM4-40GB", "capability": (8, 0), "memory_gib": 40}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": (9, 0), "memory_gib": 80}
+P100 = {"name": "Tesla P100-PCIE-16GB", "capability": (6, 0), "memory_gib": 16}
+#: What official cu128/cu130 wheels of torch 2.11 report: nothing older than the T4.
+CU128_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 
 
 def pytest_sessionstart(session):
@@ -61,6 +64,7 @@ def fake_gpus(monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=0: props[_index(device)])
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=0: gpus[_index(device)]["capability"])
         monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+        monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: list(CU128_ARCHES))
         monkeypatch.setattr("colab_gpu.runtime.nvidia_driver_version", lambda: "550.54.15")
 
     return install

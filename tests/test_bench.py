@@ -41,6 +41,29 @@ def test_time_train_step_on_cpu():
     assert timing.median > 0 and peak is None and not cg.tf32_enabled()
 
 
+def test_conv_step_is_timed_in_a_fresh_process_with_the_asked_settings():
+    before = torch.backends.cudnn.benchmark
+    timing = cg.time_conv_step_fresh(CPU, width=4, shape=(4, 3, 16, 16), channels_last=True, cudnn_benchmark=True,
+                                     repeat=3)
+    assert len(timing.steady.times) == 3 and timing.steady.median > 0 and timing.first_step_s > 0
+    assert torch.backends.cudnn.benchmark == before  # the flag was set in the child, not here
+
+
+def test_conv_step_child_applies_layout_and_flag(monkeypatch):
+    # The child's body, run here: cuDNN flag set, model and inputs in channels_last.
+    seen = {}
+    real_step = bench.train_step
+
+    def spy(model, inputs, labels, optimizer, **kwargs):
+        seen.update(flag=torch.backends.cudnn.benchmark, last=inputs.is_contiguous(memory_format=torch.channels_last))
+        return real_step(model, inputs, labels, optimizer, **kwargs)
+
+    monkeypatch.setattr(bench, "train_step", spy)
+    with cg.restored_backend_settings():
+        first, times = bench._conv_step_child("cpu", 4, (2, 3, 16, 16), 10, True, True, 2)
+    assert seen == {"flag": True, "last": True} and first > 0 and len(times) == 2
+
+
 def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
     monkeypatch.setattr(bench, "cpu_count", lambda: 1)
     row = bench.workers_sweep(CPU, images=256)

@@ -53,6 +53,75 @@ def test_resume_after_interruption_gives_the_same_weights(tmp_path):
         assert torch.equal(tensor, uninterrupted[name]), f"{name} differs after resume"
 
 
+@pytest.mark.parametrize("scheduler_step", ["epoch", "batch"])
+def test_resume_restores_the_learning_rate_schedule(tmp_path, scheduler_step):
+    def run(path=None, on_epoch_end=None, seed=0):
+        model, optimizer, loader = make_run(seed)
+        steps = 4 * len(loader) if scheduler_step == "batch" else 4
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=5e-2, total_steps=steps)
+        cg.fit(model, loader, None, optimizer, "cpu", epochs=4, scheduler=scheduler, scheduler_step=scheduler_step,
+               checkpoint=path, on_epoch_end=on_epoch_end, progress=False, verbose=False)
+        return model, scheduler
+
+    uninterrupted, expected = run()
+
+    def disconnect_after_two(epoch, row):
+        if epoch == 2:
+            raise Disconnect
+
+    path = tmp_path / "sched.pt"
+    with pytest.raises(Disconnect):
+        run(path, disconnect_after_two)
+    resumed, scheduler = run(path, seed=99)
+    assert scheduler.last_epoch == expected.last_epoch  # without the saved state it would restart at 0
+    for name, tensor in resumed.state_dict().items():
+        assert torch.equal(tensor, uninterrupted.state_dict()[name]), f"{name} differs after resume"
+
+
+def test_checkpoints_are_read_onto_the_cpu_so_step_counters_stay_there(tmp_path, monkeypatch):
+    # Reading with map_location=<the model's GPU> put Adam's `step` tensors on the GPU, where
+    # every optimizer step then reads them back (a sync). Load on the CPU; load_state_dict moves the rest.
+    model, optimizer, loader = make_run()
+    cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=tmp_path / "a.pt", progress=False,
+           verbose=False)
+    locations = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: locations.append(k.get("map_location")) or real_load(*a, **k))
+    fresh, fresh_optimizer, _ = make_run(seed=3)
+    cg.load_checkpoint(tmp_path / "a.pt", fresh, fresh_optimizer)
+    assert locations == ["cpu"]
+    steps = [state["step"] for state in fresh_optimizer.state.values()]
+    assert steps and all(step.device.type == "cpu" and step.item() == len(loader) for step in steps)
+
+
+def test_cuda_generators_of_a_machine_with_more_gpus_restore_what_exists(monkeypatch):
+    # Saved on Kaggle's two T4s, resumed on Colab's one: restore GPU 0's state, skip GPU 1's.
+    from colab_gpu import checkpoint
+
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: restored.append(device))
+    state = checkpoint.rng_state()
+    state["cuda"] = [torch.zeros(16, dtype=torch.uint8), torch.ones(16, dtype=torch.uint8)]
+    checkpoint.set_rng_state(state)
+    assert restored == [0]
+
+
+@pytest.mark.gpu
+def test_checkpoint_from_the_cpu_resumes_on_a_gpu_with_cpu_step_counters(tmp_path):
+    device = cg.get_device("cuda")
+    model, optimizer, loader = make_run()
+    cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=tmp_path / "g.pt", progress=False,
+           verbose=False)
+    gpu_model = make_run(seed=4)[0].to(device)
+    gpu_optimizer = torch.optim.Adam(gpu_model.parameters(), lr=1e-2)
+    cg.load_checkpoint(tmp_path / "g.pt", gpu_model, gpu_optimizer)
+    for state in gpu_optimizer.state.values():
+        assert state["step"].device.type == "cpu" and state["exp_avg"].device.type == "cuda"
+    assert all(p.device.type == "cuda" for p in gpu_model.parameters())
+
+
 def test_finished_checkpoint_runs_no_more_epochs(tmp_path, capsys):
     model, optimizer, loader = make_run()
     path = tmp_path / "done.pt"

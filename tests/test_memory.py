@@ -20,15 +20,42 @@ def fake_oom_step(capacity: int, calls: list):
     return step
 
 
-@pytest.mark.parametrize("capacity", [1, 5, 64, 100, 1000])
+@pytest.mark.parametrize("capacity", [1, 5, 64, 100, 1000, 50_000])
 def test_find_max_batch_size_against_a_fake_oom(capacity):
     calls = []
-    assert cg.find_max_batch_size(fake_oom_step(capacity, calls), "cpu", limit=4096) == capacity
-    assert len(calls) < 30  # doubling then bisection, not a linear scan
+    found = cg.find_max_batch_size(fake_oom_step(capacity, calls), "cpu", limit=2**17)
+    # Within the resolution (1/16) of the edge, never above it, and found in few tries.
+    assert capacity * 15 / 16 - 1 <= found.largest_fit <= capacity
+    assert found.first_oom is not None and found.largest_fit < found.first_oom <= 2 * capacity
+    assert found.tries == len(calls) and len(calls) <= 22  # doubling then a few bisections
+    assert found.suggested <= max(1, 0.9 * found.largest_fit)
+
+
+def test_find_max_batch_size_stops_bisecting_at_the_resolution():
+    calls = []
+    found = cg.find_max_batch_size(fake_oom_step(6000, calls), "cpu", start=64, limit=2**18)
+    # 64 .. 4096 doubles (7 tries), 8192 fails, then bisections until the gap is within 1/16.
+    assert found.first_oom - found.largest_fit <= found.largest_fit / 16
+    assert len(calls) <= 12, calls
+    fine = []
+    exact = cg.find_max_batch_size(fake_oom_step(6000, fine), "cpu", start=64, limit=2**18, resolution=1e-6)
+    assert exact.largest_fit == 6000 and len(fine) > len(calls)
+
+
+def test_find_max_batch_size_suggests_a_margin_below_the_edge_and_says_why():
+    found = cg.find_max_batch_size(fake_oom_step(1000, []), "cpu", start=64, margin=0.2)
+    assert found.suggested % 8 == 0 and found.suggested <= 0.8 * found.largest_fit
+    assert found.suggested > 0.8 * found.largest_fit - 8
+    text = str(found)
+    assert f"suggested: {found.suggested:,}, 20% below" in text and "first out-of-memory at" in text
+    no_margin = cg.find_max_batch_size(fake_oom_step(1000, []), "cpu", start=64, margin=0.0, resolution=1e-6)
+    assert no_margin.largest_fit == 1000 and no_margin.suggested == 1000
 
 
 def test_find_max_batch_size_stops_at_the_limit():
-    assert cg.find_max_batch_size(fake_oom_step(10**9, []), "cpu", limit=512) == 512
+    found = cg.find_max_batch_size(fake_oom_step(10**9, []), "cpu", limit=512)
+    assert found.largest_fit == 512 and found.first_oom is None
+    assert "limit was reached" in str(found)
 
 
 def test_find_max_batch_size_cleans_up_after_each_failure(monkeypatch):
@@ -43,6 +70,8 @@ def test_find_max_batch_size_bad_input():
         cg.find_max_batch_size(fake_oom_step(0, []), "cpu")
     with pytest.raises(ValueError, match="1 <= start <= limit"):
         cg.find_max_batch_size(fake_oom_step(4, []), "cpu", start=0)
+    with pytest.raises(ValueError, match="0 < resolution < 1 and 0 <= margin < 1, got resolution=0, margin=0.1"):
+        cg.find_max_batch_size(fake_oom_step(4, []), "cpu", resolution=0)
 
 
 def test_other_errors_are_not_swallowed():
@@ -103,6 +132,23 @@ def test_real_oom_is_recovered_and_memory_returns_to_baseline():
         x = torch.empty(batch_size, 2**20, dtype=torch.uint8, device=device)  # batch_size MiB
         return x.sum()
 
-    best = cg.find_max_batch_size(step, device, start=256, limit=4 * total // 2**20)
-    assert 0 < best * 2**20 <= total
+    found = cg.find_max_batch_size(step, device, start=256, limit=4 * total // 2**20)
+    assert 0 < found.suggested < found.largest_fit and found.largest_fit * 2**20 <= total
     assert torch.cuda.memory_allocated(device) == baseline
+
+
+def test_allocator_settings_on_cpu_is_none_and_on_cuda_comes_from_the_snapshot(monkeypatch):
+    assert cg.allocator_settings("cpu") is None
+    snapshot = {"segments": [], "allocator_settings": {"expandable_segments": True, "max_split_size": -1}}
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda device=None: snapshot)
+    assert cg.allocator_settings("cuda") == {"expandable_segments": True, "max_split_size": -1}
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda device=None: {"segments": []})
+    assert cg.allocator_settings("cuda:0") is None  # a PyTorch that does not report them
+
+
+@pytest.mark.gpu
+def test_allocator_settings_on_a_real_gpu_report_expandable_segments():
+    device = cg.get_device("cuda")
+    torch.empty(1, device=device)
+    settings = cg.allocator_settings(device)
+    assert settings is not None and "expandable_segments" in settings

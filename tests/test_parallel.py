@@ -7,6 +7,8 @@ import torch
 import colab_gpu as cg
 from colab_gpu import parallel
 
+from .conftest import T4
+
 TORCHRUN_ENV = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29555"}
 
 
@@ -29,6 +31,39 @@ def test_ddp_setup_bad_backend_and_nccl_without_gpu(monkeypatch, no_gpu):
         cg.ddp_setup("mpi")
     with pytest.raises(ValueError, match="nccl backend needs CUDA GPUs"):
         cg.ddp_setup("nccl")
+
+
+@pytest.mark.parametrize(("p2p", "expected"), [(False, {"NCCL_CUMEM_HOST_ENABLE": "0"}), (True, {})])
+def test_nccl_workaround_only_for_gpus_without_peer_access(monkeypatch, fake_gpus, p2p, expected):
+    # Kaggle's two T4s have no P2P; NCCL >= 2.24 then fails at the first collective unless cuMem
+    # host buffers are off. GPUs with P2P (NVLink machines) keep NCCL's defaults.
+    fake_gpus(T4, T4)
+    monkeypatch.setattr(torch.cuda, "can_device_access_peer", lambda a, b: p2p)
+    monkeypatch.delenv("NCCL_CUMEM_HOST_ENABLE", raising=False)
+    assert parallel.nccl_workarounds(2) == expected
+    assert os.environ.get("NCCL_CUMEM_HOST_ENABLE") == expected.get("NCCL_CUMEM_HOST_ENABLE")
+
+
+def test_nccl_workaround_keeps_the_users_choice_and_ignores_one_gpu(monkeypatch, fake_gpus):
+    fake_gpus(T4, T4)
+    monkeypatch.setattr(torch.cuda, "can_device_access_peer", lambda a, b: False)
+    monkeypatch.setenv("NCCL_CUMEM_HOST_ENABLE", "1")
+    assert parallel.nccl_workarounds(2) == {} and os.environ["NCCL_CUMEM_HOST_ENABLE"] == "1"
+    monkeypatch.delenv("NCCL_CUMEM_HOST_ENABLE")
+    assert parallel.nccl_workarounds(1) == {} and "NCCL_CUMEM_HOST_ENABLE" not in os.environ
+
+
+def test_ddp_setup_applies_the_nccl_workaround_before_the_group(monkeypatch, fake_gpus):
+    fake_gpus(T4, T4)
+    monkeypatch.setattr(torch.cuda, "can_device_access_peer", lambda a, b: False)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    monkeypatch.delenv("NCCL_CUMEM_HOST_ENABLE", raising=False)
+    seen = {}
+    monkeypatch.setattr(parallel.dist, "init_process_group",
+                        lambda *a, **k: seen.update(env=os.environ.get("NCCL_CUMEM_HOST_ENABLE"), backend=a[0]))
+    as_torchrun_process(monkeypatch, WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+    info = cg.ddp_setup("nccl")
+    assert seen == {"env": "0", "backend": "nccl"} and info.device == torch.device("cuda", 0)
 
 
 def test_more_processes_than_gpus_is_explained(monkeypatch, fake_gpus):

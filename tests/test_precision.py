@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch import nn
@@ -5,9 +7,7 @@ from torch import nn
 import colab_gpu as cg
 from colab_gpu.precision import check_scaler_fits
 
-from .conftest import A100, H100, T4
-
-P100 = {"name": "Tesla P100-PCIE-16GB", "capability": (6, 0), "memory_gib": 16}
+from .conftest import A100, H100, P100, T4
 
 
 @pytest.mark.parametrize(("gpu", "name", "scaler"), [(T4, "fp16", True), (A100, "bf16", False),
@@ -27,10 +27,23 @@ def test_t4_is_not_trusted_to_do_bf16_even_if_pytorch_says_so(fake_gpus, monkeyp
     assert "only emulates bf16" in cg.choose_precision("cuda:0").reason
 
 
-def test_cpu_uses_bf16_autocast_without_scaler():
+@pytest.mark.parametrize(("gain", "name"), [(0.03, "fp32"), (1.1, "fp32"), (1.6, "bf16")])
+def test_cpu_precision_follows_the_measured_bf16_speed(monkeypatch, gain, name):
+    # Lesson 06 measured bf16 autocast 35x slower than fp32 on one CPU with AVX-512 BF16 and 1.6x
+    # faster on another: the flags do not tell, the measurement does.
+    monkeypatch.setattr("colab_gpu.precision.cpu_bf16_speedup", lambda threads: gain)
     precision = cg.choose_precision("cpu")
-    assert precision.dtype is torch.bfloat16 and not precision.use_scaler
-    assert str(precision).startswith("bf16: CPU autocast")
+    assert precision.name == name and not precision.use_scaler
+    assert f"measured {gain:.2f}x the float32 speed on this CPU" in precision.reason
+
+
+def test_cpu_bf16_speed_is_measured_once_per_process():
+    from colab_gpu.precision import cpu_bf16_speedup
+
+    gain = cpu_bf16_speedup(torch.get_num_threads())
+    assert 0 < gain < 100
+    assert cpu_bf16_speedup(torch.get_num_threads()) == gain  # cached, not re-measured
+    assert cg.choose_precision("cpu").name == ("bf16" if gain >= 1.2 else "fp32")
 
 
 def test_unknown_device_type():
@@ -87,16 +100,49 @@ def test_fit_fp16_with_scaler_on_cpu():
     assert history.last["precision"] == "fp16" and scaler.get_scale() > 0
 
 
-def test_tf32_switch_round_trip():
-    before = cg.tf32_enabled()
-    try:
+def test_tf32_mode_restores_the_callers_settings_not_ieee():
+    # PyTorch's defaults: IEEE ("none") matmuls but TF32 convolutions. Switching "off" is not a reset.
+    before = cg.precision.backend_settings()
+    with cg.tf32_mode(True):
+        assert cg.tf32_enabled() and torch.backends.cudnn.conv.fp32_precision == "tf32"
+    assert cg.precision.backend_settings() == before
+    with cg.tf32_mode(False):
+        assert not cg.tf32_enabled() and torch.backends.cudnn.conv.fp32_precision == "ieee"
+    assert cg.precision.backend_settings() == before
+    with pytest.raises(KeyError), cg.tf32_mode(True):
+        raise KeyError("an error inside the block")
+    assert cg.precision.backend_settings() == before
+
+
+def test_restored_backend_settings_covers_cudnn_benchmark():
+    before = torch.backends.cudnn.benchmark
+    with cg.restored_backend_settings():
+        torch.backends.cudnn.benchmark = not before
         cg.set_tf32(True)
-        assert cg.tf32_enabled()
-        assert torch.backends.cudnn.conv.fp32_precision == "tf32"
-        cg.set_tf32(False)
-        assert not cg.tf32_enabled()
-    finally:
-        cg.set_tf32(before)
+    assert torch.backends.cudnn.benchmark == before and cg.precision.backend_settings()["conv.fp32_precision"] == "tf32"
+    assert not cg.tf32_enabled()
+
+
+def test_tf32_switches_use_the_old_flags_before_pytorch_2_9(monkeypatch):
+    # torch < 2.9 has no fp32_precision and no torch.backends.cudnn.conv: only allow_tf32 flags.
+    old_matmul = SimpleNamespace(allow_tf32=False)
+    old_cudnn = SimpleNamespace(allow_tf32=True, benchmark=False)
+    monkeypatch.setattr(torch.backends.cuda, "matmul", old_matmul)
+    monkeypatch.setattr(torch.backends, "cudnn", old_cudnn)
+    with cg.tf32_mode(True):
+        assert cg.tf32_enabled() and old_matmul.allow_tf32 and old_cudnn.allow_tf32
+    assert (old_matmul.allow_tf32, old_cudnn.allow_tf32) == (False, True)  # the defaults came back
+    with cg.tf32_mode(False):
+        assert not cg.tf32_enabled() and not old_cudnn.allow_tf32
+    assert (old_matmul.allow_tf32, old_cudnn.allow_tf32) == (False, True)
+
+
+def test_time_train_step_leaves_the_callers_tf32_settings():
+    before = cg.precision.backend_settings()
+    model = nn.Linear(8, 2)
+    for tf32 in (None, True, False):
+        cg.time_train_step(model, torch.randn(4, 8), torch.randint(0, 2, (4,)), tf32=tf32, repeat=1)
+        assert cg.precision.backend_settings() == before
 
 
 def test_measure_peak_on_cpu_says_it_is_not_tracked():

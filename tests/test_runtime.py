@@ -1,12 +1,13 @@
 import json
 
+import pytest
 import torch
 
 import colab_gpu as cg
 from colab_gpu import runtime
 from colab_gpu.cli import main
 
-from .conftest import A100, H100, T4
+from .conftest import A100, H100, P100, T4
 
 
 def test_report_on_cpu_has_every_field(no_gpu):
@@ -23,7 +24,8 @@ def test_t4_has_no_native_bf16_or_tf32(fake_gpus):
     gpu = cg.runtime_report()["gpus"][0]
     assert gpu == {
         "index": 0, "name": "Tesla T4", "compute_capability": "7.5", "total_memory_gib": 15.0,
-        "multiprocessors": 40, "bf16_native": False, "tf32": False,
+        "multiprocessors": 40, "bf16_native": False, "tf32": False, "precision": "fp16",
+        "precision_reason": cg.choose_precision("cuda").reason, "kernels_in_this_torch": True,
     }
 
 
@@ -49,6 +51,37 @@ def test_advice_on_t4_is_fp16_with_gradscaler(fake_gpus):
 def test_advice_on_h100_is_bf16(fake_gpus):
     fake_gpus(H100)
     assert "use bf16 autocast" in " ".join(cg.advice(cg.runtime_report()))
+
+
+def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_kernels(fake_gpus):
+    # Kaggle's P100 (6.0) with a cu128 torch: is_available() is True, the first kernel fails.
+    fake_gpus(P100)
+    report = cg.runtime_report()
+    gpu = report["gpus"][0]
+    assert gpu["precision"] == cg.choose_precision("cuda").name == "fp32"
+    assert gpu["kernels_in_this_torch"] is False
+    tips = " ".join(cg.advice(report))
+    assert "no kernel image is available" in tips and "GPU T4 x2" in tips and "GradScaler" not in tips
+    assert "kernels in this PyTorch  NO" in cg.format_report(report)
+
+
+def test_two_identical_gpus_get_the_advice_once(fake_gpus):
+    fake_gpus(T4, T4)
+    tips = cg.advice(cg.runtime_report())
+    assert sum("Tesla T4" in tip for tip in tips) == 1
+
+
+@pytest.mark.parametrize(("capability", "arches", "expected"), [
+    ((7, 5), ["sm_75", "sm_80"], True),
+    ((8, 6), ["sm_80", "sm_90"], True),  # sm_80 machine code runs on 8.6
+    ((8, 9), ["sm_75", "sm_90"], False),  # no 8.x code and no PTX
+    ((6, 0), ["sm_75", "sm_80", "sm_90a", "sm_120"], False),
+    ((12, 0), ["sm_90", "compute_90"], True),  # PTX is compiled for newer GPUs when first used
+    ((12, 0), ["sm_100", "sm_120"], True),
+    ((7, 0), [], None),  # some releases list nothing without a visible GPU: unknown
+])
+def test_kernels_for_compute_capability(capability, arches, expected):
+    assert runtime.kernels_for(capability, arches) is expected
 
 
 def test_advice_on_two_vcpus_limits_workers(no_gpu, monkeypatch):

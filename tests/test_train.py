@@ -50,6 +50,36 @@ def test_train_epoch_reads_the_device_once_per_epoch(monkeypatch):
     assert stats.samples == 256 and len(calls) == 2  # loss sum and correct count, once each
 
 
+def test_train_epoch_with_fp16_scaler_reads_the_device_every_step(monkeypatch):
+    # What the module docstring says: GradScaler.step reads found_inf once per step (not fused).
+    model = nn.Linear(2, 2)
+    batches = list(loader(batch=16))
+    calls = []
+    real_item = torch.Tensor.item
+    monkeypatch.setattr(torch.Tensor, "item", lambda self: calls.append(1) or real_item(self))
+    cg.train_epoch(model, batches, torch.optim.SGD(model.parameters(), 0.1), "cpu", autocast_dtype=torch.float16,
+                   scaler=torch.amp.GradScaler("cpu"), progress=False)
+    assert len(calls) >= len(batches) + 2
+
+
+def test_one_cycle_schedule_stepped_per_batch_spans_the_whole_run():
+    # OneCycleLR counts optimizer steps: stepped once per epoch with total_steps=epochs, the last
+    # epoch trained at ~1e-8. Stepped per batch, the rate rises and falls over the whole run.
+    data = loader(batch=32)
+    epochs = 3
+    model = nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.4, total_steps=epochs * len(data))
+    rates = []
+    cg.fit(model, data, None, optimizer, "cpu", epochs=epochs, scheduler=scheduler, scheduler_step="batch",
+           on_epoch_end=lambda epoch, row: rates.append(optimizer.param_groups[0]["lr"]), progress=False,
+           verbose=False)
+    assert scheduler.last_epoch == epochs * len(data)  # stepped after every batch, and no more
+    assert rates[0] > 0.1 and rates[1] > 0.04 and rates[-1] < 0.01  # warm, still learning, annealed
+    with pytest.raises(ValueError, match="scheduler_step must be 'epoch' or 'batch', got 'step'"):
+        cg.fit(model, data, None, optimizer, "cpu", epochs=1, scheduler=scheduler, scheduler_step="step")
+
+
 def test_train_epoch_with_progress_bar():
     model = nn.Linear(2, 2)
     stats = cg.train_epoch(model, loader(), torch.optim.SGD(model.parameters(), 0.1), "cpu", progress=True)

@@ -129,6 +129,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def train(info: cg.DistInfo, args: argparse.Namespace) -> None:
+    if args.global_batch % info.world_size:
+        raise ValueError(f"--global-batch {args.global_batch} does not split evenly over {info.world_size} "
+                         "processes: pick a multiple of the process count.")
     # all_reduce: every process sends rank + 1, every process receives the sum.
     contribution = torch.tensor([info.rank + 1.0], device=info.device)
     torch.distributed.all_reduce(contribution, op=torch.distributed.ReduceOp.SUM)
@@ -207,16 +210,24 @@ assert all(torch.allclose(ddp_weights[k], v, atol=1e-5) for k, v in reference.st
 #
 # The same script, with the default backend, uses `nccl` and one GPU per process
 # (`--nproc-per-node` = number of GPUs). On Colab's single GPU that is one process: not faster,
-# but the code you write here scales unchanged to a machine with 8 GPUs.
+# but the code you write here scales unchanged to a machine with 8 GPUs. On Kaggle's two T4s it
+# is two processes; those GPUs cannot reach each other directly (no peer-to-peer access), which
+# recent NCCL releases trip over at the first `all_reduce` ("peer access is not supported between
+# these two devices"). `cg.ddp_setup` detects that and sets `NCCL_CUMEM_HOST_ENABLE=0`, the
+# reported fix; in your own script, set it before `init_process_group`.
+#
+# The comparison with the 64-sample reference needs the global batch to split evenly, so we use
+# the largest power of two processes that the GPUs allow (3 GPUs: 2 processes).
 
 # %%
 gpus = torch.cuda.device_count()
 if gpus:
-    result = cg.launch_torchrun("ddp_train.py", gpus, "--out", "ddp_weights_nccl.pt", timeout=300)
+    nproc = 1 << (gpus.bit_length() - 1)  # 1, 2, 4, 8... processes: 64 samples split evenly
+    result = cg.launch_torchrun("ddp_train.py", nproc, "--out", "ddp_weights_nccl.pt", timeout=300)
     assert "nccl on cuda:0" in result.stdout
     gpu_weights = torch.load("ddp_weights_nccl.pt", weights_only=True, map_location="cpu")
     gap = max((gpu_weights[k] - v).abs().max().item() for k, v in reference.state_dict().items())
-    print(f"{gpus} GPU process(es) with nccl vs the CPU reference: largest difference {gap:.2e}")
+    print(f"{nproc} GPU process(es) with nccl vs the CPU reference: largest difference {gap:.2e}")
     assert gap < 1e-3  # GPU and CPU kernels round differently; the training is the same
 else:
     print("CPU runtime: nccl needs GPUs. On a GPU runtime this cell runs the script with nccl, one process per GPU.")
