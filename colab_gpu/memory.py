@@ -188,9 +188,10 @@ def find_max_batch_size(
 
     Doubles from ``start`` until the first out-of-memory error (or ``limit``), then bisects between
     the last size that fitted and the first that did not, until they are within ``resolution``
-    (a fraction of the size: 1/16 stops after about four bisections instead of ~16 multi-second
-    steps on a T4). After every try the memory is cleaned up, so the search leaves the device as
-    it found it. Returns the edge and a ``suggested`` size ``margin`` below it. Taught in lesson 07.
+    (a fraction of the size: 1/16 stops after about four bisections instead of ~16, and each try
+    at a large batch is a full training step). After every try the memory is cleaned up, so the
+    search leaves the device as it found it. Returns the edge and a ``suggested`` size ``margin``
+    below it. Taught in lesson 07.
 
     Example:
         >>> def step(batch_size):

@@ -169,8 +169,9 @@ plt.xticks(rotation=20)
 plt.show()
 
 # %% [markdown]
-# Read your numbers rather than a rule of thumb: with float32 on a T4, `channels_last` can be
-# slower; with fp16 autocast it usually wins. Lesson 06 measures it with mixed precision.
+# Read your numbers rather than a rule of thumb: in float32 `channels_last` may gain nothing or
+# even lose; its gains come with tensor cores, in fp16 or bf16. Lesson 06 measures it with mixed
+# precision.
 #
 # ## 6. GPU vs CPU for convolutions
 #

@@ -227,10 +227,10 @@ if on_gpu:
 # `except torch.OutOfMemoryError:` then `cg.cleanup(device)`. `cg.find_max_batch_size` does
 # exactly that to find the largest batch that fits: it doubles the batch until it runs out
 # of memory, then bisects, cleaning up after every failure. Two details make it usable on a
-# T4, where one try at a large batch takes seconds: it stops bisecting once the gap is within
-# 1/16 of the size (a few tries, not sixteen), and it **suggests** a batch 10% below the edge,
-# rounded down to a multiple of 8: memory use varies from step to step (fragmentation, cuDNN
-# workspaces), and a batch that just fitted once fails an hour later.
+# small GPU, where each try at a large batch is a slow, full training step: it stops bisecting
+# once the gap is within 1/16 of the size (a few tries, not sixteen), and it **suggests** a batch
+# 10% below the edge, rounded down to a multiple of 8: memory use varies from step to step
+# (fragmentation, cuDNN workspaces), and a batch that just fitted once fails an hour later.
 #
 # On a CPU runtime there is no GPU to fill, so we **pretend**: the step below raises
 # `torch.OutOfMemoryError` when the estimated activations exceed a 64 MiB "GPU". On a GPU

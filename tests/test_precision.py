@@ -100,26 +100,34 @@ def test_fit_fp16_with_scaler_on_cpu():
     assert history.last["precision"] == "fp16" and scaler.get_scale() > 0
 
 
+def conv_tf32() -> bool:
+    """Whether float32 convolutions may use TF32, with whichever API this torch has."""
+    if cg.precision._has_fp32_precision_api():  # 2.9+
+        return torch.backends.cudnn.conv.fp32_precision == "tf32"
+    return bool(torch.backends.cudnn.allow_tf32)
+
+
 def test_tf32_mode_restores_the_callers_settings_not_ieee():
-    # PyTorch's defaults: IEEE ("none") matmuls but TF32 convolutions. Switching "off" is not a reset.
+    # PyTorch's defaults: IEEE matmuls but TF32 convolutions. Switching "off" is not a reset.
     before = cg.precision.backend_settings()
+    assert conv_tf32() and not cg.tf32_enabled()  # the defaults
     with cg.tf32_mode(True):
-        assert cg.tf32_enabled() and torch.backends.cudnn.conv.fp32_precision == "tf32"
+        assert cg.tf32_enabled() and conv_tf32()
     assert cg.precision.backend_settings() == before
     with cg.tf32_mode(False):
-        assert not cg.tf32_enabled() and torch.backends.cudnn.conv.fp32_precision == "ieee"
-    assert cg.precision.backend_settings() == before
+        assert not cg.tf32_enabled() and not conv_tf32()
+    assert cg.precision.backend_settings() == before and conv_tf32()
     with pytest.raises(KeyError), cg.tf32_mode(True):
         raise KeyError("an error inside the block")
     assert cg.precision.backend_settings() == before
 
 
 def test_restored_backend_settings_covers_cudnn_benchmark():
-    before = torch.backends.cudnn.benchmark
+    before = cg.precision.backend_settings()
     with cg.restored_backend_settings():
-        torch.backends.cudnn.benchmark = not before
+        torch.backends.cudnn.benchmark = not before["cudnn.benchmark"]
         cg.set_tf32(True)
-    assert torch.backends.cudnn.benchmark == before and cg.precision.backend_settings()["conv.fp32_precision"] == "tf32"
+    assert cg.precision.backend_settings() == before
     assert not cg.tf32_enabled()
 
 
