@@ -117,6 +117,7 @@ def ddp_teardown() -> None:
     """
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    _IN_COLLECTIVES.clear()  # only now: see _IN_COLLECTIVES
     # Free the group now, not at interpreter exit: its destructor waits for gloo's worker threads,
     # which may still be releasing finished work whose tensors need the GIL. At exit, that release
     # aborts the process ("terminate called without an active exception"). The collection frees a
@@ -131,9 +132,19 @@ def rank0_print(info: DistInfo, *args, **kwargs) -> None:
         print(" ".join([f"[rank 0/{info.world_size}]", *map(str, args)]), **kwargs, flush=True)
 
 
+# Tensors made here and handed to a collective, kept alive until `ddp_teardown` has destroyed the
+# group. Before torch 2.8 (pytorch/pytorch#154976) ProcessGroupGloo's destructor joins its worker
+# threads while holding the GIL; a worker that still holds a finished all_reduce and drops the last
+# reference to a tensor whose Python object is gone must take the GIL to free it: a deadlock (seen
+# with torch 2.7.1 in tests/test_parallel.py). While Python still holds the tensor, the worker's
+# release needs no GIL. One scalar per call: nothing worth freeing earlier.
+_IN_COLLECTIVES: list[torch.Tensor] = []
+
+
 def all_reduce_mean(value: float | torch.Tensor, info: DistInfo) -> float:
     """The mean of ``value`` over every process (each process gets the same answer)."""
     tensor = torch.as_tensor(value, dtype=torch.float64, device=info.device).clone()
+    _IN_COLLECTIVES.append(tensor)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.item() / info.world_size
 

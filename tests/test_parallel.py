@@ -87,6 +87,23 @@ def test_single_process_gloo_group_in_this_process(monkeypatch, capsys):
     cg.ddp_teardown()  # a second teardown is harmless
 
 
+def test_tensors_given_to_gloo_outlive_the_group(monkeypatch):
+    # torch < 2.8 deadlocks when the group's destructor (holding the GIL) joins a gloo worker that
+    # frees the last reference to a Python-made tensor. all_reduce_mean keeps its tensors alive
+    # until teardown has destroyed the group, then lets them go.
+    as_torchrun_process(monkeypatch, MASTER_PORT="29557")
+    info = cg.ddp_setup("gloo")
+    alive_at_destroy = []
+    real_destroy = parallel.dist.destroy_process_group
+    monkeypatch.setattr(parallel.dist, "destroy_process_group",
+                        lambda: alive_at_destroy.append(len(parallel._IN_COLLECTIVES)) or real_destroy())
+    try:
+        assert cg.all_reduce_mean(3.0, info) == 3.0 and cg.all_reduce_mean(1.0, info) == 1.0
+    finally:
+        cg.ddp_teardown()
+    assert alive_at_destroy == [2] and parallel._IN_COLLECTIVES == []
+
+
 def _native_threads() -> int:
     return len(os.listdir("/proc/self/task"))
 
