@@ -4,11 +4,13 @@
 #
 # Builds (once) its own venv .venv-compat/torch-$TORCH, installing the way a learner's runtime gets it:
 #   1. torch==$TORCH torchvision==$TORCHVISION first (Colab's and Kaggle's images come with them),
-#   2. the rest of requirements.txt without its torch/torchvision pins,
+#   2. the rest of requirements.txt, its torch/torchvision pins replaced by the versions just installed
+#      (so pip keeps them and honours their own requirements), plus pyproject's build requirements,
 #   3. colab_gpu from this checkout WITH its dependencies (`pip install -e .`, as a learner's pip does),
-# and fails if steps 2 or 3 changed torch or torchvision (the package must never touch Colab's torch).
-# A second call reuses the venv (stamp .installed) unless the versions, the Python or requirements.txt /
-# pyproject.toml changed. JUnit files and the summary line go to build/compat/torch-$TORCH/.
+# and fails if steps 2 or 3 changed torch or torchvision (the package must never touch Colab's torch) or
+# if `pip check` finds a conflict. A second call reuses the venv (stamp .installed) unless the versions,
+# the Python, requirements.txt, pyproject.toml or this script changed (then steps 1-3 run again, which is
+# quick when nothing changes). JUnit files and the summary line go to build/compat/torch-$TORCH/.
 set -uo pipefail
 usage="usage: make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 [UNCAPPED=1] [PYTHON=python3.12]"
 : "${TORCH:?$usage}" "${TORCHVISION:?$usage}"
@@ -25,8 +27,17 @@ start=$(date +%s)
 
 die() { echo "test-compat: $*" >&2; exit 1; }
 pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@"; }
-versions() {
-  "$PY" -c 'import torch, torchvision; print(f"torch {torch.__version__} / torchvision {torchvision.__version__}")'
+versions() {  # "torch X / torchvision Y", saying so when torchvision no longer imports (a torch it was not built for)
+  "$PY" - 2>/dev/null <<'EOF'
+import torch
+
+try:
+    import torchvision
+    vision = torchvision.__version__
+except Exception as error:
+    vision = f"BROKEN ({type(error).__name__}: {(str(error).splitlines() or [''])[0]})"
+print(f"torch {torch.__version__} / torchvision {vision}")
+EOF
 }
 
 want_python=$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])') || die "no interpreter $PYTHON"
@@ -71,7 +82,8 @@ else
   echo "test-compat: after requirements.txt: $after_requirements"
   echo "test-compat: after pip install -e .: $after"
   if [ "$after_requirements" != "$before" ] || [ "$after" != "$before" ]; then
-    die "installing the course's requirements or colab_gpu CHANGED torch/torchvision ($before -> $after)"
+    die "installing the course's requirements or colab_gpu CHANGED torch/torchvision ($before -> $after);" \
+        "rm -rf $VENV before the next try"
   fi
   "$PY" -m pip check --disable-pip-version-check || die "the packages in $VENV conflict (pip check above)"
   echo "$key" >"$VENV/.installed"
