@@ -8,8 +8,6 @@ skipped, with the reason, on a CPU runtime.
 from __future__ import annotations
 
 import json
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +30,7 @@ from .precision import (
     tf32_mode,
 )
 from .runtime import cpu_count, runtime_report
-from .timing import BenchResult, benchmark
+from .timing import BenchResult, benchmark, interleaved_medians
 from .train import fit, train_epoch, train_step
 
 
@@ -64,17 +62,6 @@ def hand_loop_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim
     synchronize(device)
 
 
-def _interleaved_medians(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
-    """Time each callable ``repeat`` times, alternating them so drifts (clocks, heat) hit all alike."""
-    times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeat):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in times.items()}
-
-
 def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs: int = 5,
                      batch_size: int = 256) -> Row:
     """Seconds per epoch of `fit` and of the minimal hand loop, same model, data and loader."""
@@ -90,8 +77,8 @@ def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs
         "fit": lambda: fit(models["fit"], loader, None, optimizers["fit"], device, epochs=1,
                            progress=False, verbose=False),
     }
-    _interleaved_medians(runs, repeat=1)  # warm-up: allocator, kernels, thread pools
-    seconds = _interleaved_medians(runs, repeat=epochs)
+    interleaved_medians(runs, repeat=1)  # warm-up: allocator, kernels, thread pools
+    seconds = interleaved_medians(runs, repeat=epochs)
     overhead = seconds["fit"] / seconds["hand loop"]
     return Row("fit", "fit vs hand loop (seconds per epoch)", str(device), "ok", round(overhead, 3),
                "x (lower is better)",
@@ -156,11 +143,7 @@ def _conv_step_child(device: str, width: int, shape: tuple[int, ...], classes: i
     def step() -> None:
         train_step(model, inputs, labels, optimizer)
 
-    synchronize(device)
-    start = time.perf_counter()
-    step()
-    synchronize(device)
-    first = time.perf_counter() - start
+    first = benchmark(step, device=device, warmup=0, repeat=1).median  # the one-off costs, synchronized
     return first, benchmark(step, device=device, warmup=2, repeat=repeat).times
 
 

@@ -17,14 +17,14 @@ between matmuls and convolutions, so "off" is not "as before").
 from __future__ import annotations
 
 import functools
-import statistics
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+from .timing import interleaved_medians
 
 AMPERE = (8, 0)
 VOLTA = (7, 0)
@@ -131,15 +131,10 @@ def cpu_bf16_speedup(threads: int) -> float:
         loss.backward()
         model.zero_grad(set_to_none=True)
 
-    for dtype in (None, torch.bfloat16, None, torch.bfloat16):  # warm-up: oneDNN kernels, allocator
-        step(dtype)
-    times: dict[torch.dtype | None, list[float]] = {None: [], torch.bfloat16: []}
-    for _ in range(5):  # alternated, so a busy neighbour or a clock change hits both alike
-        for dtype in times:
-            start = time.perf_counter()
-            step(dtype)
-            times[dtype].append(time.perf_counter() - start)
-    return statistics.median(times[None]) / statistics.median(times[torch.bfloat16])
+    runs = {"fp32": lambda: step(None), "bf16": lambda: step(torch.bfloat16)}
+    interleaved_medians(runs, repeat=2)  # warm-up: oneDNN kernels, allocator
+    seconds = interleaved_medians(runs, repeat=5)
+    return seconds["fp32"] / seconds["bf16"]
 
 
 def _has_fp32_precision_api() -> bool:

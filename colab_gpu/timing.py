@@ -90,6 +90,18 @@ def benchmark(
     return BenchResult(tuple(times))
 
 
+def interleaved_medians(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
+    """Median seconds of each callable over ``repeat`` rounds, alternating them so drifts (clocks, heat, a busy
+    neighbour) hit all alike. CPU work: callables that queue GPU work must synchronize themselves."""
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeat):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def speedup(slow: BenchResult, fast: BenchResult) -> float:
     """How many times faster ``fast`` is than ``slow`` (ratio of medians)."""
     return slow.median / fast.median

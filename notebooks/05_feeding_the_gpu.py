@@ -155,6 +155,8 @@ assert messages, "PyTorch warns when a DataLoader asks for more workers than cor
 # `DataLoader(pin_memory=True)` puts each batch in pinned memory (a background thread does it).
 
 # %%
+import statistics
+
 if on_gpu:
     sizes = [1, 16, 64, 256]
     bandwidth = {kind: [cg.copy_bandwidth(mb, device, pinned=kind == "pinned") for mb in sizes]
@@ -165,7 +167,7 @@ if on_gpu:
     # What physics guarantees: a pinned copy skips the staging copy, so it is not slower (10% noise
     # allowed, on the median over sizes); no course runtime's PCIe link moves 100 GB/s, so a faster
     # figure would mean an asynchronous copy was timed before it finished.
-    median_gbps = {kind: sorted(values)[len(values) // 2] for kind, values in bandwidth.items()}
+    median_gbps = {kind: statistics.median(values) for kind, values in bandwidth.items()}
     print(f"median over sizes: pageable {median_gbps['pageable']:.1f} GB/s, pinned {median_gbps['pinned']:.1f} GB/s")
     assert median_gbps["pinned"] > 0.9 * median_gbps["pageable"], "pinned copies should not be slower"
     assert all(0 < gbps < 100 for values in bandwidth.values() for gbps in values), bandwidth

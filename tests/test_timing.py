@@ -56,3 +56,11 @@ def test_benchmark_on_real_gpu():
     device = cg.get_device("cuda")
     x = torch.randn(1024, 1024, device=device)
     assert cg.benchmark(lambda: x @ x, device=device, repeat=3).median > 0
+
+
+def test_interleaved_medians_alternate_the_runs_and_take_medians():
+    order = []
+    slow = iter([0.0] * 3)
+    runs = {"a": lambda: order.append("a"), "b": lambda: order.append("b") or next(slow)}
+    seconds = cg.timing.interleaved_medians(runs, repeat=3)
+    assert order == ["a", "b"] * 3 and set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
