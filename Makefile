@@ -31,7 +31,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 
-.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor bench clean test-compat
+.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor bench clean test-compat release test-wheel
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,16 @@ notebooks: $(ENV_READY)
 
 stamp: $(ENV_READY)
 	$(PY) scripts/stamp_notebooks.py
+
+# make test-wheel [WHEEL_ARGS="--borrow-from .venv-compat/torch-2.11.0/bin/python"]: build the wheel, install it
+# with the lessons' setup cell next to an existing torch, run doctor, lesson 01 and the unit tests against it.
+test-wheel: $(ENV_READY)
+	$(PY) scripts/wheel_check.py --unit $(WHEEL_ARGS)
+
+# make release VERSION=X.Y.Z [RELEASE_ARGS=--dry-run]: bump, changelog, API listing, restamp, commit, tag.
+release: $(ENV_READY)
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=X.Y.Z (now: $$(sed -n 's/^__version__ = \"\(.*\)\"/\1/p' colab_gpu/__init__.py))"; exit 2; }
+	$(PY) scripts/release.py $(VERSION) $(RELEASE_ARGS)
 
 doctor: $(ENV_READY)
 	$(PY) -m colab_gpu doctor

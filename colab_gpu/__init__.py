@@ -69,7 +69,17 @@ from .precision import (
     tf32_enabled,
     tf32_mode,
 )
-from .runtime import advice, cpu_count, format_report, in_colab, print_runtime_report, runtime_report
+from .runtime import (
+    advice,
+    cpu_count,
+    format_report,
+    in_colab,
+    in_kaggle,
+    kernels_for,
+    notebook_platform,
+    print_runtime_report,
+    runtime_report,
+)
 from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
 
@@ -125,6 +135,8 @@ __all__ = [
     "format_seconds",
     "get_device",
     "in_colab",
+    "in_kaggle",
+    "kernels_for",
     "launch_torchrun",
     "load_checkpoint",
     "load_cifar10",
@@ -136,6 +148,7 @@ __all__ = [
     "measure_peak",
     "memory_report",
     "mlp",
+    "notebook_platform",
     "per_sample_flip",
     "plot_history",
     "predict",

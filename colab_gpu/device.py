@@ -14,6 +14,7 @@ import torch
 
 ENABLE_GPU_HINT = (
     "In Colab: Runtime > Change runtime type > T4 GPU, then rerun. "
+    "On Kaggle: Settings > Accelerator > GPU T4 x2 (a phone-verified account), then rerun. "
     "On your own machine: install a CUDA build of PyTorch and an NVIDIA driver."
 )
 

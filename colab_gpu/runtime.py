@@ -32,6 +32,16 @@ def in_colab() -> bool:
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
+def in_kaggle() -> bool:
+    """True inside a Kaggle notebook (Kaggle sets KAGGLE_KERNEL_RUN_TYPE in its kernels)."""
+    return "KAGGLE_KERNEL_RUN_TYPE" in os.environ
+
+
+def notebook_platform() -> str:
+    """Where this runs: "Colab", "Kaggle" or "local" (any other Jupyter or terminal)."""
+    return "Colab" if in_colab() else "Kaggle" if in_kaggle() else "local"
+
+
 def tpu_hint() -> str | None:
     """A hint when this runtime has a TPU (PyTorch here uses GPUs, not TPUs), else None."""
     if os.environ.get("COLAB_TPU_ADDR") or os.environ.get("TPU_NAME") or os.path.exists("/dev/accel0"):
@@ -137,6 +147,7 @@ def runtime_report() -> dict[str, Any]:
     ram = ram_gib()
     return {
         "in_colab": in_colab(),
+        "platform": notebook_platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda_available": bool(gpus),
@@ -161,14 +172,20 @@ def advice(report: dict[str, Any]) -> list[str]:
     for gpu in report["gpus"]:
         gpu_name = f"{gpu['name']} (compute capability {gpu['compute_capability']})"
         if gpu.get("kernels_in_this_torch") is False:
+            fix = ("switch the notebook to Settings > Accelerator > 'GPU T4 x2' (T4s are supported)"
+                   if report.get("platform") == "Kaggle" else
+                   "choose a newer GPU, or install a PyTorch build that still has kernels for it (a cu126 wheel), "
+                   "or use the CPU")
             tip = (f"{gpu_name}: this PyTorch ({report['torch']}) has no kernels for it (built for "
                    f"{', '.join(torch.cuda.get_arch_list())}), so the first CUDA operation fails with 'no kernel "
-                   "image is available for execution on the device'. On Kaggle choose the 'GPU T4 x2' accelerator; "
-                   "elsewhere install a PyTorch build for this GPU (e.g. a cu126 wheel) or use the CPU.")
+                   f"image is available for execution on the device': {fix}.")
         else:
             tip = f"{gpu_name}: {_PRECISION_ADVICE[gpu['precision']]}"
         if tip not in tips:  # two T4s need the advice once
             tips.append(tip)
+    if report["gpu_count"] >= 2:
+        tips.append(f"{report['gpu_count']} GPUs: one process per GPU with DistributedDataParallel (torchrun "
+                    f"--nproc-per-node={report['gpu_count']}, lesson 08); a single process uses one GPU.")
     if report["cpu_count"] <= COLAB_VCPUS:
         tips.append(
             f"{report['cpu_count']} CPU core(s): use at most {report['cpu_count']} DataLoader workers; "
@@ -180,7 +197,7 @@ def advice(report: dict[str, Any]) -> list[str]:
 def format_report(report: dict[str, Any]) -> str:
     """Render ``report`` (from `runtime_report`) as aligned text with advice at the end."""
     rows = [
-        ("Colab", "yes" if report["in_colab"] else "no"),
+        ("Platform", report.get("platform", "Colab" if report["in_colab"] else "local")),
         ("Python", report["python"]),
         ("PyTorch", report["torch"]),
         ("CUDA build", report["cuda_runtime"] or "none (CPU-only build)"),

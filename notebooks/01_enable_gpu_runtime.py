@@ -18,6 +18,7 @@
 # # 01 · Enable the GPU runtime
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/01_enable_gpu_runtime.ipynb)
+# [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/01_enable_gpu_runtime.ipynb)
 #
 # **What you will learn**
 # - how to switch a Colab notebook to a GPU runtime, and how to tell that it worked;
@@ -30,17 +31,29 @@
 # Every lesson runs top to bottom on a GPU runtime *and* on a CPU-only one (slower, smaller sizes).
 
 # %%
-# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
+# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
+# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+import importlib
+import subprocess
 import sys
 
-if "google.colab" in sys.modules:
-    import subprocess
-
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q",
-         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
-        check=True,
-    )
+COLAB_GPU = "0.1.0"
+try:
+    import colab_gpu
+    found = colab_gpu.__version__
+except ModuleNotFoundError:
+    found = None
+if found != COLAB_GPU:
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install colab-gpu=={COLAB_GPU} (is this runtime online? "
+                           f"On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+    for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
+        del sys.modules[name]  # a different version imported above: the import below loads the new one
+    importlib.invalidate_caches()
+print(f"colab_gpu {COLAB_GPU}:", "already installed" if found == COLAB_GPU else f"installed (found: {found})")
 
 import torch
 
@@ -59,8 +72,20 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # The free tier gives a **T4** (16 GB on the box, about 15 GB that PyTorch can use; compute
 # capability 7.5) when one is free; Colab Pro and pay-as-you-go add the **L4** (24 GB, 8.9), the
 # **A100** (40 or 80 GB, 8.0), the **H100** (80 GB, 9.0) and the **G4** (RTX PRO 6000, 96 GB,
-# 12.0); when an H100 or A100 is not available Colab may give a G4 or an L4 instead. Kaggle's free
-# "GPU T4 x2" gives two T4s.
+# 12.0); when an H100 or A100 is not available Colab may give a G4 or an L4 instead.
+#
+# **On Kaggle** (the "Open in Kaggle" badge imports the lesson into a new Kaggle notebook): in the
+# notebook's right-hand panel, **Settings > Accelerator > GPU T4 x2**, and **Settings > Internet >
+# on** (the setup cell downloads `colab_gpu`; both need a phone-verified Kaggle account). Kaggle's
+# T4 x2 is the only free place that gives you **two** GPUs: lesson 08 uses both. Do not pick
+# Kaggle's **GPU P100**: see section 3.
+#
+# **The setup cell** (the first code cell of every lesson) installs `colab_gpu`, the course's
+# companion package, from PyPI at the release the lesson was written for (`COLAB_GPU`), and only
+# when that version is not already importable; pip keeps the runtime's own torch, because the
+# package asks only for `torch>=2.7`. It prints one line saying what it did. **On your own
+# machine**, install once with `pip install "colab-gpu[lessons]"` next to the torch you already
+# have, start Jupyter, and every setup cell will say "already installed".
 #
 # ## 2. Ask the driver: `nvidia-smi`
 #
@@ -134,8 +159,31 @@ else:
     print("No GPU: on the CPU, PyTorch runs bf16 autocast in software (lesson 06).")
 
 # %% [markdown]
-# `colab_gpu` gathers all of this in one report, with advice for the runtime you are on. From a
-# terminal, `python -m colab_gpu doctor` prints the same thing.
+# ### Does this PyTorch have code for this GPU?
+#
+# A PyTorch wheel carries machine code for a list of GPU architectures (`sm_75` is compute
+# capability 7.5). A GPU older than the list is still *visible*: `torch.cuda.is_available()`
+# says True, PyTorch warns "... with CUDA capability sm_60 is not compatible with the current
+# PyTorch installation", and the first real operation fails with **"CUDA error: no kernel image
+# is available for execution on the device"**. That is what Kaggle's P100 (6.0) does with recent
+# PyTorch wheels (CUDA 12.8 and newer builds start at the T4's 7.5). The fix is a supported GPU
+# (on Kaggle: GPU T4 x2), or a PyTorch build that still includes the old architecture.
+
+# %%
+arches = torch.cuda.get_arch_list()  # some releases list nothing while no GPU is visible
+print("this PyTorch has GPU code for:", " ".join(arches) or "(not listed without a visible GPU)")
+gpus = [("P100 (Kaggle)", (6, 0)), ("T4", (7, 5))]
+if torch.cuda.is_available():
+    gpus.append(("this GPU", torch.cuda.get_device_capability(device)))
+for name, cc in gpus:
+    verdict = {True: "runs", False: "NO kernels", None: "unknown"}[cg.kernels_for(cc, arches)]
+    print(f"{name:14} CC {cc[0]}.{cc[1]}: {verdict}")
+if torch.cuda.is_available():
+    assert cg.kernels_for(gpus[-1][1], arches) is not False  # every GPU cell above ran on it
+
+# %% [markdown]
+# `colab_gpu` gathers all of this in one report, with advice for the runtime you are on (Colab,
+# Kaggle or your own machine). From a terminal, `python -m colab_gpu doctor` prints the same thing.
 
 # %%
 report = cg.print_runtime_report()
@@ -186,7 +234,8 @@ assert x.device.type == device.type
 #
 # **No GPU quota left?** Colab sometimes says "Cannot connect to GPU backend". Every lesson
 # still runs on the CPU with smaller problem sizes: read the measured GPU numbers in the
-# committed outputs, and come back later or try a Kaggle notebook (also a free T4).
+# committed outputs, and come back later or open the lesson on Kaggle (free T4s, a weekly quota
+# of GPU hours shown under Settings > Accelerator).
 
 # %% [markdown]
 # ## Exercise
@@ -213,7 +262,10 @@ cg.report(
 # %% [markdown]
 # ## Summary
 #
-# - Turn the GPU on with **Runtime > Change runtime type**; the runtime restarts from scratch.
+# - Turn the GPU on with **Runtime > Change runtime type** (Kaggle: **Settings > Accelerator > GPU
+#   T4 x2**, Internet on); the runtime restarts from scratch.
+# - A GPU older than the architectures of your PyTorch (Kaggle's P100) is visible but fails with
+#   "no kernel image is available": `cg.print_runtime_report()` says so.
 # - `torch.cuda.is_available()` tells whether PyTorch can use a GPU; `get_device_properties`
 #   gives its name, `total_memory` and compute capability.
 # - CC 7.x (T4): fp16 + GradScaler. CC 8.0+ (A100, L4, H100): bf16 and TF32. Ask

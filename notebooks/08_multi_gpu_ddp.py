@@ -18,6 +18,7 @@
 # # 08 · More than one GPU: DataParallel, DistributedDataParallel and torchrun
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/08_multi_gpu_ddp.ipynb)
+# [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/08_multi_gpu_ddp.ipynb)
 #
 # **What you will learn**
 # - what `nn.DataParallel` does, and why PyTorch recommends `DistributedDataParallel` instead;
@@ -33,17 +34,29 @@
 # parts run as several processes on the CPU (or on one process per GPU where you have more).
 
 # %%
-# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
+# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
+# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+import importlib
+import subprocess
 import sys
 
-if "google.colab" in sys.modules:
-    import subprocess
-
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q",
-         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
-        check=True,
-    )
+COLAB_GPU = "0.1.0"
+try:
+    import colab_gpu
+    found = colab_gpu.__version__
+except ModuleNotFoundError:
+    found = None
+if found != COLAB_GPU:
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install colab-gpu=={COLAB_GPU} (is this runtime online? "
+                           f"On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+    for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
+        del sys.modules[name]  # a different version imported above: the import below loads the new one
+    importlib.invalidate_caches()
+print(f"colab_gpu {COLAB_GPU}:", "already installed" if found == COLAB_GPU else f"installed (found: {found})")
 
 import torch
 
@@ -65,7 +78,8 @@ print(f"PyTorch {torch.__version__}, computing on: {device}, GPUs visible: {torc
 # GPU 0 does more work and holds more memory than the others, the weights travel every step, and
 # the threads contend for the GIL. That is why PyTorch's documentation recommends
 # `DistributedDataParallel` even on a single machine. With one GPU (Colab) or none,
-# `DataParallel` simply calls the wrapped model: nothing to split.
+# `DataParallel` simply calls the wrapped model: nothing to split. With two (Kaggle's free
+# **GPU T4 x2** accelerator, the only free way to get two GPUs), each GPU computes half the batch.
 
 # %%
 from torch import nn
@@ -74,8 +88,35 @@ model = cg.mlp(64, hidden=128).to(device)
 parallel = nn.DataParallel(model)  # device_ids defaults to every visible GPU
 print("device_ids:", parallel.device_ids, "| the real model:", type(parallel.module).__name__)
 batch = torch.randn(32, 64, device=device)
-assert torch.allclose(parallel(batch), model(batch))  # same model, same answer
+assert torch.allclose(parallel(batch), model(batch), atol=1e-5)  # same model, same answer (GPU rounding aside)
 assert parallel.module is model  # save parallel.module.state_dict(), not the wrapper's
+
+# %% [markdown]
+# Training through the wrapper gives the same weights as training the model itself: the loss is
+# computed on the gathered outputs of the whole batch, and the replicas' gradients are summed back
+# into the one real model on GPU 0. On two GPUs the sums are taken in a different order, so the
+# weights agree up to rounding.
+
+# %%
+def train_steps(use_data_parallel: bool, steps: int = 10) -> nn.Module:
+    cg.seed_everything(0)
+    model = cg.mlp(64, hidden=128).to(device)
+    net = nn.DataParallel(model) if use_data_parallel else model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    data = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        inputs = torch.randn(64, 64, generator=data).to(device)
+        labels = torch.randint(0, 10, (64,), generator=data).to(device)
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(net(inputs), labels).backward()
+        optimizer.step()
+    return model
+
+
+plain, wrapped = train_steps(False), train_steps(True)
+gap = max((a - b).abs().max().item() for a, b in zip(plain.parameters(), wrapped.parameters(), strict=True))
+print(f"{max(torch.cuda.device_count(), 1)} device(s): largest weight difference after 10 steps {gap:.1e}")
+assert gap < 1e-4
 
 # %% [markdown]
 # ## 2. `DistributedDataParallel`: one process per GPU

@@ -2,10 +2,10 @@
 
 build/NN_topic.ipynb   the executed notebook
 build/NN_topic.html    the same as a web page (images embedded)
-build/index.html       the lesson table: title, Colab badge, study time, run seconds, device, status
+build/index.html       the lesson table: title, Colab and Kaggle badges, study time, run seconds, device, status
 build/report.md        the same table in markdown, with the total
 build/timings.json     seconds per lesson (scripts/guide_times.py puts them in the instructor guide)
-build/colab-badge.svg  the badge image, so the pages show it offline
+build/*-badge.svg      the badge images, so the pages show them offline
 notebooks/student/     the student versions (solutions removed), regenerated from the lessons
 
 Prints one line per lesson as it goes, then the table; exits 1 if any lesson fails.
@@ -25,6 +25,7 @@ import nbformat
 from nbconvert import HTMLExporter
 from nbtools import (
     COLAB_BADGE_SVG,
+    KAGGLE_BADGE_SVG,
     ROOT,
     STUDENT,
     badge_markdown,
@@ -32,6 +33,7 @@ from nbtools import (
     course_config,
     device_label,
     execute,
+    kaggle_url,
     lesson_sources,
     lesson_title,
     read_lesson,
@@ -39,7 +41,8 @@ from nbtools import (
 )
 
 BUILD = ROOT / "build"
-BADGE_ASSET = Path(__file__).resolve().parent / "assets" / "colab-badge.svg"
+ASSETS = Path(__file__).resolve().parent / "assets"
+BADGE_ASSETS = {COLAB_BADGE_SVG: "colab-badge.svg", KAGGLE_BADGE_SVG: "kaggle-badge.svg"}
 TITLE = "PyTorch on GPUs, the Colab way"
 
 
@@ -67,7 +70,9 @@ class Lesson:
 
 def local_badges(page: str) -> str:
     """Point badge images at the copy in build/, so pages render without a network."""
-    return page.replace(COLAB_BADGE_SVG, "colab-badge.svg")
+    for remote, local in BADGE_ASSETS.items():
+        page = page.replace(remote, local)
+    return page
 
 
 def write_index(lessons: list[Lesson], build: Path) -> None:
@@ -75,9 +80,13 @@ def write_index(lessons: list[Lesson], build: Path) -> None:
     rows = "\n".join(
         f"<tr><td><a href='{lesson.source.stem}.html'>{html.escape(lesson.title)}</a></td>"
         f"<td><a class='badge' href='{badge_url(config, lesson.source.with_suffix('.ipynb'))}'>"
-        f"<img src='colab-badge.svg' alt='Open In Colab'></a></td>"
+        f"<img src='colab-badge.svg' alt='Open In Colab'></a> "
+        f"<a class='kaggle' href='{kaggle_url(config, lesson.source.with_suffix('.ipynb'))}'>"
+        f"<img src='kaggle-badge.svg' alt='Open In Kaggle'></a></td>"
         f"<td><a class='student' href='{badge_url(config, STUDENT / lesson.source.with_suffix('.ipynb').name)}'>"
-        f"<img src='colab-badge.svg' alt='Open the student version in Colab'></a></td>"
+        f"<img src='colab-badge.svg' alt='Open the student version in Colab'></a> "
+        f"<a class='student-kaggle' href='{kaggle_url(config, STUDENT / lesson.source.with_suffix('.ipynb').name)}'>"
+        f"<img src='kaggle-badge.svg' alt='Open the student version in Kaggle'></a></td>"
         f"<td>{html.escape(lesson.study_time)}</td><td>{lesson.seconds:.1f}</td>"
         f"<td>{html.escape(lesson.device)}</td><td>{html.escape(lesson.status)}</td></tr>"
         for lesson in lessons
@@ -86,7 +95,8 @@ def write_index(lessons: list[Lesson], build: Path) -> None:
         f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
         "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;text-align:left}</style></head>"
         f"<body><h1>{TITLE}</h1><table border='1' cellspacing='0'>"
-        "<tr><th>Lesson</th><th>Colab</th><th>Student version</th><th>Study time</th><th>Run seconds</th>"
+        "<tr><th>Lesson</th><th>Open in Colab or Kaggle</th><th>Student version</th><th>Study time</th>"
+        "<th>Run seconds</th>"
         "<th>Device</th><th>Status</th></tr>"
         f"\n{rows}\n</table><p>Repository: {html.escape(config.repository)}. "
         f"Executed {time.strftime('%Y-%m-%d %H:%M')}.</p></body></html>\n"
@@ -115,7 +125,8 @@ def write_timings(lessons: list[Lesson], build: Path) -> None:
 def write_site(lessons: list[Lesson], build: Path = BUILD) -> None:
     """Write every executed notebook, its HTML page, the index, the report and the badge image."""
     build.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(BADGE_ASSET, build / "colab-badge.svg")
+    for local in BADGE_ASSETS.values():
+        shutil.copyfile(ASSETS / local, build / local)
     exporter = HTMLExporter()
     for lesson in lessons:
         nbformat.write(lesson.notebook, build / f"{lesson.source.stem}.ipynb")

@@ -1,7 +1,8 @@
 """Shared notebook tooling for the maintenance scripts and the hygiene tests.
 
-The repository slug lives in ONE place, ``[tool.course]`` in pyproject.toml; every Colab badge
-and every install cell is derived from it here.
+The repository slug lives in ONE place, ``[tool.course]`` in pyproject.toml, the distribution name in
+``[project]``, the version in ``colab_gpu.__version__``; every Colab and Kaggle badge and every setup
+cell is derived from them here (``make stamp``, ``make release``).
 """
 
 from __future__ import annotations
@@ -29,14 +30,45 @@ SOLUTION_TAG = "solution"
 STUDENT_NOTE = ("*Student version: the solution cells are removed. Write your answer in each exercise, then run "
                 "its check cell. The full lesson is one folder up.*")
 COLAB_BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
-# Metadata that makes a Colab badge open a GPU runtime.
+KAGGLE_BADGE_SVG = "https://kaggle.com/static/images/open-in-kaggle.svg"
+# Metadata that makes a Colab badge open a GPU runtime, and asks Kaggle for a T4 with internet access
+# (the setup cell's pip needs it). Kaggle's importer may ignore it: lesson 01 says where to set both by hand.
 NOTEBOOK_METADATA = {
     "accelerator": "GPU",
     "colab": {"gpuType": "T4", "provenance": []},
+    "kaggle": {"accelerator": "nvidiaTeslaT4", "isGpuEnabled": True, "isInternetEnabled": True,
+               "language": "python", "sourceType": "notebook"},
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
 }
-BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)")
-INSTALL_RE = re.compile(r'"colab_gpu @ git\+https://github\.com/[^"]*"')
+# A Colab badge, and the Kaggle badge after it (same line, or the next line of the same comment or paragraph).
+BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)"
+                      r"(?:[ \n]#? ?\[!\[Open In Kaggle\]\([^)]*\)\]\([^)]*\))?")
+# The setup cell's install block, from its first comment line to the line that says what it did.
+SETUP_RE = re.compile(r"^# Setup: colab_gpu, .*?^print\(f\"colab_gpu \{COLAB_GPU\}.*?$", re.M | re.S)
+SETUP_TEMPLATE = """\
+# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
+# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
+# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+import importlib
+import subprocess
+import sys
+
+COLAB_GPU = "{version}"
+try:
+    import colab_gpu
+    found = colab_gpu.__version__
+except ModuleNotFoundError:
+    found = None
+if found != COLAB_GPU:
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"{distribution}=={{COLAB_GPU}}"],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install {distribution}=={{COLAB_GPU}} (is this runtime online? "
+                           f"On Kaggle: Settings > Internet):\\n{{pip.stderr[-1500:]}}")
+    for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
+        del sys.modules[name]  # a different version imported above: the import below loads the new one
+    importlib.invalidate_caches()
+print(f"colab_gpu {{COLAB_GPU}}:", "already installed" if found == COLAB_GPU else f"installed (found: {{found}})")"""
 
 
 @dataclass(frozen=True)
@@ -44,30 +76,64 @@ class CourseConfig:
     repository: str
     branch: str
     version: str
+    distribution: str = "colab-gpu"
 
     @property
     def install_spec(self) -> str:
-        """What the setup cell pip-installs on Colab: the package, pinned to the release tag."""
-        return f"colab_gpu @ git+https://github.com/{self.repository}@v{self.version}"
+        """What the setup cell pip-installs: the package from PyPI, pinned to this release."""
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def setup_block(self) -> str:
+        """The setup cell's install block, identical in every lesson."""
+        return SETUP_TEMPLATE.format(version=self.version, distribution=self.distribution)
+
+
+def read_version(root: Path = ROOT) -> str:
+    """``colab_gpu.__version__`` as written in the checkout at ``root`` (without importing it).
+
+    A tree without the package's source (the tests run against an installed wheel) has the installed one's.
+    """
+    if not (root / "colab_gpu" / "__init__.py").exists():
+        return cg.__version__
+    version = re.search(r'^__version__ = "([^"]+)"', (root / "colab_gpu" / "__init__.py").read_text(), re.M)
+    if version is None:
+        raise RuntimeError(f"{root / 'colab_gpu' / '__init__.py'} has no __version__ line.")
+    return version.group(1)
 
 
 def course_config(root: Path = ROOT) -> CourseConfig:
-    """Read the repository slug from pyproject.toml and the version from the package."""
-    course = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["course"]
-    version = re.search(r'__version__ = "([^"]+)"', (root / "colab_gpu" / "__init__.py").read_text())
-    if version is None:
-        raise RuntimeError("colab_gpu/__init__.py has no __version__ line.")
-    return CourseConfig(course["repository"], course["branch"], version.group(1))
+    """Read the repository slug and distribution name from pyproject.toml and the version from the package."""
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    course = pyproject["tool"]["course"]
+    return CourseConfig(course["repository"], course["branch"], read_version(root), pyproject["project"]["name"])
+
+
+def github_path(config: CourseConfig, notebook: Path) -> str:
+    """``owner/repo/blob/branch/notebooks/...``: where GitHub serves ``notebook`` on the default branch."""
+    rel = notebook.resolve().relative_to(ROOT).as_posix()
+    return f"{config.repository}/blob/{config.branch}/{rel}"
 
 
 def badge_url(config: CourseConfig, notebook: Path) -> str:
     """The Colab address that opens ``notebook`` from the repository's default branch."""
-    rel = notebook.resolve().relative_to(ROOT).as_posix()
-    return f"https://colab.research.google.com/github/{config.repository}/blob/{config.branch}/{rel}"
+    return f"https://colab.research.google.com/github/{github_path(config, notebook)}"
 
 
-def badge_markdown(config: CourseConfig, notebook: Path) -> str:
-    return f"[![Open In Colab]({COLAB_BADGE_SVG})]({badge_url(config, notebook)})"
+def kaggle_url(config: CourseConfig, notebook: Path) -> str:
+    """The Kaggle address that imports ``notebook`` from the repository's default branch into a new notebook."""
+    return f"https://kaggle.com/kernels/welcome?src=https://github.com/{github_path(config, notebook)}"
+
+
+def badge_markdown(config: CourseConfig, notebook: Path, sep: str = "\n") -> str:
+    """The Colab badge and the Kaggle badge: on two lines of one paragraph (side by side once rendered)."""
+    return (f"[![Open In Colab]({COLAB_BADGE_SVG})]({badge_url(config, notebook)}){sep}"
+            f"[![Open In Kaggle]({KAGGLE_BADGE_SVG})]({kaggle_url(config, notebook)})")
+
+
+def _line_prefix(text: str, start: int) -> str:
+    """What precedes ``start`` on its line ("# " in a py:percent markdown cell), to continue a badge line."""
+    return text[text.rfind("\n", 0, start) + 1:start]
 
 
 def lesson_sources(folder: Path = NOTEBOOKS) -> list[Path]:
@@ -84,9 +150,38 @@ def lesson_title(notebook: nbformat.NotebookNode) -> str:
 
 
 def stamp_text(text: str, config: CourseConfig, notebook: Path) -> str:
-    """Rewrite the Colab badge and the install spec in a lesson's source text."""
-    text = BADGE_RE.sub(lambda _: badge_markdown(config, notebook), text)
-    return INSTALL_RE.sub(lambda _: f'"{config.install_spec}"', text)
+    """Rewrite the badges and the setup cell's install block in a lesson's source text."""
+    text = BADGE_RE.sub(lambda m: badge_markdown(config, notebook, "\n" + _line_prefix(m.string, m.start())), text)
+    return SETUP_RE.sub(lambda _: config.setup_block, text)
+
+
+def stamp_page_badges(text: str, config: CourseConfig) -> str:
+    """Re-render every badge pair of a page (README) for the notebook its Colab link opens."""
+    def render(match: re.Match) -> str:
+        path = re.search(r"/blob/[^/]+/([^)]+)\)", match.group(0)).group(1)
+        return badge_markdown(config, ROOT / path, sep=" ")  # a table row stays on one line
+
+    return BADGE_RE.sub(render, text)
+
+
+def stamp_notebook(notebook: nbformat.NotebookNode, config: CourseConfig, path: Path) -> bool:
+    """Stamp an executed notebook in place, outputs included: the setup cell prints its version.
+
+    Returns whether anything changed. A release restamps the committed ``.ipynb`` this way, so their
+    outputs stay those of the last real run while every version string agrees.
+    """
+    changed = False
+    for cell in notebook.cells:
+        stamped = stamp_text(cell.source, config, path)
+        if cell.cell_type == "code" and SETUP_RE.search(cell.source):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "stream":
+                    text = re.sub(r"^colab_gpu \S+: ", f"colab_gpu {config.version}: ", output.text, flags=re.M)
+                    changed |= text != output.text
+                    output.text = text
+        changed |= stamped != cell.source
+        cell.source = stamped
+    return changed
 
 
 def read_lesson(source: Path) -> nbformat.NotebookNode:

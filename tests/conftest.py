@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 import colab_gpu as cg
+
+ROOT = Path(__file__).resolve().parents[1]
+#: For tests that build, install or release the package from its source: `make test-wheel --unit` runs the
+#: tests from a copy of the repository without colab_gpu/, against the installed wheel.
+requires_source = pytest.mark.skipif(not (ROOT / "colab_gpu" / "__init__.py").exists(),
+                                     reason="no package source here: these tests run against an installed wheel")
 
 GIB = 1024**3
 T4 = {"name": "Tesla T4", "capability": (7, 5), "memory_gib": 15}

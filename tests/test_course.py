@@ -23,6 +23,7 @@ def tiny_course(tmp_path, monkeypatch):
     monkeypatch.setattr(course, "lesson_sources", lambda: sorted(lessons.glob("*.py")))
     # The tiny lessons live outside the repository: give them a stand-in address.
     monkeypatch.setattr(course, "badge_url", lambda config, path: f"https://colab.example/{path.name}")
+    monkeypatch.setattr(course, "kaggle_url", lambda config, path: f"https://kaggle.example/{path.name}")
     monkeypatch.setattr(course, "badge_markdown", lambda config, path: f"[badge]({path.name})")
     return lessons
 
@@ -36,7 +37,8 @@ def test_course_writes_the_site(tiny_course, tmp_path, capsys):
     assert "01 · Tiny lesson" in page and "src=\"colab-badge.svg\"" in page
     index = (build / "index.html").read_text()
     assert "01_tiny.html" in index and "<td>5 minutes</td>" in index
-    assert (build / "colab-badge.svg").exists()
+    assert "https://kaggle.example/01_tiny.ipynb" in index and "src='kaggle-badge.svg'" in index
+    assert (build / "colab-badge.svg").exists() and (build / "kaggle-badge.svg").exists()
     report = (build / "report.md").read_text()
     assert "| 01 · Tiny lesson |" in report and "| ok |" in report and "Total:" in report
     out = capsys.readouterr().out

@@ -25,6 +25,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from .conftest import requires_source
+
 ROOT = Path(__file__).resolve().parents[1]
 LOWER_BOUNDS = {">=", ">"}
 
@@ -130,6 +132,7 @@ def broken_copy(tmp_path: Path, torch_requirement: str) -> Path:
     return project
 
 
+@requires_source
 def test_installing_colab_gpu_keeps_this_torch(can_build, tmp_path):
     installs, stderr = dry_run_install(ROOT, tmp_path)
     assert installs is not None, f"pip cannot install colab_gpu here without replacing something:\n{stderr}"
@@ -139,6 +142,7 @@ def test_installing_colab_gpu_keeps_this_torch(can_build, tmp_path):
     assert requirement_problems(requires, installed_versions(requires)) == []
 
 
+@requires_source
 def test_the_install_check_catches_a_requirement_that_would_replace_torch(can_build, tmp_path):
     installs, stderr = dry_run_install(broken_copy(tmp_path, "torch<2.0"), tmp_path)
     assert installs is None, "pip accepted torch<2.0 offline: the dry run cannot see a torch it would replace"

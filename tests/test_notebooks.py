@@ -8,7 +8,7 @@ import subprocess
 import jupytext
 import nbformat
 import pytest
-from nbtools import INSTALL_RE, NOTEBOOK_METADATA, NOTEBOOKS, badge_url, course_config, lesson_sources
+from nbtools import NOTEBOOK_METADATA, NOTEBOOKS, badge_markdown, course_config, lesson_sources
 
 SOURCES = lesson_sources()
 DEMO_TAG = "deprecated-demo"
@@ -87,23 +87,24 @@ def test_first_cell_is_the_lesson_card(source):
     assert re.match(rf"# {source.stem[:2]} · \S", card.source), "the card starts with '# NN · Title'"
     for part in ("**What you will learn**", "**Time:**", "**Prerequisites:**"):
         assert part in card.source, f"{source.stem}: the first cell lacks {part}"
-    assert f"]({badge_url(course_config(), source.with_suffix('.ipynb'))})" in card.source, (
-        f"{source.stem}: the Colab badge must point at this notebook: run `make stamp`"
+    assert badge_markdown(course_config(), source.with_suffix(".ipynb")) in card.source, (
+        f"{source.stem}: the Colab and Kaggle badges must open this notebook: run `make stamp`"
     )
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
-def test_setup_cell_installs_only_the_package_and_only_on_colab(source):
+def test_setup_cell_installs_the_pinned_package_only_and_only_when_missing(source):
     notebook = executed(source)
     setup = code_cells(notebook)[0].source
-    assert 'if "google.colab" in sys.modules:' in setup
-    assert INSTALL_RE.findall(setup) == [f'"{course_config().install_spec}"'], "run `make stamp`"
+    config = course_config()
+    assert setup.startswith(config.setup_block + "\n"), "the setup cell starts with the stamped block: `make stamp`"
     assert "device = cg.get_device()" in setup and "import colab_gpu as cg" in setup
     installs = [c.source for c in code_cells(notebook) if re.search(r"pip\b.*install", c.source)]
     assert installs == [setup], "only the setup cell may install anything"
-    command = re.search(r"\[sys\.executable,(.*?)\]", setup, re.S).group(1).split()
-    expected = ['"-m",', '"pip",', '"install",', '"-q",', *f'"{course_config().install_spec}"'.split()]
-    assert command == expected, "pip installs the companion package alone (never torch)"
+    command = re.search(r"subprocess\.run\(\[sys\.executable,(.*?)\]", setup, re.S).group(1).split()
+    expected = ['"-m",', '"pip",', '"install",', '"-q",', f'f"{config.distribution}=={{COLAB_GPU}}"']
+    assert command == expected, "pip installs the companion package alone, pinned (never torch)"
+    assert "if found != COLAB_GPU:" in setup, "it installs only when the pinned version is not importable"
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)

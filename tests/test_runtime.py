@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ from .conftest import A100, H100, P100, T4
 def test_report_on_cpu_has_every_field(no_gpu):
     report = cg.runtime_report()
     assert report["cuda_available"] is False and report["gpus"] == [] and report["driver"] is None
-    for key in ("in_colab", "python", "torch", "cuda_runtime", "cudnn", "cpu_count", "ram_gib", "tpu_hint"):
+    for key in ("in_colab", "platform", "python", "torch", "cuda_runtime", "cudnn", "cpu_count", "ram_gib", "tpu_hint"):
         assert key in report
     assert report["cpu_count"] >= 1
     json.dumps(report)  # JSON-friendly, so it can be saved next to results
@@ -53,10 +54,12 @@ def test_advice_on_h100_is_bf16(fake_gpus):
     assert "use bf16 autocast" in " ".join(cg.advice(cg.runtime_report()))
 
 
-def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_kernels(fake_gpus):
+def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_kernels(fake_gpus, monkeypatch):
     # Kaggle's P100 (6.0) with a cu128 torch: is_available() is True, the first kernel fails.
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
     fake_gpus(P100)
     report = cg.runtime_report()
+    assert report["platform"] == "Kaggle"
     gpu = report["gpus"][0]
     assert gpu["precision"] == cg.choose_precision("cuda").name == "fp32"
     assert gpu["kernels_in_this_torch"] is False
@@ -65,10 +68,24 @@ def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_ker
     assert "kernels in this PyTorch  NO" in cg.format_report(report)
 
 
-def test_two_identical_gpus_get_the_advice_once(fake_gpus):
+def test_old_gpu_outside_kaggle_is_not_told_to_pick_a_kaggle_accelerator(fake_gpus, monkeypatch):
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
+    fake_gpus(P100)
+    tips = " ".join(cg.advice(cg.runtime_report()))
+    assert "no kernel image is available" in tips and "cu126" in tips and "GPU T4 x2" not in tips
+
+
+def test_two_identical_gpus_get_the_advice_once_and_the_ddp_tip(fake_gpus):
+    # Kaggle's "GPU T4 x2"
     fake_gpus(T4, T4)
     tips = cg.advice(cg.runtime_report())
     assert sum("Tesla T4" in tip for tip in tips) == 1
+    assert any("--nproc-per-node=2" in tip for tip in tips)
+
+
+def test_one_gpu_gets_no_ddp_tip(fake_gpus):
+    fake_gpus(T4)
+    assert "nproc-per-node" not in " ".join(cg.advice(cg.runtime_report()))
 
 
 @pytest.mark.parametrize(("capability", "arches", "expected"), [
@@ -101,7 +118,21 @@ def test_tpu_hint(monkeypatch):
 
 def test_in_colab_from_environment(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20261101")
-    assert cg.in_colab()
+    assert cg.in_colab() and cg.notebook_platform() == "Colab"
+
+
+def test_platform_kaggle_and_local(monkeypatch):
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
+    assert not cg.in_kaggle() and cg.notebook_platform() == "local"
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    assert cg.in_kaggle() and cg.notebook_platform() == "Kaggle"
+    assert re.search(r"^Platform +Kaggle$", cg.format_report(cg.runtime_report()), re.M)
+
+
+def test_no_gpu_advice_names_colab_and_kaggle_menus(no_gpu):
+    tips = " ".join(cg.advice(cg.runtime_report()))
+    assert "Runtime > Change runtime type" in tips and "Settings > Accelerator > GPU T4 x2" in tips
 
 
 def test_format_report_shows_gpu_rows(fake_gpus):

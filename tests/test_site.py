@@ -8,7 +8,7 @@ import shutil
 import nbformat
 import pytest
 from course import Lesson, write_site
-from nbtools import STUDENT, badge_url, course_config, lesson_sources
+from nbtools import STUDENT, badge_url, course_config, kaggle_url, lesson_sources
 
 CHROMIUM = shutil.which("chromium") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -58,8 +58,13 @@ def test_index_lists_every_lesson_with_its_badge(site, browser):
     assert badges == [badge_url(config, s.with_suffix(".ipynb")) for s in lesson_sources()]
     students = browser.execute_script("return Array.from(document.querySelectorAll('a.student')).map(a => a.href)")
     assert students == [badge_url(config, STUDENT / s.with_suffix(".ipynb").name) for s in lesson_sources()]
+    kaggle = browser.execute_script("return Array.from(document.querySelectorAll('a.kaggle')).map(a => a.href)")
+    assert kaggle == [kaggle_url(config, s.with_suffix(".ipynb")) for s in lesson_sources()]
+    kaggle_students = browser.execute_script(
+        "return Array.from(document.querySelectorAll('a.student-kaggle')).map(a => a.href)")
+    assert kaggle_students == [kaggle_url(config, STUDENT / s.with_suffix(".ipynb").name) for s in lesson_sources()]
     pages = browser.execute_script(
-        "return Array.from(document.querySelectorAll('td a:not(.badge):not(.student)')).map(a => a.href)")
+        "return Array.from(document.querySelectorAll('td a:not([class])')).map(a => a.href)")
     assert pages == [(site / f"{s.stem}.html").as_uri() for s in lesson_sources()]
 
 
@@ -70,6 +75,7 @@ def test_lesson_page_renders_images_and_links_its_own_notebook(site, browser, so
     assert images and all(loaded for _, loaded in images), f"images that did not render: {images}"
     links = browser.execute_script("return Array.from(document.links).map(a => a.href)")
     assert badge_url(course_config(), source.with_suffix(".ipynb")) in links
+    assert kaggle_url(course_config(), source.with_suffix(".ipynb")) in links
     plots = [src for src, _ in images if src.startswith("data:image/png")]
     has_plot = any("image/png" in o.get("data", {}) for c in nbformat.read(source.with_suffix(".ipynb"), 4).cells
                    for o in c.get("outputs", []))

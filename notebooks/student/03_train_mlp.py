@@ -21,6 +21,7 @@
 # # 03 · Train an MLP on the GPU
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/03_train_mlp.ipynb)
+# [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/03_train_mlp.ipynb)
 #
 # *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
 #
@@ -34,17 +35,29 @@
 # **Time:** 30 minutes. **Prerequisites:** lessons 01 and 02.
 
 # %%
-# Setup: on Colab, install the course's companion package (Colab's own torch is left as it is).
+# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
+# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
+# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+import importlib
+import subprocess
 import sys
 
-if "google.colab" in sys.modules:
-    import subprocess
-
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q",
-         "colab_gpu @ git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v0.1.0"],
-        check=True,
-    )
+COLAB_GPU = "0.1.0"
+try:
+    import colab_gpu
+    found = colab_gpu.__version__
+except ModuleNotFoundError:
+    found = None
+if found != COLAB_GPU:
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install colab-gpu=={COLAB_GPU} (is this runtime online? "
+                           f"On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+    for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
+        del sys.modules[name]  # a different version imported above: the import below loads the new one
+    importlib.invalidate_caches()
+print(f"colab_gpu {COLAB_GPU}:", "already installed" if found == COLAB_GPU else f"installed (found: {found})")
 
 import torch
 
