@@ -56,7 +56,8 @@ def run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, tim
 
 def build_wheel(out: Path) -> Path:
     """Build colab_gpu's wheel from the checkout (no network: the installed setuptools builds it)."""
-    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out, ignore_errors=True)  # a wheel of an earlier version must not be the one tested
+    out.mkdir(parents=True)
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
         cwd=out, env=clean_env(PIP_CONFIG_FILE=os.devnull))
     wheels = sorted(out.glob("colab_gpu-*.whl"))
