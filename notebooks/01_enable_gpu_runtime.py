@@ -234,8 +234,8 @@ assert x.device.type == device.type
 #
 # **No GPU quota left?** Colab sometimes says "Cannot connect to GPU backend". Every lesson
 # still runs on the CPU with smaller problem sizes: read the measured GPU numbers in the
-# committed outputs, and come back later or open the lesson on Kaggle (free T4s, a weekly quota
-# of GPU hours shown under Settings > Accelerator).
+# committed outputs, and come back later or open the lesson on Kaggle (free T4s, within a weekly
+# quota of GPU hours).
 
 # %% [markdown]
 # ## Exercise

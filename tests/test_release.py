@@ -187,3 +187,27 @@ def test_make_release_bumps_stamps_commits_and_tags(scratch_repo):
 
     again = run_release(repo, new)
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+def workflow_line(start: str) -> str:
+    """The shell line of .github/workflows/release.yml that starts with ``start``."""
+    for line in (ROOT / ".github" / "workflows" / "release.yml").read_text().splitlines():
+        if line.strip().startswith(start):
+            return line.strip()
+    raise AssertionError(f"release.yml has no line starting with {start!r}")
+
+
+def test_release_workflow_reads_the_version_and_the_notes_this_repository_has(tmp_path):
+    # The same shell lines the workflow runs on a tag: the version check and the GitHub release notes.
+    version = subprocess.run(["bash", "-c", workflow_line("version=$(sed")], cwd=ROOT, capture_output=True, text=True)
+    assert version.returncode == 0
+    probe = subprocess.run(["bash", "-c", workflow_line("version=$(sed") + '; echo "$version"'], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert probe.stdout.strip() == colab_gpu.__version__
+    awk = workflow_line("awk ").replace("notes.md", str(tmp_path / "notes.md"))
+    done = subprocess.run(["bash", "-c", f'version="{colab_gpu.__version__}"; {awk}'], cwd=ROOT, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    notes = (tmp_path / "notes.md").read_text()
+    section = (ROOT / "CHANGELOG.md").read_text().split(f"## {colab_gpu.__version__} (", 1)[1].split("\n## ", 1)[0]
+    assert notes.strip() and notes.strip() == section.split("\n", 1)[1].strip()
