@@ -35,6 +35,7 @@ from .device import (
     require_cuda_if_asked,
     synchronize,
 )
+from .errors import ShownError, shows_error
 from .feeding import (
     DeviceLoader,
     EncodedImages,
@@ -98,6 +99,7 @@ __all__ = [
     "History",
     "ImageData",
     "PeakMemory",
+    "ShownError",
     "Precision",
     "WorkerAdvice",
     "advice",
@@ -163,6 +165,7 @@ __all__ = [
     "seed_everything",
     "set_tf32",
     "show_images",
+    "shows_error",
     "small_cnn",
     "speedup",
     "suggest_num_workers",

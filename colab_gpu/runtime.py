@@ -185,7 +185,7 @@ def advice(report: dict[str, Any]) -> list[str]:
             tips.append(tip)
     if report["gpu_count"] >= 2:
         tips.append(f"{report['gpu_count']} GPUs: one process per GPU with DistributedDataParallel (torchrun "
-                    f"--nproc-per-node={report['gpu_count']}, lesson 08); a single process uses one GPU.")
+                    f"--nproc-per-node={report['gpu_count']}, lesson 08); plain PyTorch code uses only the first.")
     if report["cpu_count"] <= COLAB_VCPUS:
         tips.append(
             f"{report['cpu_count']} CPU core(s): use at most {report['cpu_count']} DataLoader workers; "

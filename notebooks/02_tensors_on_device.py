@@ -41,8 +41,8 @@ import sys
 COLAB_GPU = "0.2.0"
 try:
     import colab_gpu
-    found = colab_gpu.__version__
-except ModuleNotFoundError:
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
     found = None
 if found != COLAB_GPU:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
@@ -127,10 +127,11 @@ cg.check_on_device(model, device, name="model")
 # runtime we use PyTorch's `meta` device (tensors with a shape but no data) to stand in for
 # "another device", so you see the same kind of error everywhere.
 
-# %% tags=["raises-exception"]
+# %%
 other = torch.device("cpu") if device.type == "cuda" else torch.device("meta")
 batch = torch.randn(8, 4, device=other)  # forgot to put the batch where the model is
-model(batch)
+with cg.shows_error(RuntimeError, match="device"):  # shows the error, and the notebook goes on
+    model(batch)
 
 # %% [markdown]
 # The fix is one `.to(device)` on the batch (in a training loop: on every batch).

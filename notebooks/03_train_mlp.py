@@ -40,8 +40,8 @@ import sys
 COLAB_GPU = "0.2.0"
 try:
     import colab_gpu
-    found = colab_gpu.__version__
-except ModuleNotFoundError:
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
     found = None
 if found != COLAB_GPU:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
@@ -146,10 +146,11 @@ assert last_five < first, "the loss should go down during the first epoch"
 # GPU runtime the batch below comes straight from the loader (CPU memory); on a CPU runtime
 # PyTorch's `meta` device stands in for "another device", so the error shows everywhere.
 
-# %% tags=["raises-exception"]
+# %%
 other = torch.device("cpu") if on_gpu else torch.device("meta")
 inputs, labels = next(iter(train_loader))
-model(inputs.to(other))  # should have been inputs.to(device)
+with cg.shows_error(RuntimeError, match="device"):
+    model(inputs.to(other))  # should have been inputs.to(device)
 
 # %% [markdown]
 # The fix is the line the loop above has: `inputs = inputs.to(device, non_blocking=True)`.

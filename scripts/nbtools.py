@@ -56,8 +56,8 @@ import sys
 COLAB_GPU = "{version}"
 try:
     import colab_gpu
-    found = colab_gpu.__version__
-except ModuleNotFoundError:
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
     found = None
 if found != COLAB_GPU:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"{distribution}=={{COLAB_GPU}}"],

@@ -5,8 +5,9 @@ In one commit and one tag, on a clean working tree:
    API: see ``required_bump``) and that CHANGELOG.md's "## Unreleased" section says what changed;
 2. writes ``__version__``, moves the Unreleased notes under "## X.Y.Z (date)", rewrites docs/api.txt;
 3. restamps every badge and setup cell (``make stamp``: lessons, executed notebooks, student versions);
-4. commits "Release X.Y.Z" and makes the annotated tag ``vX.Y.Z``. Pushing the tag runs
-   .github/workflows/release.yml, which tests the built wheel and publishes it to PyPI.
+4. commits "Release X.Y.Z" and makes the annotated tag ``vX.Y.Z``; if a step fails, every file is put back.
+Push the tag first: it runs .github/workflows/release.yml, which tests the built wheel and publishes it to
+PyPI. Push the branch after that: its lessons install the new version, which must exist by then.
 
 Versions follow semantic versioning (https://semver.org): from 1.0.0 on, a removed or changed public name bumps
 the major version, a new one the minor version, anything else the patch version; before 1.0.0 every change
@@ -212,18 +213,33 @@ def release(version: str, *, dry_run: bool = False, allow_dirty: bool = False, t
     api = api_listing()
     check_bump(current, version, listed, api)
     changelog = release_changelog(CHANGELOG.read_text(), version, today or datetime.date.today().isoformat())
+    who = subprocess.run(["git", "var", "GIT_COMMITTER_IDENT"], cwd=ROOT, capture_output=True, text=True)
+    if who.returncode != 0:  # the commit would fail after every file was written
+        raise ReleaseError("git does not know who commits here: `git config user.name ...` and "
+                           "`git config user.email ...`, then rerun.")
     if dry_run:
         return tag
 
-    write_version(version)
-    CHANGELOG.write_text(changelog)
-    write_listing(version, api)
-    import stamp_notebooks
+    written = ["colab_gpu/__init__.py", "CHANGELOG.md", str(API_LISTING.relative_to(ROOT)), "notebooks", "README.md"]
+    try:
+        write_version(version)
+        CHANGELOG.write_text(changelog)
+        write_listing(version, api)
+        import stamp_notebooks
 
-    stamp_notebooks.stamp_lessons()
-    git("add", "-A", "colab_gpu", "notebooks", "docs", "CHANGELOG.md", "README.md")
-    git("commit", "-q", "-m", f"Release {version}")
-    git("tag", "-a", tag, "-m", f"colab_gpu {version}")
+        stamp_notebooks.stamp_lessons()
+        git("add", "-A", *written)
+        git("commit", "-q", "-m", f"Release {version}")
+    except BaseException:
+        # Nothing half-done: put every file back as it was, so the same command can simply run again.
+        subprocess.run(["git", "reset", "-q", "--", *written], cwd=ROOT)
+        subprocess.run(["git", "checkout", "--", *written], cwd=ROOT)
+        raise
+    try:
+        git("tag", "-a", tag, "-m", f"colab_gpu {version}")
+    except ReleaseError as err:
+        raise ReleaseError(f"committed 'Release {version}' but could not tag it ({err}); fix that, then run "
+                           f"`git tag -a {tag} -m 'colab_gpu {version}'`.") from err
     return tag
 
 
@@ -241,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print(f"{tag}: every check passed (dry run, nothing changed)")
     else:
-        print(f"released {tag}: publish it with `git push origin {git('branch', '--show-current').strip()} {tag}`")
+        branch = git("branch", "--show-current").strip()
+        print(f"released {tag}. Publish: `git push origin {tag}`; once release.yml has put {args.version} on PyPI, "
+              f"`git push origin {branch}` (the lessons on {branch} install {args.version}: it must exist first).")
     return 0
 
 

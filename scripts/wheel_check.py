@@ -148,7 +148,8 @@ def check(python: Path | None, wheel: Path | None, work: Path, unit: bool, borro
     work.mkdir(parents=True, exist_ok=True)
     config = course_config()
     done = []
-    wheel = wheel or build_wheel(work / "dist")
+    # Absolute: pip runs in folders outside the checkout, where a relative --find-links finds nothing.
+    wheel = wheel.resolve() if wheel else build_wheel(work / "dist")
     done.append(f"wheel: {wheel.name}")
     python = python or venv_borrowing(work / "venv", borrow_from or Path(sys.executable))
     outside = Path(tempfile.mkdtemp(prefix="lesson-", dir=work))

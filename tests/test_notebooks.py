@@ -8,7 +8,7 @@ import subprocess
 import jupytext
 import nbformat
 import pytest
-from nbtools import NOTEBOOK_METADATA, NOTEBOOKS, badge_markdown, course_config, lesson_sources
+from nbtools import NOTEBOOK_METADATA, NOTEBOOKS, STUDENT, badge_markdown, course_config, lesson_sources
 
 SOURCES = lesson_sources()
 DEMO_TAG = "deprecated-demo"
@@ -54,6 +54,34 @@ def test_pair_exists_and_is_in_sync(source):
         return [(c.cell_type, c.source.strip(), c.metadata.get("tags", [])) for c in nb.cells]
 
     assert shape(from_py) == shape(from_ipynb), f"{paired.name} is out of sync with {source.name}: run `make notebooks`"
+
+
+def run_all_blockers(notebook) -> list[str]:
+    """Cells that stop Colab's and Kaggle's "Run all" before the last cell: a cell tagged raises-exception
+    (those front ends ignore the tag and stop at the error) that is not the last code cell."""
+    cells = code_cells(notebook)
+    return [c.source.strip().splitlines()[0] for c in cells[:-1] if "raises-exception" in c.metadata.get("tags", [])]
+
+
+@pytest.mark.parametrize("path", [*SOURCES, *sorted(STUDENT.glob("[0-9][0-9]_*.py"))],
+                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_run_all_reaches_the_last_cell(path):
+    # nbval executes every lesson and student version (make test, and on a GPU the GPU suite) and fails at
+    # any error outside a raises-exception cell. With no such cell before the last, that run is exactly
+    # "Run all": it reaches the last cell or the test fails where a learner's Run all would stop.
+    blockers = run_all_blockers(jupytext.read(path))
+    assert blockers == [], (f"{path.name}: Run all stops at {blockers}; show the error with "
+                            "`with cg.shows_error(...)` instead of a raises-exception cell")
+
+
+def test_run_all_check_catches_a_raises_exception_cell_before_the_end():
+    notebook = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("1 / 0", metadata={"tags": ["raises-exception"]}),
+        nbformat.v4.new_code_cell("print('the rest')"),
+    ])
+    assert run_all_blockers(notebook) == ["1 / 0"]
+    notebook.cells.reverse()  # as the very last cell, a traceback stops nothing
+    assert run_all_blockers(notebook) == []
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)
@@ -111,7 +139,8 @@ def test_setup_cell_installs_the_pinned_package_only_and_only_when_missing(sourc
 def test_lesson_template(source):
     notebook = executed(source)
     tags = [t for c in notebook.cells for t in c.metadata.get("tags", [])]
-    assert "raises-exception" in tags, "reproduce the topic's common error in a cell tagged raises-exception"
+    assert any("cg.shows_error(" in c.source for c in code_cells(notebook)), (
+        "reproduce the topic's common error with `with cg.shows_error(...)`")
     assert "solution" in tags, "an exercise needs a solution cell tagged 'solution'"
     assert any("cg.check" in c.source for c in code_cells(notebook)), "an exercise needs a cg.check... self-check"
     assert any(c.source.startswith("## Summary") for c in notebook.cells if c.cell_type == "markdown")

@@ -166,7 +166,7 @@ def test_make_release_bumps_stamps_commits_and_tags(scratch_repo):
 
     done = run_release(repo, new)
     assert done.returncode == 0, done.stderr
-    assert f"released v{new}" in done.stdout
+    assert f"released v{new}. Publish: `git push origin v{new}`" in done.stdout
     assert git(repo, "status", "--porcelain") == "", "the release commit holds every file it wrote"
     assert git(repo, "rev-parse", f"v{new}^{{commit}}") == git(repo, "rev-parse", "HEAD")
     assert git(repo, "log", "-1", "--format=%s") == f"Release {new}\n"
@@ -187,6 +187,28 @@ def test_make_release_bumps_stamps_commits_and_tags(scratch_repo):
 
     again = run_release(repo, new)
     assert again.returncode == 2 and "exists already" in again.stderr
+
+
+@requires_source
+def test_a_release_that_fails_midway_puts_every_file_back(scratch_repo):
+    repo = scratch_repo
+    head = git(repo, "rev-parse", "HEAD")
+    version = read_version(repo)
+    major, minor, _ = release.parse_version(version)
+    changelog = repo / "CHANGELOG.md"
+    changelog.write_text(changelog.read_text().replace("## Unreleased\n", "## Unreleased\n\n- Another change.\n", 1))
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "note 2")
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'refused by a hook' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    try:
+        failed = run_release(repo, f"{major}.{minor + 1}.0")
+    finally:
+        hook.unlink()
+    assert failed.returncode == 2 and "refused by a hook" in failed.stderr
+    assert git(repo, "status", "--porcelain") == "", "a failed release leaves no file changed"
+    assert read_version(repo) == version and git(repo, "rev-parse", "HEAD") != head  # only the note commit
+    assert run_release(repo, f"{major}.{minor + 1}.0", "--dry-run").returncode == 0  # and can simply run again
 
 
 def workflow_line(start: str) -> str:

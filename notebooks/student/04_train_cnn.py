@@ -45,8 +45,8 @@ import sys
 COLAB_GPU = "0.2.0"
 try:
     import colab_gpu
-    found = colab_gpu.__version__
-except ModuleNotFoundError:
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
     found = None
 if found != COLAB_GPU:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
@@ -110,11 +110,12 @@ print(model[0])  # the first block; the other two are the same with more channel
 # Matplotlib come as (height, width, channels). Feed those and the first convolution
 # complains about its channel count:
 
-# %% tags=["raises-exception"]
+# %%
 images, labels = next(iter(train_loader))
 hwc = images.permute(0, 2, 3, 1)  # (N, H, W, C), as NumPy image libraries store them
 print("wrong layout:", tuple(hwc.shape))
-model(hwc.to(device))
+with cg.shows_error(RuntimeError, match="channels"):
+    model(hwc.to(device))
 
 # %% [markdown]
 # The fix is one `permute(0, 3, 1, 2)` (or torchvision's `ToImage` transform, lesson 05),

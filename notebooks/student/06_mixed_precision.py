@@ -45,8 +45,8 @@ import sys
 COLAB_GPU = "0.2.0"
 try:
     import colab_gpu
-    found = colab_gpu.__version__
-except ModuleNotFoundError:
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
     found = None
 if found != COLAB_GPU:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
@@ -383,16 +383,17 @@ except ValueError as err:
 # **`scaler.step` without `scaler.update`.** The scale never adapts, and PyTorch stops you at
 # the next step:
 
-# %% tags=["raises-exception"]
+# %%
 scaler = torch.amp.GradScaler(device.type)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-for inputs, labels in list(train_loader)[:2]:
-    inputs, labels = inputs.to(device), labels.to(device)
-    with torch.autocast(device.type, dtype=torch.float16):
-        loss = F.cross_entropy(model(inputs), labels)
-    optimizer.zero_grad()
-    scaler.scale(loss).backward()
-    scaler.step(optimizer)  # ...and no scaler.update()
+with cg.shows_error(RuntimeError, match="update"):
+    for inputs, labels in list(train_loader)[:2]:
+        inputs, labels = inputs.to(device), labels.to(device)
+        with torch.autocast(device.type, dtype=torch.float16):
+            loss = F.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)  # ...and no scaler.update()
 
 # %% [markdown]
 # The fix: `scaler.update()` after every `scaler.step(optimizer)`, as in section 4 (and in

@@ -45,8 +45,8 @@ import sys
 COLAB_GPU = "0.2.0"
 try:
     import colab_gpu
-    found = colab_gpu.__version__
-except ModuleNotFoundError:
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
     found = None
 if found != COLAB_GPU:
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
@@ -113,10 +113,11 @@ assert "Runtime > Change runtime type" in message or "only has" in message
 # the model's device (lesson 02). On a CPU runtime, PyTorch's `meta` device plays the "other
 # device", so the error shows here too.
 
-# %% tags=["raises-exception"]
+# %%
 model = torch.nn.Linear(4, 2).to(device)
 other = torch.device("cpu") if on_gpu else torch.device("meta")
-model(torch.randn(3, 4, device=other))
+with cg.shows_error(RuntimeError, match="device"):
+    model(torch.randn(3, 4, device=other))
 
 # %% [markdown]
 # **Fix:** move every batch where the model is, inside the loop: `x = x.to(device, non_blocking=True)`.
@@ -132,10 +133,11 @@ assert out.device == device
 # **Cause:** the batch (activations), the model, or tensors kept alive by the notebook do not fit
 # (lesson 07). On a CPU runtime the equivalent is `DefaultCPUAllocator: can't allocate memory`.
 
-# %% tags=["raises-exception"]
+# %%
 too_much = 2 * torch.cuda.get_device_properties(device).total_memory if on_gpu else 2**50
 allocated_before = torch.cuda.memory_allocated(device) if on_gpu else None
-torch.empty(too_much, dtype=torch.uint8, device=device)
+with cg.shows_error(RuntimeError, match="out of memory|can't allocate memory"):
+    torch.empty(too_much, dtype=torch.uint8, device=device)
 
 # %% [markdown]
 # **Fix:** free what the failed cell and the notebook hold (`cg.cleanup(device)`), then use a
@@ -157,7 +159,7 @@ if on_gpu:
 # processes) are on, after the notebook already used CUDA (lesson 05). It fails only on a GPU
 # runtime; on a CPU runtime there is no CUDA to re-initialize and the cell runs.
 
-# %% tags=["raises-exception"]
+# %%
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -169,7 +171,8 @@ class CudaInWorkers(Dataset):
         return torch.tensor([float(i)], device=device)  # wrong: CUDA inside a worker
 
 
-list(DataLoader(CudaInWorkers(), batch_size=4, num_workers=2))
+with cg.shows_error(RuntimeError, match="CUDA", raises=on_gpu):  # a CPU runtime has no CUDA to re-initialize
+    list(DataLoader(CudaInWorkers(), batch_size=4, num_workers=2))
 
 # %% [markdown]
 # **Fix:** return CPU tensors from the dataset and move whole batches in the training loop (with
@@ -185,12 +188,13 @@ list(DataLoader(CudaInWorkers(), batch_size=4, num_workers=2))
 # the runtime. So on a GPU we run it in a separate process; the same bug on the CPU gives the
 # clear message right away.
 
-# %% tags=["raises-exception"]
+# %%
 import torch.nn.functional as F
 
 logits = torch.randn(4, 10)  # 10 classes: valid labels are 0..9
 labels = torch.tensor([1, 4, 9, 10])  # 10 is one too many
-F.cross_entropy(logits, labels)
+with cg.shows_error(IndexError, match="out of bounds"):
+    F.cross_entropy(logits, labels)
 
 # %%
 import os

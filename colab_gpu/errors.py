@@ -1,0 +1,142 @@
+"""Showing an error on purpose, so that a notebook's "Run all" still reaches its last cell.
+
+Colab's and Kaggle's "Run all" stop at the first cell that raises: they ignore the ``raises-exception`` tag
+that nbval and nbconvert honour. A lesson that reproduces an error therefore runs it inside
+``with cg.shows_error(...)``: the learner sees the error as a notebook would show it (its type and message,
+the line of their code that raised it, the fix), and the notebook goes on. When the expected error does
+not happen, the cell fails: the lesson no longer shows what it says.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import linecache
+import os
+import re
+import sys
+import sysconfig
+import tempfile
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+_LIBRARY_DIRS = tuple(
+    str(Path(path).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    if (path := sysconfig.get_paths().get(key))
+) + (str(Path(__file__).resolve().parent),)
+
+
+@dataclass
+class ShownError:
+    """What ``shows_error`` caught: ``error`` is the exception (None when none was expected here)."""
+
+    error: BaseException | None = None
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith("<frozen"):
+        return True
+    resolved = str(Path(filename).resolve()) if not filename.startswith("<") else filename
+    return resolved.startswith(_LIBRARY_DIRS) or "site-packages" in resolved or "dist-packages" in resolved
+
+
+def raising_line(tb: TracebackType | None) -> str | None:
+    """The innermost line of the learner's own code in ``tb`` (not PyTorch's, Python's or colab_gpu's)."""
+    found = None
+    for frame, lineno in traceback.walk_tb(tb):
+        filename = frame.f_code.co_filename
+        if not _is_library(filename):
+            found = linecache.getline(filename, lineno, frame.f_globals).strip() or found
+    return found
+
+
+def _first_lines(text: str, limit: int = 6) -> str:
+    lines = text.strip().splitlines()
+    return "\n".join(lines[:limit] + (["..."] if len(lines) > limit else []))
+
+
+@contextmanager
+def _output_captured() -> Iterator[list[str]]:
+    """Capture what this process and its children write to stdout and stderr, at the file-descriptor level.
+
+    Child processes inherit file descriptors 1 and 2, so their tracebacks bypass ``sys.stderr``; the list
+    receives the lines once the block ends.
+    """
+    lines: list[str] = []
+    saved = [os.dup(1), os.dup(2)]
+    python_level = io.StringIO()
+    with tempfile.TemporaryFile(mode="w+b") as sink:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(python_level), contextlib.redirect_stderr(python_level):
+                yield lines
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            sink.seek(0)
+            text = sink.read().decode(errors="replace") + python_level.getvalue()
+            lines.extend(line for line in text.splitlines() if line.strip())
+
+
+@contextmanager
+def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...], match: str | None = None, *,
+                fix: str | None = None, raises: bool = True, quiet_children: bool = False) -> Iterator[ShownError]:
+    """Run a block that must raise ``expected`` (message matching the regex ``match``), show it, go on.
+
+    Prints the error's type and message, the line of the notebook's code that raised it and ``fix``. Like an
+    uncaught error, it is kept in ``sys.last_value``/``sys.last_traceback``, so the failed frame stays alive
+    until ``cg.cleanup()`` (lesson 07 teaches why that matters on a GPU).
+    ``raises=False`` says this runtime does not raise it (a GPU-only error on a CPU runtime): the block must
+    then run without error. Any other exception, or no exception when one is expected, fails the cell.
+    ``quiet_children=True`` captures what the block and the processes it starts print (a crashing child's
+    traceback) and shows one line instead: how many lines, and the last error line among them.
+
+    Example:
+        >>> with shows_error(ZeroDivisionError, match="division by zero"):
+        ...     1 / 0
+        ZeroDivisionError: division by zero
+            raised by: 1 / 0
+        (an expected error: the notebook goes on)
+    """
+    shown = ShownError()
+    names = " or ".join(e.__name__ for e in (expected if isinstance(expected, tuple) else (expected,)))
+    captured: list[str] = []
+    try:
+        with _output_captured() if quiet_children else contextlib.nullcontext(captured) as captured:
+            yield shown
+    except expected as err:
+        if not raises:
+            raise
+        if match is not None and not re.search(match, str(err)):
+            raise AssertionError(f"expected {names} matching {match!r}, got {type(err).__name__}: "
+                                 f"{_first_lines(str(err), 3)}") from err
+        shown.error = err
+        sys.last_type, sys.last_value, sys.last_traceback = type(err), err, err.__traceback__
+        if sys.version_info >= (3, 12):
+            sys.last_exc = err
+        print(_first_lines("".join(traceback.format_exception_only(type(err), err))))
+        where = raising_line(err.__traceback__)
+        if where:
+            print(f"    raised by: {where}")
+        if captured:
+            errors = [line.strip() for line in captured if re.match(r"[\w.]*(Error|Exception)\b", line.strip())]
+            summary = f"the error: {errors[-1]}" if errors else f"the last: {captured[-1].strip()}"
+            print(f"    the block and its child processes printed {len(captured)} lines; {summary}")
+        if fix:
+            print(f"Fix: {fix}")
+        print("(an expected error: the notebook goes on)")
+        return
+    if raises:
+        raise AssertionError(f"expected {names}{f' matching {match!r}' if match else ''} here, but the block ran "
+                             "without error: the lesson no longer shows what it says")
+    print(f"No {names} on this runtime: the block ran without error, as expected here.")
