@@ -7,6 +7,7 @@ Nothing here decides anything at import time: every function takes its device ex
 from .bench import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
+    CheckResult,
     check_accuracy,
     check_close,
     check_label_validator,
@@ -90,6 +91,7 @@ __all__ = [
     "BatchSizeSearch",
     "BenchResult",
     "CheckpointError",
+    "CheckResult",
     "ConvStepTiming",
     "DeviceLoader",
     "DeviceNotAvailableError",

@@ -1,7 +1,7 @@
 """Self-checks for exercises: a clear pass, or a specific hint, never a bare assert.
 
-Each check prints one line and returns True or False, so an exercise left undone does not
-crash the notebook; the learner reads the hint and tries again.
+Each check prints one line and returns a ``CheckResult`` (true when passed), so an exercise left
+undone does not crash the notebook; the learner reads the hint and tries again.
 """
 
 from __future__ import annotations
@@ -13,10 +13,28 @@ PASS = "✅ Correct:"
 HINT = "❌ Not yet:"
 
 
-def report(passed: bool, success: str, hint: str) -> bool:
-    """Print ``success`` or ``hint`` with a pass/fail mark and return ``passed``."""
-    print(f"{PASS} {success}" if passed else f"{HINT} {hint}")
-    return passed
+class CheckResult:
+    """A check's verdict: true when it passed. A notebook shows nothing more for it (the check already printed
+    its line), so a check cell does not end with a bare ``True``; ``assert cg.check_...(...)`` still works."""
+
+    def __init__(self, passed: bool, message: str) -> None:
+        self.passed, self.message = bool(passed), message
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"CheckResult(passed={self.passed}, message={self.message!r})"
+
+    def _ipython_display_(self) -> None:
+        """Displayed as the last value of a cell: nothing, the verdict is printed already."""
+
+
+def report(passed: bool, success: str, hint: str) -> CheckResult:
+    """Print ``success`` or ``hint`` with a pass/fail mark; return the verdict."""
+    message = f"{PASS} {success}" if passed else f"{HINT} {hint}"
+    print(message)
+    return CheckResult(passed, message)
 
 
 def _device_of(obj: torch.Tensor | nn.Module) -> torch.device | None:
@@ -32,7 +50,7 @@ def _same_device(a: torch.device, b: torch.device) -> bool:
     return a.type == b.type and (a.index or 0) == (b.index or 0)
 
 
-def check_on_device(obj: object, device: str | torch.device, name: str = "it") -> bool:
+def check_on_device(obj: object, device: str | torch.device, name: str = "it") -> CheckResult:
     """Check that a tensor, or every parameter and buffer of a model, lives on ``device``.
 
     Example:
@@ -56,7 +74,7 @@ def check_on_device(obj: object, device: str | torch.device, name: str = "it") -
     )
 
 
-def check_close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> bool:
+def check_close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> CheckResult:
     """Check that a tensor has the expected shape and values (compared on the CPU)."""
     if not isinstance(actual, torch.Tensor):
         return report(False, "", f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
@@ -66,7 +84,7 @@ def check_close(actual: object, expected: torch.Tensor, name: str = "the result"
     return report(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")
 
 
-def check_accuracy(accuracy: object, at_least: float, name: str = "accuracy") -> bool:
+def check_accuracy(accuracy: object, at_least: float, name: str = "accuracy") -> CheckResult:
     """Check an accuracy given as a fraction in [0, 1] against a target, with a hint when it misses."""
     if accuracy is None:
         return report(False, "", f"{name} is not set yet: complete the exercise cell and run it.")
@@ -83,7 +101,7 @@ def check_accuracy(accuracy: object, at_least: float, name: str = "accuracy") ->
     )
 
 
-def check_loader_settings(loader: object, device: str | torch.device) -> bool:
+def check_loader_settings(loader: object, device: str | torch.device) -> CheckResult:
     """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs."""
     from torch.utils.data import DataLoader
 
@@ -108,7 +126,7 @@ PRECISION_CASES = {(6, 0): "fp32", (7, 0): "fp16", (7, 5): "fp16", (8, 0): "bf16
 GPU_NAMES = {(6, 0): "P100", (7, 0): "V100", (7, 5): "T4", (8, 0): "A100", (8, 9): "L4", (9, 0): "H100"}
 
 
-def check_precision_rule(rule: object) -> bool:
+def check_precision_rule(rule: object) -> CheckResult:
     """Check a function ``rule(major, minor) -> "bf16" | "fp16" | "fp32"`` on the GPUs learners meet."""
     if not callable(rule):
         return report(False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' or 'fp32'.")
@@ -123,7 +141,7 @@ def check_precision_rule(rule: object) -> bool:
     return report(True, f"right for all {len(PRECISION_CASES)} GPUs (P100, V100, T4, A100, L4, H100).", "")
 
 
-def check_released(probe: object, name: str = "the tensor") -> bool:
+def check_released(probe: object, name: str = "the tensor") -> CheckResult:
     """Check, through a ``weakref.ref`` to it, that an object was really freed."""
     if not callable(probe):
         return report(False, "", "pass a weakref.ref(...) to the object you want freed.")
@@ -138,7 +156,7 @@ def check_released(probe: object, name: str = "the tensor") -> bool:
     )
 
 
-def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> bool:
+def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> CheckResult:
     """Check the indices a rank gets from ``DistributedSampler(shuffle=False)``."""
     from torch.utils.data.distributed import DistributedSampler
 
@@ -161,7 +179,7 @@ def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: in
 LABEL_CASES = (([0, 1, 9], 10, True), ([1, 2, 3, 10], 10, False), ([-1, 0], 10, False), ([4], 5, True))
 
 
-def check_label_validator(validator: object) -> bool:
+def check_label_validator(validator: object) -> CheckResult:
     """Check a function ``validator(labels, num_classes) -> bool`` that catches out-of-range labels."""
     if not callable(validator):
         return report(False, "", "define valid_labels(labels, num_classes) returning True or False.")

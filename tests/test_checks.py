@@ -130,3 +130,13 @@ def test_check_label_validator(capsys):
     assert not cg.check_label_validator(lambda labels, n: labels.foo())
     assert "raised AttributeError" in capsys.readouterr().out
     assert not cg.check_label_validator(None)
+
+
+def test_a_check_prints_its_line_and_shows_nothing_more_in_a_notebook(capsys):
+    passed = cg.check_on_device(torch.zeros(2), "cpu", name="x")
+    failed = cg.check_on_device(None, "cpu", name="x")
+    assert isinstance(passed, cg.CheckResult) and passed and not failed
+    assert capsys.readouterr().out.splitlines() == [passed.message, failed.message]
+    assert passed.message.startswith("✅") and failed.message.startswith("❌")
+    assert passed._ipython_display_() is None  # IPython calls this instead of echoing "True"
+    assert repr(failed).startswith("CheckResult(passed=False")

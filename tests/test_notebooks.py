@@ -164,3 +164,14 @@ def test_no_deprecated_api_is_taught(source):
     code = "\n".join(c.source for c in code_cells(executed(source)) if DEMO_TAG not in c.metadata.get("tags", []))
     for deprecated in ("torch.cuda.amp.", "total_mem)", ".total_mem ", "ToTensor()", "DistributedDataParallelCPU("):
         assert deprecated not in code, f"{source.stem} executes the deprecated {deprecated!r}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_outputs_read_as_sentences(source):
+    # A cell that ends with a bare True/False, or a raw network error, tells the learner nothing.
+    for cell in code_cells(executed(source)):
+        for output in cell.outputs:
+            text = output.get("data", {}).get("text/plain", "") if output.output_type == "execute_result" else ""
+            assert text not in ("True", "False"), f"{source.stem}: a cell echoes a bare {text}: {cell.source[:60]!r}"
+            stream = output.get("text", "") if output.output_type == "stream" else ""
+            assert "urlopen error" not in stream, f"{source.stem} prints a raw network error: {stream[:100]!r}"

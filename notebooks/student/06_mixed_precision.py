@@ -69,11 +69,14 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # %% [markdown]
 # ## 1. Three 16-bit-ish formats
 #
-# | format | bits (sign/exponent/mantissa) | range | precision | tensor cores |
+# | format | bits (sign/exponent/mantissa) | normal range | precision | tensor cores |
 # |---|---|---|---|---|
-# | float32 | 1 / 8 / 23 | 1e-38 .. 3e38 | ~7 digits | TF32 mode on CC >= 8.0 |
-# | float16 | 1 / 5 / 10 | 6e-8 .. 65504 | ~3 digits | CC >= 7.0 (V100, T4) |
-# | bfloat16 | 1 / 8 / 7 | 1e-38 .. 3e38 | ~2 digits | CC >= 8.0 (A100, L4, H100) |
+# | float32 | 1 / 8 / 23 | 1.2e-38 .. 3.4e38 | ~7 digits | TF32 mode on CC >= 8.0 |
+# | float16 | 1 / 5 / 10 | 6.1e-05 .. 65504 | ~3 digits | CC >= 7.0 (V100, T4) |
+# | bfloat16 | 1 / 8 / 7 | 1.2e-38 .. 3.4e38 | ~2 digits | CC >= 8.0 (A100, L4, H100) |
+#
+# Below the smallest *normal* number, each format has *subnormal* numbers that trade digits for
+# range: float16 reaches about 6e-8 that way, with fewer and fewer significant digits.
 #
 # Half-size numbers halve memory traffic and run on tensor cores, many times faster than
 # float32. *Mixed* precision keeps the weights in float32 and runs each operation in the
@@ -150,8 +153,9 @@ assert precision.use_scaler == (precision.name == "fp16" and device.type == "cud
 # %% [markdown]
 # ## 4. Why fp16 needs a GradScaler
 #
-# Gradients are often tiny. float16's smallest number is about 6e-8: anything smaller becomes
-# **0** (underflow) and that weight stops learning. The fix is to multiply the loss by a large
+# Gradients are often tiny. float16's smallest normal number is 6.1e-05 and its subnormals
+# reach about 6e-8, with ever fewer digits: anything smaller becomes **0** (underflow) and that
+# weight stops learning. The fix is to multiply the loss by a large
 # *scale* before `backward()` (every gradient grows by the same factor), then divide the
 # gradients by it, in float32, before the optimizer step. bfloat16 has float32's range, so it
 # needs no scaling.

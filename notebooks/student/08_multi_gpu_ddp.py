@@ -361,4 +361,4 @@ cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
 # - Code for spawned processes lives in files, not notebook cells.
 # - Verified here: 2-process DDP = 1-process training on the same global batch.
 #
-# This is the last lesson. Rerun any of them on a GPU runtime to see this runtime's figures.
+# Next: **09 · Troubleshooting**, the errors of lessons 01-08 with their real messages and fixes.
