@@ -60,7 +60,7 @@ from .memory import (
 )
 from .models import count_parameters, mlp, small_cnn
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
-from .plots import bar_seconds, plot_history, show_images
+from .plots import bar_seconds, figure_names, figure_svg, plot_bandwidth, plot_history, show_figure, show_images
 from .precision import (
     Precision,
     choose_precision,
@@ -132,6 +132,8 @@ __all__ = [
     "default_checkpoint_dir",
     "evaluate",
     "fake_image_data",
+    "figure_names",
+    "figure_svg",
     "find_max_batch_size",
     "fit",
     "format_memory",
@@ -154,6 +156,7 @@ __all__ = [
     "mlp",
     "notebook_platform",
     "per_sample_flip",
+    "plot_bandwidth",
     "plot_history",
     "predict",
     "print_runtime_report",
@@ -166,6 +169,7 @@ __all__ = [
     "save_checkpoint",
     "seed_everything",
     "set_tf32",
+    "show_figure",
     "show_images",
     "shows_error",
     "small_cnn",

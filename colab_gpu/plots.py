@@ -1,11 +1,14 @@
-"""Small plots the lessons share: timings side by side.
+"""Small plots the lessons share: timings side by side, bandwidth by size, and the course's diagrams.
 
-matplotlib is imported inside the functions, so ``import colab_gpu`` works without it.
+matplotlib is imported inside the functions, so ``import colab_gpu`` works without it. The diagrams are SVG
+files shipped inside the package (``colab_gpu/figures``), so a notebook on Colab or Kaggle shows them
+without the repository.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib import resources
 
 
 def bar_seconds(times: Mapping[str, float], title: str, *, ylabel: str = "seconds (median)", log: bool = False):
@@ -76,5 +79,56 @@ def show_images(images, titles, *, mean=None, std=None, columns: int = 8, title:
         ax.imshow(picture.squeeze(-1) if picture.shape[-1] == 1 else picture, cmap="gray")
         ax.set_title(label, fontsize=8)
     fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def figure_names() -> list[str]:
+    """The diagrams ``show_figure`` can display."""
+    return sorted(item.name.removesuffix(".svg") for item in resources.files(__package__).joinpath("figures").iterdir()
+                  if item.name.endswith(".svg"))
+
+
+def figure_svg(name: str) -> str:
+    """The SVG text of the course diagram ``name``."""
+    names = figure_names()
+    if name not in names:
+        raise ValueError(f"No figure named {name!r}; the package has: {', '.join(names)}.")
+    return resources.files(__package__).joinpath("figures", f"{name}.svg").read_text(encoding="utf-8")
+
+
+def show_figure(name: str) -> None:
+    """Display the course diagram ``name`` (an SVG shipped with the package) in the notebook.
+
+    Outside a notebook it displays nothing (``figure_svg`` gives the text).
+    """
+    svg = figure_svg(name)
+    try:
+        from IPython import get_ipython
+        from IPython.display import SVG, display
+    except ImportError:  # pragma: no cover - IPython ships with every notebook kernel
+        return
+    if get_ipython() is not None:
+        display(SVG(svg))
+
+
+def plot_bandwidth(gbps_by_mib: Mapping[int, float], title: str):
+    """Copy bandwidth (GB/s) against transfer size (MiB, log scale), one point per measured size."""
+    import matplotlib.pyplot as plt
+
+    if not gbps_by_mib:
+        raise ValueError(f"plot_bandwidth needs at least one measured size, got none for {title!r}.")
+    sizes = sorted(gbps_by_mib)
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    ax.plot(sizes, [gbps_by_mib[s] for s in sizes], marker="o")
+    for size in sizes:
+        ax.annotate(f"{gbps_by_mib[size]:.1f}", (size, gbps_by_mib[size]), textcoords="offset points",
+                    xytext=(0, 6), ha="center", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [f"{s} MiB" for s in sizes])
+    ax.set_xlabel("transfer size")
+    ax.set_ylabel("GB/s (median)")
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
     fig.tight_layout()
     return fig

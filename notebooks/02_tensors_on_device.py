@@ -164,8 +164,14 @@ if device.type == "cuda":
     # What physics does guarantee: no PCIe link of a course runtime (PCIe 3 to 5, x16: 16-64 GB/s)
     # moves 100 GB/s. A faster figure would mean the clock stopped before the copy finished.
     assert all(0 < gbps < 100 for gbps in copy_gbps.values()), copy_gbps
+    cg.plot_bandwidth({int(size.split()[0]): gbps for size, gbps in copy_gbps.items()},
+                      f"host -> {torch.cuda.get_device_name(device)}, pageable memory")
+    import matplotlib.pyplot as plt
+
+    plt.show()
 else:
-    print("CPU runtime: .to('cpu') on a CPU tensor copies nothing, so there is nothing to time.")
+    print("CPU runtime: .to('cpu') on a CPU tensor copies nothing, so there is nothing to time. On a GPU this "
+          "cell plots the copy bandwidth against the transfer size.")
 
 # %% [markdown]
 # ## 6. CPU vs GPU: a matrix product, timed correctly
@@ -174,7 +180,11 @@ else:
 # `time.time()` around it measures the launch, not the multiplication. Correct timing warms
 # up first (the first call pays one-off costs), synchronizes before reading the clock, and
 # repeats to report a median. That is what `cg.benchmark` does.
-#
+
+# %%
+cg.show_figure("async_timeline")
+
+# %% [markdown]
 # Sizes scale with the device so the CPU run stays short.
 
 # %%

@@ -121,6 +121,12 @@ assert gap < 1e-4
 # %% [markdown]
 # ## 2. `DistributedDataParallel`: one process per GPU
 #
+# The two designs side by side, on two GPUs:
+
+# %%
+cg.show_figure("dataparallel_vs_ddp")
+
+# %% [markdown]
 # DDP runs **one process per GPU** (or per CPU worker). Every process holds a full copy of the
 # model and trains on its own slice of each global batch. During `backward()`, DDP averages the
 # gradients across processes with an **all-reduce** (overlapped with the backward pass), so

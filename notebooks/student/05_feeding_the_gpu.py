@@ -173,6 +173,9 @@ assert messages, "PyTorch warns when a DataLoader asks for more workers than cor
 # `DataLoader(pin_memory=True)` puts each batch in pinned memory (a background thread does it).
 
 # %%
+cg.show_figure("pinned_copy")  # the two paths; the cell below measures them on this runtime
+
+# %%
 import statistics
 
 if on_gpu:
