@@ -16,6 +16,7 @@ from .checks import (
     check_precision_rule,
     check_released,
     check_shard,
+    check_timing,
     report,
 )
 from .data import (
@@ -119,6 +120,7 @@ __all__ = [
     "check_precision_rule",
     "check_released",
     "check_shard",
+    "check_timing",
     "choose_precision",
     "cleanup",
     "clear_notebook_references",

@@ -101,6 +101,27 @@ def check_accuracy(accuracy: object, at_least: float, name: str = "accuracy") ->
     )
 
 
+def check_timing(seconds: object, reference: object, name: str = "your time", factor: float = 3.0) -> CheckResult:
+    """Check a learner's own timing of some work against ``reference`` (a ``BenchResult`` or seconds).
+
+    The same work on the same device takes the same time, give or take noise: within ``factor`` passes. Far
+    below is the classic GPU timing bug (the clock read before the GPU finished); far above, a timed warm-up.
+    """
+    expected = getattr(reference, "median", reference)
+    if seconds is None:
+        return report(False, "", f"{name} is not set yet: complete the exercise cell and run it.")
+    if isinstance(seconds, torch.Tensor) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        return report(False, "", f"{name} should be a positive number of seconds, got {seconds!r}.")
+    ratio = seconds / expected
+    if ratio < 1 / factor:
+        return report(False, "", f"{name} = {seconds * 1e3:.3f} ms is {1 / ratio:.0f}x less than the work takes "
+                                 f"({expected * 1e3:.3f} ms): synchronize before reading the clock each time.")
+    if ratio > factor:
+        return report(False, "", f"{name} = {seconds * 1e3:.3f} ms is {ratio:.0f}x more than the work takes "
+                                 f"({expected * 1e3:.3f} ms): leave the first (warm-up) call out, report the median.")
+    return report(True, f"{name} = {seconds * 1e3:.3f} ms, the helper says {expected * 1e3:.3f} ms.", "")
+
+
 def check_loader_settings(loader: object, device: str | torch.device) -> CheckResult:
     """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs."""
     from torch.utils.data import DataLoader

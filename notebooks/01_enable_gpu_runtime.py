@@ -243,19 +243,24 @@ assert x.device.type == device.type
 # %% [markdown]
 # ## Exercise
 #
-# Create `ones`: a tensor of 1000 ones **directly on** `device` (no `.to()` copy), and set
-# `gpu_count` to the number of GPUs PyTorch sees. Then run the check cell.
+# Create `ones`: a tensor of 1000 ones **directly on** `target` (with `device=`, no `.to()` copy),
+# and set `gpu_count` to the number of GPUs PyTorch sees. Then run the check cell.
+#
+# On a GPU runtime `target` is the GPU. A CPU runtime has no second device, so there `target` is
+# PyTorch's `meta` device (tensors with a shape but no data): either way, a tensor created without
+# `device=` lands on the CPU and the check says so.
 
 # %%
+target = device if device.type == "cuda" else torch.device("meta")
 ones = None  # your tensor goes here
 gpu_count = None  # and the number of GPUs here
 
 # %% tags=["solution"]
-ones = torch.ones(1000, device=device)
+ones = torch.ones(1000, device=target)
 gpu_count = torch.cuda.device_count()
 
 # %%
-cg.check_on_device(ones, device, name="ones")
+cg.check_on_device(ones, target, name="ones")
 cg.report(
     gpu_count == torch.cuda.device_count(),
     f"gpu_count = {gpu_count}.",

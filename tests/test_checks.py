@@ -140,3 +140,21 @@ def test_a_check_prints_its_line_and_shows_nothing_more_in_a_notebook(capsys):
     assert passed.message.startswith("✅") and failed.message.startswith("❌")
     assert passed._ipython_display_() is None  # IPython calls this instead of echoing "True"
     assert repr(failed).startswith("CheckResult(passed=False")
+
+
+def test_lesson_01_check_fails_for_a_tensor_created_without_device_on_every_runtime():
+    # Lesson 01's exercise targets the GPU, or the meta device on a CPU runtime, so forgetting device= fails.
+    for target in ("meta", torch.device("meta")):
+        assert not cg.check_on_device(torch.ones(1000), target, name="ones")
+        assert cg.check_on_device(torch.ones(1000, device=target), target, name="ones")
+
+
+def test_check_timing_catches_the_unsynchronized_clock_and_the_timed_warm_up():
+    reference = cg.BenchResult((0.010, 0.011, 0.012))
+    assert cg.check_timing(0.012, reference, name="t")
+    assert cg.check_timing(0.011, 0.011)  # seconds work as the reference too
+    too_fast = cg.check_timing(0.00002, reference, name="t")
+    assert not too_fast and "synchronize before reading the clock" in too_fast.message
+    too_slow = cg.check_timing(0.5, reference, name="t")
+    assert not too_slow and "warm-up" in too_slow.message
+    assert not cg.check_timing(None, reference) and not cg.check_timing(-1.0, reference)

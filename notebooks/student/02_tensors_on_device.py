@@ -32,7 +32,7 @@
 # - what host-to-device copies cost, and a CPU-vs-GPU matrix product timed correctly;
 # - getting results back to Python and NumPy.
 #
-# **Time:** 25 minutes. **Prerequisites:** lesson 01; tensors and `nn.Module` at the level of the
+# **Time:** 30 minutes. **Prerequisites:** lesson 01; tensors and `nn.Module` at the level of the
 # PyTorch "60-minute blitz".
 
 # %%
@@ -212,6 +212,31 @@ if device.type == "cuda":
           f"{correct.median / naive:,.0f}x longer than the naive number says")
 
 # %% [markdown]
+# `cg.benchmark` is a few lines you can write in any project. In plain PyTorch, three ways:
+# - `torch.cuda.synchronize()` before each clock reading, around `time.perf_counter()` (the exercise
+#   below asks you to write this one);
+# - CUDA **events**: `start.record()` and `end.record()` put timestamps in the GPU's own queue, and
+#   `start.elapsed_time(end)` reads the milliseconds between them once `end` has happened;
+# - `torch.utils.benchmark.Timer`, PyTorch's own: it synchronizes, warms up and repeats for you.
+
+# %%
+from torch.utils import benchmark as torch_benchmark  # on a CPU-only machine it logs "No CUDA runtime": harmless
+
+# Timer runs on one CPU thread unless told otherwise: give it the threads the rest of PyTorch uses.
+timer = torch_benchmark.Timer("x @ x", globals={"x": x_dev}, num_threads=torch.get_num_threads())
+pytorch_timer = timer.blocked_autorange(min_run_time=0.5)
+print(f"torch.utils.benchmark: {cg.format_seconds(pytorch_timer.median)} | cg.benchmark: {correct}")
+if device.type == "cuda":
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    x_dev @ x_dev
+    end.record()
+    end.synchronize()  # wait until the GPU has passed `end`
+    print(f"CUDA events: {start.elapsed_time(end):.3f} ms for one product")
+# The same work on the same device takes the same time, give or take noise.
+assert 0.25 < pytorch_timer.median / correct.median < 4
+
+# %% [markdown]
 # Now the same product on the CPU, side by side:
 
 # %%
@@ -276,6 +301,26 @@ out_ex = None  # your result goes here
 # %%
 cg.check_on_device(model_ex, device, name="model_ex")
 cg.check_on_device(out_ex, device, name="out_ex")
+
+# %% [markdown]
+# ### Exercise 2: time it yourself, correctly
+#
+# Write `my_timer(fn, repeat=10)` in plain PyTorch: call `fn` once to warm up, then time `repeat`
+# calls with `time.perf_counter()`, calling `torch.cuda.synchronize()` (on a GPU) before each clock
+# reading, and return the median in seconds. The check compares your figure for `x_dev @ x_dev`
+# with `cg.benchmark`'s on this runtime. On a GPU, leave the synchronization out once and watch
+# the check catch it.
+
+# %%
+import statistics
+
+
+def my_timer(fn, repeat=10):
+    return None  # your median, in seconds
+
+
+# %%
+cg.check_timing(my_timer(lambda: x_dev @ x_dev), correct, name="my_timer")
 
 # %% [markdown]
 # ## Summary
