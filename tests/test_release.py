@@ -219,6 +219,7 @@ def workflow_line(start: str) -> str:
     raise AssertionError(f"release.yml has no line starting with {start!r}")
 
 
+@requires_source
 def test_release_workflow_reads_the_version_and_the_notes_this_repository_has(tmp_path):
     # The same shell lines the workflow runs on a tag: the version check and the GitHub release notes.
     version = subprocess.run(["bash", "-c", workflow_line("version=$(sed")], cwd=ROOT, capture_output=True, text=True)
