@@ -137,9 +137,34 @@ cg.show_figure("dataparallel_vs_ddp")
 # `WORLD_SIZE` (N), and where to meet (`MASTER_ADDR`, `MASTER_PORT`). The communication
 # backend is **`nccl`** between GPUs and **`gloo`** between CPU processes.
 #
+# In plain PyTorch, each process started by torchrun sets itself up and tears down like this:
+#
+# ```python
+# import os
+# import torch
+# import torch.distributed as dist
+#
+# local_rank = int(os.environ["LOCAL_RANK"])         # set by torchrun, like RANK and WORLD_SIZE
+# if torch.cuda.is_available():
+#     device = torch.device("cuda", local_rank)
+#     torch.cuda.set_device(device)                  # before init: this process owns this GPU
+#     dist.init_process_group("nccl", device_id=device)
+# else:
+#     device = torch.device("cpu")
+#     dist.init_process_group("gloo")
+# model = torch.nn.parallel.DistributedDataParallel(model.to(device),
+#                                                   device_ids=[local_rank] if device.type == "cuda" else None)
+# ...                                                # train
+# dist.destroy_process_group()                       # before the process exits
+# ```
+#
+# `cg.ddp_setup()` and `cg.ddp_teardown()` are these lines plus what a course needs on top:
+# a clear error when the script is not launched by torchrun, and the NCCL setting for GPUs that
+# cannot reach each other (section 4); read them with `cg.ddp_setup??`. They live in the package,
+# which every process can import.
+#
 # Processes cannot run a function defined in a notebook (section 5 shows the error), so the
-# training code goes into a script. `cg.ddp_setup()` and `cg.ddp_teardown()` are the shared
-# setup and teardown; they live in the package, which every process can import. The model is
+# training code goes into a script. The model is
 # built inside `train()`, so it is gone when `main()` tears down: a DDP model holds the process
 # group, and a group still alive when Python exits can crash the process at the very end.
 

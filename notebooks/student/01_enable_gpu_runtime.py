@@ -28,7 +28,7 @@
 # **What you will learn**
 # - how to switch a Colab notebook to a GPU runtime, and how to tell that it worked;
 # - how to ask PyTorch which GPU you got: name, memory, compute capability, CUDA and cuDNN versions;
-# - what the compute capability means for the number formats you can use (fp16, bf16, TF32);
+# - whether the PyTorch you have can run on the GPU you got (Kaggle's P100 cannot);
 # - Colab's tiers and limits, what a disconnect loses, and what to do on a CPU-only runtime.
 #
 # **Time:** 15 minutes. **Prerequisites:** basic Python; no PyTorch experience needed yet.
@@ -141,33 +141,11 @@ else:
     print("No GPU: skipping its properties. Everything below still runs, on the CPU.")
 
 # %% [markdown]
-# ## 4. Compute capability decides your number formats
-#
-# The *compute capability* (CC) is the GPU's architecture version. It decides which formats the
-# tensor cores run natively, which matters for lesson 06 (mixed precision):
-#
-# | GPU | CC | fp16 | bf16 | TF32 | what to use |
-# |---|---|---|---|---|---|
-# | T4, V100 | 7.5, 7.0 | native | emulated (slow) | no | fp16 autocast + `GradScaler` |
-# | A100, L4, H100 | 8.0, 8.9, 9.0 | native | native | yes | bf16 autocast, TF32 for fp32 |
-#
-# A trap: `torch.cuda.is_bf16_supported()` answers **True on a T4**, because it counts emulation.
-# Ask `torch.cuda.is_bf16_supported(including_emulation=False)` for the native answer.
-
-# %%
-if torch.cuda.is_available():
-    print("bf16, emulation included:", torch.cuda.is_bf16_supported())
-    print("bf16, native only:       ", torch.cuda.is_bf16_supported(including_emulation=False))
-    major, _ = torch.cuda.get_device_capability(device)
-    assert torch.cuda.is_bf16_supported(including_emulation=False) == (major >= 8)
-else:
-    print("No GPU: on the CPU, PyTorch runs bf16 autocast in software (lesson 06).")
-
-# %% [markdown]
 # ### Does this PyTorch have code for this GPU?
 #
-# A PyTorch wheel carries machine code for a list of GPU architectures (`sm_75` is compute
-# capability 7.5). A GPU older than the list is still *visible*: `torch.cuda.is_available()`
+# A GPU's *compute capability* (CC) is its architecture version: 7.5 on a T4, 9.0 on an H100
+# (lesson 06 shows how it decides your number formats). A PyTorch wheel carries machine code for a
+# list of architectures (`sm_75` is CC 7.5). A GPU older than the list is still *visible*: `torch.cuda.is_available()`
 # says True, PyTorch warns "... with CUDA capability sm_60 is not compatible with the current
 # PyTorch installation", and the first real operation fails with **"CUDA error: no kernel image
 # is available for execution on the device"**. That is what Kaggle's P100 (6.0) does with recent
@@ -195,7 +173,7 @@ report = cg.print_runtime_report()
 assert report["cuda_available"] == torch.cuda.is_available()
 
 # %% [markdown]
-# ## 5. The common error: asking for a GPU that is not there
+# ## 4. The common error: asking for a GPU that is not there
 #
 # Code written for another machine often names a GPU that this runtime lacks: `"cuda"` on a CPU
 # runtime, or `"cuda:1"` on Colab's single GPU. PyTorch's own message depends on the case and
@@ -223,7 +201,7 @@ x = torch.zeros(3, device=device)  # the device that exists
 assert x.device.type == device.type
 
 # %% [markdown]
-# ## 6. Colab's limits, and what a disconnect loses
+# ## 5. Colab's limits, and what a disconnect loses
 #
 # | | free | Pro / pay as you go |
 # |---|---|---|
@@ -277,8 +255,7 @@ cg.report(
 #   "no kernel image is available": `cg.print_runtime_report()` says so.
 # - `torch.cuda.is_available()` tells whether PyTorch can use a GPU; `get_device_properties`
 #   gives its name, `total_memory` and compute capability.
-# - CC 7.x (T4): fp16 + GradScaler. CC 8.0+ (A100, L4, H100): bf16 and TF32. Ask
-#   `is_bf16_supported(including_emulation=False)`.
+# - The compute capability (7.5 on a T4) also decides which number formats run fast: lesson 06.
 # - Use `cg.get_device()`: the GPU when it exists, the CPU otherwise, and a clear error when you
 #   ask for a device that is not there.
 # - Save what matters to Drive: a disconnect loses the whole virtual machine.

@@ -131,10 +131,18 @@ if device.type == "cuda":
 # %% [markdown]
 # ## 3. Choose the format from the hardware
 #
-# `cg.choose_precision(device)` applies the rule of lesson 01: bf16 on compute capability 8.0
-# and later; fp16 with a GradScaler on 7.x; float32 below. It reads the compute capability
-# and does **not** trust `torch.cuda.is_bf16_supported()`, which counts emulation and says
-# True on a T4.
+# A GPU's compute capability (CC, its architecture version: lesson 01) decides which formats its
+# tensor cores run natively:
+#
+# | GPU | CC | fp16 | bf16 | TF32 | what to use |
+# |---|---|---|---|---|---|
+# | T4, V100 | 7.5, 7.0 | native | emulated (slow) | no | fp16 autocast + `GradScaler` |
+# | A100, L4, H100 | 8.0, 8.9, 9.0 | native | native | yes | bf16 autocast, TF32 for fp32 |
+#
+# `cg.choose_precision(device)` applies that rule: bf16 on CC 8.0 and later; fp16 with a
+# GradScaler on 7.x; float32 below. It reads the compute capability and does **not** trust
+# `torch.cuda.is_bf16_supported()`, which counts emulation and answers **True on a T4**; ask
+# `torch.cuda.is_bf16_supported(including_emulation=False)` for the native answer.
 #
 # On a CPU there is no such rule: bf16 autocast runs everywhere, but it is fast only where the
 # CPU has bf16 units that PyTorch's kernels use. One course machine *with* AVX-512 BF16 ran a
@@ -146,7 +154,9 @@ if device.type == "cuda":
 if device.type == "cuda":
     print("is_bf16_supported():                        ", torch.cuda.is_bf16_supported())
     print("is_bf16_supported(including_emulation=False):", torch.cuda.is_bf16_supported(including_emulation=False))
-    print("compute capability:", torch.cuda.get_device_capability(device))
+    major, minor = torch.cuda.get_device_capability(device)
+    print("compute capability:", f"{major}.{minor}")
+    assert torch.cuda.is_bf16_supported(including_emulation=False) == (major >= 8)
 print(precision)
 assert precision.use_scaler == (precision.name == "fp16" and device.type == "cuda")
 
