@@ -122,6 +122,29 @@ def check_timing(seconds: object, reference: object, name: str = "your time", fa
     return report(True, f"{name} = {seconds * 1e3:.3f} ms, the helper says {expected * 1e3:.3f} ms.", "")
 
 
+def check_loader_speed(loader: object, baseline: object, device: str | torch.device, *, samples: int,
+                       at_least: float = 3.0, repeat: int = 3) -> CheckResult:
+    """Measure ``loader`` against ``baseline`` on this runtime: both must deliver every one of ``samples`` samples
+    per epoch, and ``loader`` at least ``at_least`` times as many samples per second (best of ``repeat`` each)."""
+    from .feeding import measure_loader
+
+    if loader is None:
+        return report(False, "", "the loader is not set yet: complete the exercise cell and run it.")
+    try:
+        delivered = sum(len(inputs) for inputs, _ in loader)
+    except TypeError:
+        return report(False, "", f"expected something to iterate over in batches, got {type(loader).__name__}.")
+    if delivered != samples:
+        return report(False, "", f"one epoch delivered {delivered:,} samples instead of all {samples:,}.")
+    yours = max(measure_loader(loader, device) for _ in range(repeat))
+    reference = max(measure_loader(baseline, device) for _ in range(repeat))
+    gain = yours / reference
+    return report(gain >= at_least,
+                  f"{yours:,.0f} samples/s, {gain:.1f}x the default DataLoader's {reference:,.0f} on this runtime.",
+                  f"{yours:,.0f} samples/s is {gain:.1f}x the default DataLoader's {reference:,.0f}; aim for "
+                  f"{at_least:g}x: where does each batch's time go?")
+
+
 def check_loader_settings(loader: object, device: str | torch.device) -> CheckResult:
     """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs."""
     from torch.utils.data import DataLoader

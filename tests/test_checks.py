@@ -158,3 +158,19 @@ def test_check_timing_catches_the_unsynchronized_clock_and_the_timed_warm_up():
     too_slow = cg.check_timing(0.5, reference, name="t")
     assert not too_slow and "warm-up" in too_slow.message
     assert not cg.check_timing(None, reference) and not cg.check_timing(-1.0, reference)
+
+
+def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
+    from torch.utils.data import DataLoader
+
+    data = cg.fake_image_data(2048, (1, 8, 8))
+    inputs, labels = data.tensors
+    baseline = DataLoader(data, batch_size=256)
+    fast = cg.DeviceLoader(inputs, labels, batch_size=256, device="cpu")
+    passed = cg.check_loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5)
+    assert passed, passed.message  # slicing a tensor beats 2048 Python calls by far more than 1.5x
+    slower = cg.check_loader_speed(baseline, baseline, "cpu", samples=2048, at_least=3)
+    assert not slower and "aim for 3x" in slower.message
+    partial = cg.check_loader_speed(list(fast)[:2], baseline, "cpu", samples=2048)
+    assert not partial and "512 samples instead of all 2,048" in partial.message
+    assert not cg.check_loader_speed(None, baseline, "cpu", samples=2048)
