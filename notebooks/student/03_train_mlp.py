@@ -145,24 +145,27 @@ print(f"{len(batch_losses)} steps: first loss {first:.3f}, mean of the last five
 assert last_five < first, "the loss should go down during the first epoch"
 
 # %% [markdown]
-# ## 4. The common error: a batch left on the CPU
+# ## 4. The common error: labels of the wrong type
 #
-# Forget the two `.to(device)` lines and the model receives a batch from another device. On a
-# GPU runtime the batch below comes straight from the loader (CPU memory); on a CPU runtime
-# PyTorch's `meta` device stands in for "another device", so the error shows everywhere.
+# The loop above moves every batch where the model is; forgetting that is the error of lesson 02,
+# section 4 ("Expected all tensors to be on the same device"). The other classic of a first
+# training loop: `CrossEntropyLoss` takes class *indices* as 64-bit integers (`torch.long`), but
+# labels read from a CSV file or a NumPy array often arrive as floats. (The exact wording of the
+# message changes between PyTorch releases; it always names `Long`.)
 
 # %%
-other = torch.device("cpu") if on_gpu else torch.device("meta")
 inputs, labels = next(iter(train_loader))
-with cg.shows_error(RuntimeError, match="device"):
-    model(inputs.to(other))  # should have been inputs.to(device)
+inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+float_labels = labels.float()  # as if read from a CSV file
+with cg.shows_error(RuntimeError, match="Long"):
+    loss_fn(model(inputs), float_labels)
 
 # %% [markdown]
-# The fix is the line the loop above has: `inputs = inputs.to(device, non_blocking=True)`.
+# The fix: convert once, where the labels are loaded (here, before the loss): `labels.long()`.
 
 # %%
-outputs = model(inputs.to(device, non_blocking=True))
-assert outputs.device == device and outputs.shape == (len(inputs), len(data.classes))
+loss = loss_fn(model(inputs), float_labels.long())
+assert float_labels.long().dtype == torch.int64 and torch.isfinite(loss)
 
 # %% [markdown]
 # ## 5. The same loop, packaged: `cg.fit`
@@ -252,6 +255,7 @@ cg.check_accuracy(wide_acc, at_least=target - 0.05, name="wide_acc")
 #   the loop (`non_blocking=True` with pinned memory).
 # - Each step: forward, loss, `zero_grad`, `backward`, `step`. Read losses once per epoch, not
 #   with an `.item()` per step.
+# - Class labels are `torch.long` indices: convert float labels once, where they are loaded.
 # - `model.eval()` plus `torch.inference_mode()` for predictions; `model.train()` before training again.
 # - `cg.fit` is that loop with evaluation, timing and a history; `cg.benchmark` compares devices fairly.
 #
