@@ -52,6 +52,7 @@ from .feeding import (
 from .memory import (
     BatchSizeSearch,
     PeakMemory,
+    allocated_timeline,
     allocator_settings,
     cleanup,
     clear_notebook_references,
@@ -62,7 +63,16 @@ from .memory import (
 )
 from .models import count_parameters, mlp, small_cnn
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
-from .plots import bar_seconds, figure_names, figure_svg, plot_bandwidth, plot_history, show_figure, show_images
+from .plots import (
+    bar_seconds,
+    figure_names,
+    figure_svg,
+    plot_bandwidth,
+    plot_history,
+    plot_memory_timeline,
+    show_figure,
+    show_images,
+)
 from .precision import (
     Precision,
     choose_precision,
@@ -108,6 +118,7 @@ __all__ = [
     "WorkerAdvice",
     "advice",
     "all_reduce_mean",
+    "allocated_timeline",
     "allocator_settings",
     "available_devices",
     "bar_seconds",
@@ -162,6 +173,7 @@ __all__ = [
     "per_sample_flip",
     "plot_bandwidth",
     "plot_history",
+    "plot_memory_timeline",
     "predict",
     "print_runtime_report",
     "rank0_print",

@@ -95,6 +95,29 @@ def allocator_settings(device: str | torch.device) -> dict | None:
     return dict(settings) if settings is not None else None
 
 
+def allocated_timeline(snapshot: dict, device_index: int = 0) -> list[int]:
+    """Bytes held by tensors after each allocation and each completed free that ``snapshot`` recorded.
+
+    ``snapshot`` is ``torch.cuda.memory._snapshot()`` taken while ``torch.cuda.memory._record_memory_history()``
+    was on; the figures are relative to the moment recording started (blocks allocated before and freed
+    during it count as negative).
+    """
+    traces = snapshot.get("device_traces") or []
+    if not 0 <= device_index < len(traces):
+        raise ValueError(f"The snapshot has traces for {len(traces)} device(s), not for device {device_index}: "
+                         "record with torch.cuda.memory._record_memory_history() on that GPU first.")
+    held, timeline = 0, []
+    for entry in traces[device_index]:
+        if entry["action"] == "alloc":
+            held += entry["size"]
+        elif entry["action"] == "free_completed":  # "free_requested" may wait for other streams
+            held -= entry["size"]
+        else:
+            continue
+        timeline.append(held)
+    return timeline
+
+
 def format_memory(device: str | torch.device) -> str:
     """One line with `memory_report`'s figures (or why there are none)."""
     figures = memory_report(device)

@@ -132,3 +132,18 @@ def plot_bandwidth(gbps_by_mib: Mapping[int, float], title: str):
     ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+def plot_memory_timeline(timeline_bytes: list[int], title: str):
+    """Memory held by tensors (MiB) after each allocation or free, e.g. from ``allocated_timeline``."""
+    import matplotlib.pyplot as plt
+
+    if not timeline_bytes:
+        raise ValueError(f"plot_memory_timeline needs at least one recorded event, got none for {title!r}.")
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    ax.plot([b / 2**20 for b in timeline_bytes], drawstyle="steps-post")
+    ax.set_xlabel("allocation or free, in order")
+    ax.set_ylabel("MiB held by tensors")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig

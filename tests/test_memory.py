@@ -152,3 +152,46 @@ def test_allocator_settings_on_a_real_gpu_report_expandable_segments():
     torch.empty(1, device=device)
     settings = cg.allocator_settings(device)
     assert settings is not None and "expandable_segments" in settings
+
+
+def test_allocated_timeline_follows_allocations_and_completed_frees():
+    # The trace format of torch.cuda.memory._snapshot() (TraceEntry in torch/cuda/memory.py, 2.7 to 2.15).
+    trace = [
+        {"action": "segment_alloc", "addr": 0, "size": 2 << 20, "stream": 0},
+        {"action": "alloc", "addr": 0, "size": 1000, "stream": 0},
+        {"action": "alloc", "addr": 1024, "size": 500, "stream": 0},
+        {"action": "free_requested", "addr": 0, "size": 1000, "stream": 0},
+        {"action": "free_completed", "addr": 0, "size": 1000, "stream": 0},
+        {"action": "oom", "size": 10**12, "stream": 0, "device_free": 0},
+    ]
+    snapshot = {"segments": [], "device_traces": [[], trace]}
+    assert cg.allocated_timeline(snapshot, device_index=1) == [1000, 1500, 500]
+    assert cg.allocated_timeline(snapshot, device_index=0) == []
+    with pytest.raises(ValueError, match="traces for 2 device\\(s\\), not for device 2"):
+        cg.allocated_timeline(snapshot, device_index=2)
+
+
+def test_plot_memory_timeline_in_mib():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fig = cg.plot_memory_timeline([2**20, 3 * 2**20, 2**20], "one step")
+    assert list(fig.axes[0].lines[0].get_ydata()) == [1.0, 3.0, 1.0]
+    with pytest.raises(ValueError, match="at least one recorded event"):
+        cg.plot_memory_timeline([], "empty")
+
+
+@pytest.mark.gpu
+def test_allocated_timeline_of_a_real_snapshot():
+    device = cg.get_device("cuda")
+    torch.cuda.memory._record_memory_history(max_entries=1000)
+    try:
+        x = torch.empty(2**20, dtype=torch.uint8, device=device)
+        del x
+        torch.cuda.synchronize(device)
+        snapshot = torch.cuda.memory._snapshot()
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    timeline = cg.allocated_timeline(snapshot, device.index or 0)
+    steps = [after - before for before, after in zip([0, *timeline], timeline, strict=False)]
+    assert 2**20 in steps and -(2**20) in steps  # the 1 MiB tensor, allocated then freed

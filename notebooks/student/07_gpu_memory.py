@@ -408,26 +408,40 @@ else:
           "the allocator applied (PYTORCH_ALLOC_CONF shows False on torch 2.9.1-2.11).")
 
 # %% [markdown]
-# ### A memory snapshot for the visualizer
+# ### Memory over one training step, from a snapshot
 #
-# PyTorch can record every allocation with its stack trace. Drop the file on
-# <https://pytorch.org/memory_viz> to see, over time, which tensors filled the memory.
+# PyTorch can record every allocation with its stack trace. We record one training step (after
+# two warm-up steps, so the optimizer's state already exists) and plot what the tensors hold
+# after each allocation and free: the activations pile up in the forward pass, the backward pass
+# frees them as it makes the gradients, and the optimizer step works in place. Drop the saved
+# file on <https://pytorch.org/memory_viz> to see which tensor is which.
 
 # %%
+import matplotlib.pyplot as plt
+
 if on_gpu:
-    torch.cuda.memory._record_memory_history(max_entries=100_000)
     model = cg.mlp(in_features, hidden=hidden, depth=depth).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    for _ in range(3):
-        cg.train_step(model, torch.randn(512, in_features, device=device),
-                      torch.randint(0, 10, (512,), device=device), optimizer)
+    step_batch = torch.randn(512, in_features, device=device), torch.randint(0, 10, (512,), device=device)
+    for _ in range(2):
+        cg.train_step(model, *step_batch, optimizer)  # warm-up: Adam creates its state here
+    torch.cuda.reset_peak_memory_stats(device)
+    torch.cuda.memory._record_memory_history(max_entries=100_000)
+    cg.train_step(model, *step_batch, optimizer)
+    torch.cuda.synchronize(device)
+    snapshot = torch.cuda.memory._snapshot()
     torch.cuda.memory._dump_snapshot("memory_snapshot.pickle")
     torch.cuda.memory._record_memory_history(enabled=None)  # stop recording
-    size = os.path.getsize("memory_snapshot.pickle")
-    print(f"wrote memory_snapshot.pickle ({size / 1e6:.1f} MB): open it at https://pytorch.org/memory_viz")
-    assert size > 0
+    timeline = cg.allocated_timeline(snapshot, device.index or 0)
+    cg.plot_memory_timeline(timeline, f"one training step, batch 512, MLP depth {depth} (change since before the step)")
+    plt.show()
+    print(f"{len(timeline)} allocations and frees; at most {max(timeline) / 2**20:.1f} MiB more than before the "
+          f"step; peak allocated {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB")
+    assert max(timeline) <= torch.cuda.max_memory_allocated(device)  # what the step added fits under the peak
+    print("wrote memory_snapshot.pickle: open it at https://pytorch.org/memory_viz")
 else:
-    print("CPU runtime: snapshots record the CUDA caching allocator; run this cell on a GPU runtime.")
+    print("CPU runtime: snapshots record the CUDA caching allocator. On a GPU runtime this cell plots the memory "
+          "held by tensors over one training step.")
 
 # %% [markdown]
 # ## 6. Surviving a disconnect: checkpoints
