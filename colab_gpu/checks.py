@@ -54,7 +54,7 @@ def check_on_device(obj: object, device: str | torch.device, name: str = "it") -
     """Check that a tensor, or every parameter and buffer of a model, lives on ``device``.
 
     Example:
-        >>> check_on_device(torch.zeros(2), "cpu", name="x")
+        >>> bool(check_on_device(torch.zeros(2), "cpu", name="x"))
         ✅ Correct: x is on cpu.
         True
     """

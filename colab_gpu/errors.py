@@ -54,6 +54,12 @@ def raising_line(tb: TracebackType | None) -> str | None:
     return found
 
 
+def _replay(captured: list[str]) -> None:
+    """Print what ``quiet_children`` held back, when the block did not fail as expected."""
+    if captured:
+        print("\n".join(captured), file=sys.stderr)
+
+
 def _first_lines(text: str, limit: int = 6) -> str:
     lines = text.strip().splitlines()
     return "\n".join(lines[:limit] + (["..."] if len(lines) > limit else []))
@@ -116,8 +122,10 @@ def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...],
             yield shown
     except expected as err:
         if not raises:
+            _replay(captured)
             raise
         if match is not None and not re.search(match, str(err)):
+            _replay(captured)
             raise AssertionError(f"expected {names} matching {match!r}, got {type(err).__name__}: "
                                  f"{_first_lines(str(err), 3)}") from err
         shown.error = err
@@ -136,7 +144,11 @@ def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...],
             print(f"Fix: {fix}")
         print("(an expected error: the notebook goes on)")
         return
+    except BaseException:
+        _replay(captured)  # an unexpected error: what the children printed is what explains it
+        raise
     if raises:
+        _replay(captured)
         raise AssertionError(f"expected {names}{f' matching {match!r}' if match else ''} here, but the block ran "
                              "without error: the lesson no longer shows what it says")
     print(f"No {names} on this runtime: the block ran without error, as expected here.")

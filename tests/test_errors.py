@@ -79,3 +79,17 @@ def test_quiet_children_summarises_what_child_processes_printed(capsys):
     assert "printed 3 lines; the error: ChildError: it broke" in out  # ...only summarised
     print("after")  # output flows normally again
     assert capsys.readouterr().out == "after\n"
+
+
+def test_quiet_children_gives_the_output_back_when_the_block_fails_otherwise(capsys):
+    import subprocess
+
+    with pytest.raises(AssertionError, match="ran without error"):
+        with cg.shows_error(RuntimeError, quiet_children=True):
+            subprocess.run([sys.executable, "-c", "print('child says why')"], check=True)
+    assert "child says why" in capsys.readouterr().err
+    with pytest.raises(KeyError):
+        with cg.shows_error(RuntimeError, quiet_children=True):
+            subprocess.run([sys.executable, "-c", "print('context of the real error')"], check=True)
+            raise KeyError("k")
+    assert "context of the real error" in capsys.readouterr().err

@@ -227,12 +227,12 @@ timer = torch_benchmark.Timer("x @ x", globals={"x": x_dev}, num_threads=torch.g
 pytorch_timer = timer.blocked_autorange(min_run_time=0.5)
 print(f"torch.utils.benchmark: {cg.format_seconds(pytorch_timer.median)} | cg.benchmark: {correct}")
 if device.type == "cuda":
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
+    event_start, event_end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    event_start.record()
     x_dev @ x_dev
-    end.record()
-    end.synchronize()  # wait until the GPU has passed `end`
-    print(f"CUDA events: {start.elapsed_time(end):.3f} ms for one product")
+    event_end.record()
+    event_end.synchronize()  # wait until the GPU has passed `event_end`
+    print(f"CUDA events: {event_start.elapsed_time(event_end):.3f} ms for one product")
 # The same work on the same device takes the same time, give or take noise.
 assert 0.25 < pytorch_timer.median / correct.median < 4
 

@@ -150,14 +150,15 @@ assert last_five < first, "the loss should go down during the first epoch"
 # The loop above moves every batch where the model is; forgetting that is the error of lesson 02,
 # section 4 ("Expected all tensors to be on the same device"). The other classic of a first
 # training loop: `CrossEntropyLoss` takes class *indices* as 64-bit integers (`torch.long`), but
-# labels read from a CSV file or a NumPy array often arrive as floats. (The exact wording of the
-# message changes between PyTorch releases; it always names `Long`.)
+# labels read from a CSV file or a NumPy array often arrive as floats. The message depends on the
+# device and the PyTorch release ("expected scalar type Long but found Float" on a CPU, "... not
+# implemented for 'Float'" on a GPU); every version names the wrong type, `Float`.
 
 # %%
 inputs, labels = next(iter(train_loader))
 inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 float_labels = labels.float()  # as if read from a CSV file
-with cg.shows_error(RuntimeError, match="Long"):
+with cg.shows_error(RuntimeError, match="Float"):
     loss_fn(model(inputs), float_labels)
 
 # %% [markdown]

@@ -412,9 +412,12 @@ else:
 #
 # PyTorch can record every allocation with its stack trace. We record one training step (after
 # two warm-up steps, so the optimizer's state already exists) and plot what the tensors hold
-# after each allocation and free: the activations pile up in the forward pass, the backward pass
-# frees them as it makes the gradients, and the optimizer step works in place. Drop the saved
-# file on <https://pytorch.org/memory_viz> to see which tensor is which.
+# after each allocation and free, relative to the moment before the step: the activations pile
+# up in the forward pass; `zero_grad` frees the previous step's gradients (the curve can go below
+# zero); the backward pass frees activations as it builds new gradients; and Adam's step adds a
+# temporary as large as the parameters (its fast "foreach" version computes a square root of its
+# state for all of them at once). Drop the saved file on <https://pytorch.org/memory_viz> to see
+# which tensor is which.
 
 # %%
 import matplotlib.pyplot as plt

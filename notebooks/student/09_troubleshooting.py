@@ -110,7 +110,7 @@ assert "Runtime > Change runtime type" in message or "only has" in message
 # ## 2. "Expected all tensors to be on the same device"
 #
 # **Cause:** one input of an operation is on another device: usually the batch was not moved to
-# the model's device. Lesson 02, section 4 reproduces it (with the full message).
+# the model's device. Lesson 02, section 4 reproduces it (on a GPU runtime, with this message).
 #
 # **Fix:** move every batch where the model is, inside the loop: `x = x.to(device, non_blocking=True)`.
 # Check a model's device with `next(model.parameters()).device`:
