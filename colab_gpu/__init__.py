@@ -97,7 +97,7 @@ from .runtime import (
 from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
 
-__version__ = "0.8.0"
+__version__ = "0.8.1"
 
 __all__ = [
     "BatchSizeSearch",
