@@ -83,6 +83,7 @@ from .precision import (
     tf32_enabled,
     tf32_mode,
 )
+from .references import compare_with_references, reference_figures
 from .runtime import (
     advice,
     cpu_count,
@@ -136,6 +137,7 @@ __all__ = [
     "check_timing",
     "choose_precision",
     "cleanup",
+    "compare_with_references",
     "clear_notebook_references",
     "copy_bandwidth",
     "count_parameters",
@@ -176,6 +178,7 @@ __all__ = [
     "plot_memory_timeline",
     "predict",
     "print_runtime_report",
+    "reference_figures",
     "rank0_print",
     "report",
     "require_cuda_if_asked",

@@ -87,7 +87,8 @@ def course_lessons(report: Path) -> list[str]:
 
 
 def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: list[dict],
-                 lessons: list[str], tests: list[tuple[str, str, float]]) -> tuple[Path, Path]:
+                 lessons: list[str], tests: list[tuple[str, str, float]],
+                 lesson_figures: dict | None = None) -> tuple[Path, Path]:
     gpu = doctor["gpus"][0]
     today = dt.date.today().isoformat()
     stem = REPORTS / f"{today}-{slug(gpu['name'])}"
@@ -108,6 +109,9 @@ def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: lis
         "", "## Lessons (`make course`)", "",
         "| Lesson | Colab | Device | Seconds | Status |", "|---|---|---|---:|---|",
         *lessons,
+        "", "## Lesson figures (`cg.compare_with_references`; scripts/update_references.py ships them)", "",
+        "| figure | value | device |", "|---|---:|---|",
+        *[f"| {key} | {figure['value']:.3g} | {figure['device']} |" for key, figure in (lesson_figures or {}).items()],
         "", "## Every test and notebook cell", "", "| test or cell | outcome | seconds |", "|---|---|---:|",
         *[f"| {name} | {outcome} | {seconds:.2f} |" for name, outcome, seconds in tests],
     ]
@@ -115,7 +119,8 @@ def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: lis
     md, js = stem.with_suffix(".md"), stem.with_suffix(".json")
     md.write_text("\n".join(lines) + "\n")
     js.write_text(json.dumps({"date": today, "runtime": doctor, "steps": steps, "targets": targets,
-                              "bench": bench_rows, "tests": tests}, indent=2, default=str) + "\n")
+                              "bench": bench_rows, "tests": tests, "lesson_figures": lesson_figures or {}},
+                             indent=2, default=str) + "\n")
     return md, js
 
 
@@ -123,7 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--refresh-notebooks", action="store_true", help="re-execute the committed notebooks")
     args = parser.parse_args(argv)
-    env = dict(os.environ, REQUIRE_CUDA="1", JUNIT_DIR=str(JUNIT), PYTHONUNBUFFERED="1")
+    figures_file = BUILD / "lesson_figures.json"  # the lessons write their headline figures here
+    figures_file.unlink(missing_ok=True)
+    env = dict(os.environ, REQUIRE_CUDA="1", JUNIT_DIR=str(JUNIT), PYTHONUNBUFFERED="1",
+               COLAB_GPU_FIGURES=str(figures_file))
     python = sys.executable  # `make gpu-suite` runs this script with the environment's Python
     JUNIT.mkdir(parents=True, exist_ok=True)
     code, _, doctor_json = run([python, "-m", "colab_gpu", "doctor", "--json"], env)
@@ -143,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     course_seconds = steps["make course"][1] if steps["make course"][0] == 0 else None
     targets = evaluate_targets(bench_rows, course_seconds)
     tests = junit_rows(JUNIT / "unit.xml") + junit_rows(JUNIT / "nbval.xml")
-    md, js = write_report(doctor, steps, bench_rows, targets, course_lessons(BUILD / "report.md"), tests)
+    figures = json.loads(figures_file.read_text()) if figures_file.exists() else {}
+    md, js = write_report(doctor, steps, bench_rows, targets, course_lessons(BUILD / "report.md"), tests, figures)
     print(f"wrote {md.relative_to(ROOT)} and {js.relative_to(ROOT)}")
     return 0 if all(code == 0 for code, _ in steps.values()) else 1
 

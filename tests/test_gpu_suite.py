@@ -43,9 +43,12 @@ def test_report_lists_everything(tmp_path, monkeypatch):
               "cpu_count": 16}
     steps = {"make test": (0, 200.0), "make course": (0, 240.0), "colab_gpu bench": (0, 60.0)}
     targets = gpu_suite.evaluate_targets(BENCH, 240.0)
+    figures = {"02.matmul_gpu_vs_cpu": {"value": 123.4, "device": "NVIDIA H100 80GB HBM3"}}
     md, js = gpu_suite.write_report(doctor, steps, BENCH, targets, ["| 01 · x | badge | cuda:0 | 3.0 | ok |"],
-                                    [("tests::t", "passed", 0.1)])
+                                    [("tests::t", "passed", 0.1)], figures)
     text = md.read_text()
+    assert "| 02.matmul_gpu_vs_cpu | 123 | NVIDIA H100 80GB HBM3 |" in text
+    assert json.loads(js.read_text())["lesson_figures"] == figures  # what scripts/update_references.py reads
     assert md.name.endswith("-nvidia-h100-80gb-hbm3.md")
     assert "compute capability 9.0" in text and "| `make test` | passed | 200 |" in text
     assert "| bf16 MLP training reaches at least 50% of the measured bf16 matmul peak | 0.41 | NO |" in text

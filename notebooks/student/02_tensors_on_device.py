@@ -237,7 +237,12 @@ if device.type == "cuda":
 assert 0.25 < pytorch_timer.median / correct.median < 4
 
 # %% [markdown]
-# Now the same product on the CPU, side by side:
+# Now the same product on the CPU, side by side. **Predict first:** how many times faster than
+# the CPU will a GPU run it? Write your guess below, then run the cell: it prints your figure,
+# this runtime's, and the figures measured on the course's GPUs (from the committed GPU reports).
+
+# %%
+my_prediction = None  # your guess of the GPU's speed-up over the CPU, e.g. 10
 
 # %%
 x_cpu = x_dev.cpu()
@@ -249,7 +254,10 @@ if device.type == "cuda":
     print(f"{n}x{n} matmul: CPU {on_cpu}, GPU {correct}: the GPU is {gain:.0f}x faster")
     assert gain > 1, "the GPU should beat the CPU on a large matrix product"
 else:
+    gain = None  # no GPU to compare with here
     print(f"{n}x{n} matmul on the CPU: {on_cpu}. On a GPU runtime this cell adds the GPU and the speedup.")
+cg.compare_with_references("02.matmul_gpu_vs_cpu", gain, device, prediction=my_prediction,
+                           what="float32 matmul (4096x4096 on a GPU), GPU speed-up over the CPU")
 tflops = {name: 2 * n**3 / seconds / 1e12 for name, seconds in times.items()}
 print("throughput:", {name: f"{value:.2f} TFLOP/s" for name, value in tflops.items()})
 

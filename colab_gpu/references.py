@@ -1,0 +1,68 @@
+"""Predict, then measure: a lesson's headline figure beside the same figure measured on the course's GPUs.
+
+A learner without a GPU still sees the real picture, and one with a GPU notices when their runtime is
+abnormal. The reference figures come from the committed GPU reports (``reports/gpu/*.json``, written by
+``make gpu-suite``): ``scripts/update_references.py`` copies each report's lesson figures into
+``colab_gpu/references.json``, shipped with the package. A GPU without a report says "not measured yet".
+
+When ``COLAB_GPU_FIGURES`` names a file (the GPU suite sets it while it runs the lessons), every figure a
+lesson shows is also written there, for the report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+#: The GPUs the course names, with the text their device name contains ("Tesla T4", "NVIDIA A100-SXM4-40GB").
+REFERENCE_GPUS = {"T4": "T4", "L4": "L4", "A100": "A100", "H100": "H100"}
+FIGURES_ENV = "COLAB_GPU_FIGURES"
+NOT_MEASURED = "not measured yet"
+
+
+def gpu_label(device_name: str) -> str | None:
+    """The course's label for a GPU name ("Tesla T4" -> "T4"), None for a GPU the course does not name."""
+    for label, part in REFERENCE_GPUS.items():
+        if part in device_name:
+            return label
+    return None
+
+
+def reference_figures(key: str) -> dict[str, float | None]:
+    """The figure ``key`` measured on each GPU the course names (None where no report has it yet)."""
+    data = json.loads(resources.files(__package__).joinpath("references.json").read_text(encoding="utf-8"))
+    measured = data.get("figures", {}).get(key, {})
+    return {label: measured.get(label) for label in REFERENCE_GPUS}
+
+
+def _record(key: str, value: float, device: torch.device) -> None:
+    path = os.environ.get(FIGURES_ENV)
+    if not path:
+        return
+    target = Path(path)
+    figures = json.loads(target.read_text()) if target.exists() else {}
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    figures[key] = {"value": value, "device": name}
+    target.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def compare_with_references(key: str, value: float | None, device: str | torch.device, *, what: str,
+                            unit: str = "x", prediction: float | None = None) -> None:
+    """Print the learner's prediction, this runtime's figure and the course GPUs' figures for ``what``.
+
+    ``value`` is None when this runtime cannot measure it (a GPU figure on a CPU runtime).
+    """
+    device = torch.device(device)
+    here = torch.cuda.get_device_name(device) if device.type == "cuda" else "this CPU runtime"
+    print(f"{what}:")
+    if prediction is not None:
+        print(f"  your prediction:   {prediction:g} {unit}")
+    print(f"  {here}: " + (f"{value:.3g} {unit}" if value is not None else "not measurable here"))
+    for label, figure in reference_figures(key).items():
+        print(f"  {label:>4} (course report): " + (f"{figure:.3g} {unit}" if figure is not None else NOT_MEASURED))
+    if value is not None:
+        _record(key, value, device)

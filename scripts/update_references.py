@@ -1,0 +1,45 @@
+"""Copy the lesson figures of the committed GPU reports into colab_gpu/references.json (shipped with the package).
+
+Usage: python scripts/update_references.py   (after committing a report from `make gpu-suite`; then release)
+For each GPU the course names, the newest report wins. Reports without lesson figures are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from colab_gpu.references import gpu_label  # noqa: E402
+
+REPORTS = ROOT / "reports" / "gpu"
+TARGET = ROOT / "colab_gpu" / "references.json"
+
+
+def collect(reports: Path = REPORTS) -> dict:
+    """{"figures": {key: {label: value}}, "sources": {label: report file}} from every report, newest last."""
+    figures: dict[str, dict[str, float]] = {}
+    sources: dict[str, str] = {}
+    for report in sorted(reports.glob("*.json")):  # named <date>-<gpu>.json: sorted is oldest first
+        data = json.loads(report.read_text())
+        label = gpu_label(data.get("runtime", {}).get("gpus", [{}])[0].get("name", ""))
+        lesson_figures = data.get("lesson_figures") or {}
+        if label is None or not lesson_figures:
+            continue
+        for key, figure in lesson_figures.items():
+            figures.setdefault(key, {})[label] = figure["value"]
+        sources[label] = report.name
+    return {"about": json.loads(TARGET.read_text())["about"], "figures": figures, "sources": sources}
+
+
+def main(reports: Path = REPORTS, target: Path = TARGET) -> int:
+    data = collect(reports)
+    target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"{len(data['figures'])} figure(s) from {len(data['sources'])} GPU report(s): {sorted(data['sources'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""Predict, then measure: lesson figures beside the course GPUs' figures from committed reports."""
+
+import json
+
+import torch
+import update_references
+
+import colab_gpu as cg
+from colab_gpu import references
+
+
+def test_gpu_labels_from_device_names():
+    assert references.gpu_label("Tesla T4") == "T4"
+    assert references.gpu_label("NVIDIA A100-SXM4-40GB") == "A100"
+    assert references.gpu_label("NVIDIA H100 80GB HBM3") == "H100"
+    assert references.gpu_label("NVIDIA L4") == "L4"
+    assert references.gpu_label("Tesla P100-PCIE-16GB") is None
+
+
+def test_comparison_names_every_course_gpu_and_says_what_is_not_measured(capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(references, "reference_figures", lambda key: {"T4": 21.5, "L4": None, "A100": None,
+                                                                      "H100": 140.0})
+    figures = tmp_path / "figures.json"
+    monkeypatch.setenv(references.FIGURES_ENV, str(figures))
+    cg.compare_with_references("02.x", 1.25, "cpu", what="matmul speed-up", prediction=30)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "matmul speed-up:" and out[1] == "  your prediction:   30 x"
+    assert out[2] == "  this CPU runtime: 1.25 x"
+    assert out[3:] == ["    T4 (course report): 21.5 x", "    L4 (course report): not measured yet",
+                       "  A100 (course report): not measured yet", "  H100 (course report): 140 x"]
+    assert json.loads(figures.read_text()) == {"02.x": {"value": 1.25, "device": "cpu"}}  # for the GPU report
+
+
+def test_a_figure_this_runtime_cannot_measure_is_said_so_and_not_recorded(capsys, monkeypatch, tmp_path):
+    figures = tmp_path / "figures.json"
+    monkeypatch.setenv(references.FIGURES_ENV, str(figures))
+    cg.compare_with_references("02.x", None, torch.device("cpu"), what="GPU speed-up")
+    out = capsys.readouterr().out
+    assert "this CPU runtime: not measurable here" in out and not figures.exists()
+
+
+def test_shipped_references_are_valid_and_list_every_course_gpu():
+    assert set(cg.reference_figures("no such figure")) == set(references.REFERENCE_GPUS)
+
+
+def test_update_references_takes_the_newest_report_per_gpu(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+
+    def report(name, gpu, figures):
+        (reports / name).write_text(json.dumps({"runtime": {"gpus": [{"name": gpu}]}, "lesson_figures": figures}))
+
+    report("2026-11-01-tesla-t4.json", "Tesla T4", {"02.x": {"value": 20.0, "device": "Tesla T4"}})
+    report("2026-12-01-tesla-t4.json", "Tesla T4", {"02.x": {"value": 22.0, "device": "Tesla T4"}})
+    report("2026-12-02-h100.json", "NVIDIA H100 80GB HBM3", {"02.x": {"value": 150.0, "device": "H100"}})
+    report("2026-12-03-p100.json", "Tesla P100-PCIE-16GB", {"02.x": {"value": 5.0, "device": "P100"}})
+    report("2026-12-04-l4.json", "NVIDIA L4", {})  # an older suite without lesson figures
+    data = update_references.collect(reports)
+    assert data["figures"] == {"02.x": {"T4": 22.0, "H100": 150.0}}
+    assert data["sources"] == {"T4": "2026-12-01-tesla-t4.json", "H100": "2026-12-02-h100.json"}
+    target = tmp_path / "references.json"
+    assert update_references.main(reports, target) == 0
+    assert json.loads(target.read_text())["figures"] == data["figures"]
