@@ -16,6 +16,7 @@ from colab_gpu.references import gpu_label  # noqa: E402
 
 REPORTS = ROOT / "reports" / "gpu"
 TARGET = ROOT / "colab_gpu" / "references.json"
+ABOUT = "Lesson figures from the committed GPU reports (reports/gpu/*.json); written by scripts/update_references.py."
 
 
 def collect(reports: Path = REPORTS) -> dict:
@@ -31,7 +32,7 @@ def collect(reports: Path = REPORTS) -> dict:
         for key, figure in lesson_figures.items():
             figures.setdefault(key, {})[label] = figure["value"]
         sources[label] = report.name
-    return {"about": json.loads(TARGET.read_text())["about"], "figures": figures, "sources": sources}
+    return {"about": ABOUT, "figures": figures, "sources": sources}
 
 
 def main(reports: Path = REPORTS, target: Path = TARGET) -> int:
