@@ -131,11 +131,12 @@ def execute_lesson(python: Path, lesson: Path, cwd: Path) -> str:
     return run([str(python), "-c", script], cwd=cwd).strip().splitlines()[-1]
 
 
-def checkout_without_package(target: Path) -> Path:
-    """The repository's files (tracked and untracked, not ignored) without colab_gpu/."""
+def copy_checkout(target: Path, *, without_package: bool = False) -> Path:
+    """The repository's files (tracked and untracked, not ignored) copied to ``target``; optionally without
+    colab_gpu/, so that tests run there import an installed wheel."""
     listed = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT)
     for name in filter(None, listed.split("\0")):
-        if name.startswith("colab_gpu/") or not (ROOT / name).is_file():
+        if (without_package and name.startswith("colab_gpu/")) or not (ROOT / name).is_file():
             continue
         (target / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target / name)
@@ -184,7 +185,7 @@ def check(python: Path | None, wheel: Path | None, work: Path, unit: bool, borro
     done.append(f"{first.stem} executed top to bottom in {outside} ({where})")
 
     if unit:
-        tree = checkout_without_package(Path(tempfile.mkdtemp(prefix="tests-", dir=work)))
+        tree = copy_checkout(Path(tempfile.mkdtemp(prefix="tests-", dir=work)), without_package=True)
         out = run([str(python), "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-x"], cwd=tree,
                   timeout=1800)
         done.append(f"unit tests against the wheel: {out.strip().splitlines()[-1]}")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import release
+import wheel_check
 from nbtools import SETUP_RE, STUDENT, course_config, lesson_sources, read_version
 
 import colab_gpu
@@ -126,15 +126,10 @@ def git(repo: Path, *args: str) -> str:
 def scratch_repo(tmp_path_factory) -> Path:
     """A git repository holding this working tree (tracked and untracked files, not ignored ones)."""
     repo = tmp_path_factory.mktemp("release") / "course"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                           text=True)
-    if files.returncode != 0:
+    try:
+        wheel_check.copy_checkout(repo)
+    except wheel_check.WheelCheckError:
         pytest.skip("not a git checkout")
-    for name in filter(None, files.stdout.split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, repo / name)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "copy")
