@@ -9,15 +9,19 @@ from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint
 from .checks import (
     CheckResult,
     check_accuracy,
+    check_amp_step,
     check_close,
     check_label_validator,
     check_loader_settings,
     check_loader_speed,
+    check_memory_saving,
     check_on_device,
     check_precision_rule,
+    check_prediction_speed,
     check_released,
     check_shard,
     check_timing,
+    check_train_loop,
     report,
 )
 from .data import (
@@ -50,6 +54,7 @@ from .feeding import (
     worker_loader,
 )
 from .memory import (
+    ActivationMemory,
     BatchSizeSearch,
     PeakMemory,
     allocated_timeline,
@@ -58,6 +63,7 @@ from .memory import (
     clear_notebook_references,
     find_max_batch_size,
     format_memory,
+    measure_activations,
     measure_peak,
     memory_report,
 )
@@ -101,6 +107,7 @@ from .train import EpochStats, History, check_model_device, evaluate, fit, predi
 __version__ = "0.9.0"
 
 __all__ = [
+    "ActivationMemory",
     "BatchSizeSearch",
     "BenchResult",
     "CheckpointError",
@@ -125,16 +132,20 @@ __all__ = [
     "bar_seconds",
     "benchmark",
     "check_accuracy",
+    "check_amp_step",
     "check_close",
     "check_label_validator",
     "check_loader_settings",
     "check_loader_speed",
+    "check_memory_saving",
     "check_model_device",
     "check_on_device",
     "check_precision_rule",
+    "check_prediction_speed",
     "check_released",
     "check_shard",
     "check_timing",
+    "check_train_loop",
     "choose_precision",
     "cleanup",
     "compare_with_references",
@@ -168,6 +179,7 @@ __all__ = [
     "make_loaders",
     "make_scaler",
     "measure_loader",
+    "measure_activations",
     "measure_peak",
     "memory_report",
     "mlp",

@@ -6,6 +6,9 @@ undone does not crash the notebook; the learner reads the hint and tries again.
 
 from __future__ import annotations
 
+import copy
+import time
+
 import torch
 from torch import nn
 
@@ -236,3 +239,212 @@ def check_label_validator(validator: object) -> CheckResult:
             return report(False, "", f"valid_labels(tensor({labels}), {classes}) returned {answer!r}; expected "
                                      f"{expected}: valid labels are 0 .. num_classes - 1.")
     return report(True, f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.", "")
+
+
+def _fresh_copy(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """A copy of ``model`` with newly initialized weights, on ``device`` (training starts from scratch)."""
+    clone = copy.deepcopy(model)
+    for module in clone.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    return clone.to(device)
+
+
+META_HINTS = (
+    (("not on the expected device", "same device"), "move each batch to `device` inside the loop: on a GPU "
+                                                    "runtime the model's weights are there, the loader's batches "
+                                                    "are not."),
+    (("item() cannot be called", "Cannot copy out of meta", "no data"),
+     "the loop reads a value every step (.item(), float(), .cpu() or print): each read makes the CPU wait for "
+     "the GPU. Keep the losses as tensors (loss.detach()) and return torch.stack(losses)."),
+)
+
+
+def _meta_dry_run(train_epoch_fn: object, model: nn.Module, batches: list) -> str | None:
+    """Run the learner's epoch on the ``meta`` device, where tensors have shapes but no data: mixing devices or
+    reading a value fails there as it costs on a GPU. Return a hint, or None when the loop is clean."""
+    meta = torch.device("meta")
+    meta_model = _fresh_copy(model, "cpu").to(meta)
+    optimizer = torch.optim.Adam(meta_model.parameters(), lr=1e-3)
+    try:
+        losses = train_epoch_fn(meta_model, batches, optimizer, meta)
+    except (RuntimeError, NotImplementedError) as err:
+        hint = next((h for keys, h in META_HINTS if any(k in str(err) for k in keys)), None)
+        return hint or f"the loop raised {type(err).__name__}: {str(err).splitlines()[0]}"
+    if not isinstance(losses, torch.Tensor) or losses.shape != (len(batches),):
+        return (f"return the batch losses as one tensor with one loss per batch (torch.stack(losses)); for "
+                f"{len(batches)} batches you returned {type(losses).__name__}"
+                f"{'' if not isinstance(losses, torch.Tensor) else ' of shape ' + str(tuple(losses.shape))}.")
+    return None
+
+
+def _grads_accumulate(train_epoch_fn: object, model: nn.Module, batches: list, device: torch.device) -> bool:
+    """With a learning rate of 0 the weights stay put, so after the epoch each gradient must be the last batch's
+    alone (or cleared): a sum over the batches means ``zero_grad`` is missing."""
+    model = _fresh_copy(model, device)
+    train_epoch_fn(model, batches, torch.optim.SGD(model.parameters(), lr=0.0), device)
+    left = [p.grad for p in model.parameters()]
+    if all(g is None or not g.any() for g in left):
+        return False
+    model.zero_grad(set_to_none=True)
+    inputs, labels = (t.to(device) for t in batches[-1])
+    nn.functional.cross_entropy(model(inputs), labels).backward()
+    return not all(g is not None and torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6)
+                   for g, p in zip(left, model.parameters(), strict=True))
+
+
+def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, device: str | torch.device, *,
+                     factor: float = 3.0) -> CheckResult:
+    """Check a learner's ``train_epoch_fn(model, loader, optimizer, device) -> losses`` (lesson 03).
+
+    First on the ``meta`` device (shapes, no data): batches must be moved to ``device``, no value read per step, one
+    loss per batch returned. Then on ``device`` with a learning rate of 0: ``zero_grad`` every step. Then one real
+    epoch from fresh weights on this runtime: the loss must fall, in at most ``factor`` times ``train_epoch``'s time.
+    """
+    from .train import train_epoch
+
+    if not callable(train_epoch_fn):
+        return report(False, "", "define my_train_epoch(model, loader, optimizer, device) and rerun.")
+    device = torch.device(device)
+    batches = []
+    for batch in loader:
+        batches.append(batch)
+        if len(batches) == 3:
+            break
+    hint = _meta_dry_run(train_epoch_fn, model, batches)
+    if hint:
+        return report(False, "", hint)
+    if _grads_accumulate(train_epoch_fn, model, batches, device):
+        return report(False, "", "the gradients add up over the steps: call optimizer.zero_grad() before "
+                                 "loss.backward() in every step.")
+    torch.manual_seed(0)
+    yours = _fresh_copy(model, device)
+    start = time.perf_counter()
+    losses = train_epoch_fn(yours, loader, torch.optim.Adam(yours.parameters(), lr=1e-3), device).cpu()
+    seconds = time.perf_counter() - start  # .cpu() above waited for the GPU
+    torch.manual_seed(0)
+    helper = _fresh_copy(model, device)
+    expected = train_epoch(helper, loader, torch.optim.Adam(helper.parameters(), lr=1e-3), device, progress=False)
+    first, last = losses[0].item(), losses[-5:].mean().item()
+    summary = (f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps, {seconds:.2f} s; cg.train_epoch: "
+               f"{expected.seconds:.2f} s on {device}.")
+    if not last < first:
+        return report(False, "", f"the loss did not fall ({summary}) Is optimizer.step() called every step?")
+    return report(seconds <= factor * expected.seconds, summary,
+                  f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?")
+
+
+def check_prediction_speed(fast: object, slow: object, model: nn.Module, images: torch.Tensor,
+                           device: str | torch.device, *, at_least: float = 1.5, repeat: int = 3) -> CheckResult:
+    """Check a learner's ``fast(model, images) -> predicted classes`` (lesson 04) against ``slow`` on this runtime:
+    the same predictions (99% of them: a GPU may pick other convolution algorithms for another batch size) and
+    at least ``at_least`` times faster, on medians of ``repeat`` interleaved runs."""
+    from .device import synchronize
+    from .timing import interleaved_medians
+
+    if not callable(fast):
+        return report(False, "", "define fast_predict(model, images) and rerun.")
+    mine, reference = fast(model, images), slow(model, images)
+    if not isinstance(mine, torch.Tensor) or mine.shape != reference.shape:
+        shape = tuple(mine.shape) if isinstance(mine, torch.Tensor) else type(mine).__name__
+        return report(False, "", f"return one predicted class per image: shape {tuple(reference.shape)}, got {shape}.")
+    agree = (mine.cpu() == reference.cpu()).float().mean().item()
+    if agree < 0.99:
+        return report(False, "", f"only {agree:.0%} of your predictions match: same model, eval mode, argmax "
+                                 "over the classes (dim=1).")
+
+    def timed(fn: object) -> object:
+        return lambda: (fn(model, images), synchronize(device))
+
+    medians = interleaved_medians({"fast": timed(fast), "slow": timed(slow)}, repeat)
+    gain = medians["slow"] / medians["fast"]
+    summary = (f"{len(images)} images in {medians['fast'] * 1e3:.1f} ms instead of {medians['slow'] * 1e3:.1f} ms: "
+               f"{gain:.1f}x faster on {torch.device(device)}")
+    return report(gain >= at_least, summary + ".",
+                  f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.")
+
+
+def _amp_step_reference(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
+                        optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, max_norm: float) -> None:
+    with torch.autocast(inputs.device.type, dtype=torch.float16):
+        loss = nn.functional.cross_entropy(model(inputs), labels)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+AMP_HINTS = ((("already been called", "after step()"),
+              "call scaler.update() at the end of every step: it resets the scaler for the next one (and adapts "
+              "the scale)."),)
+
+
+def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, max_norm: float = 0.1) -> CheckResult:
+    """Check a learner's ``step(model, inputs, labels, optimizer, scaler, max_norm)`` (lesson 06): float16 autocast,
+    GradScaler and gradient clipping, run for ``steps`` steps on this runtime beside the right step, from the same
+    weights and batches. The weights must move alike (within 5% of the right step's change)."""
+    if not callable(step):
+        return report(False, "", "define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
+    device = torch.device(device)
+    torch.manual_seed(0)
+    start = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
+    batches = [(torch.randn(32, 64, device=device), torch.randint(0, 10, (32,), device=device)) for _ in range(steps)]
+    moved = {}
+    for name, fn in (("yours", step), ("right", _amp_step_reference)):
+        model = copy.deepcopy(start)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler(device.type, init_scale=2.0**10)
+        try:
+            for inputs, labels in batches:
+                fn(model, inputs, labels, optimizer, scaler, max_norm)
+        except RuntimeError as err:
+            hint = next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
+            return report(False, "", hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
+        moved[name] = torch.cat([(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(),
+                                                                   strict=True)]).detach()
+    change = moved["yours"].norm().item() / moved["right"].norm().item()
+    difference = (moved["yours"] - moved["right"]).norm().item() / moved["right"].norm().item()
+    summary = f"after {steps} steps your weights moved {change:.2f}x as far as the right step's on {device}"
+    if change < 0.1:
+        return report(False, "", f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
+                                 "max_norm? Call scaler.unscale_(optimizer) before clipping.")
+    if change > 1.5:
+        return report(False, "", f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step "
+                                 "exceeds max_norm.")
+    return report(difference < 0.05, f"{summary}, {difference:.1e} apart.",
+                  f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.")
+
+
+def check_memory_saving(step: object, reference: object, model: nn.Module, inputs: torch.Tensor,
+                        labels: torch.Tensor, *, at_most: float = 0.5) -> CheckResult:
+    """Check a learner's ``step(model, inputs, labels)`` (lesson 07): it must leave the same gradients in ``.grad``
+    as ``reference`` while autograd keeps at most ``at_most`` of its activation memory (``measure_activations``,
+    measured on this runtime; on a GPU the allocator's peak is printed too)."""
+    from .memory import measure_activations, measure_peak
+
+    if not callable(step):
+        return report(False, "", "define my_step(model, inputs, labels) and rerun.")
+    results = {}
+    for name, fn in (("reference", reference), ("yours", step)):
+        clone = copy.deepcopy(model)
+        clone.zero_grad(set_to_none=True)
+        with measure_peak(inputs.device) as peak, measure_activations(clone) as saved:
+            fn(clone, inputs, labels)
+        if any(p.grad is None for p in clone.parameters()):
+            return report(False, "", "after your step some parameters have no gradient: call backward().")
+        grads = torch.cat([p.grad.flatten() for p in clone.parameters()])
+        results[name] = (grads, saved, peak)
+    (expected, full, full_peak), (grads, saved, peak) = results["reference"], results["yours"]
+    difference = ((grads - expected).norm() / expected.norm()).item()
+    if difference > 1e-3:
+        return report(False, "", f"your gradients differ from the full batch's by {difference:.0%}: each of k "
+                                 "pieces' losses must be divided by k (and zero_grad only once, before).")
+    ratio = saved.peak_bytes / full.peak_bytes
+    summary = (f"activations kept for backward: {saved.peak_mib:.1f} MiB instead of {full.peak_mib:.1f} MiB "
+               f"({ratio:.2f}x), same gradients")
+    if peak.peak_mib is not None:
+        summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {full_peak.peak_mib:.1f}"
+    return report(ratio <= at_most, summary + ".",
+                  f"{summary}; aim for at most {at_most:g}x: smaller pieces, or recompute instead of store.")

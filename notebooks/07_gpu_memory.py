@@ -29,7 +29,7 @@
 #   that fits; gradient accumulation, activation checkpointing, `expandable_segments`, snapshots;
 # - checkpoints that survive a Colab disconnect, with an exact resume.
 #
-# **Time:** 45 minutes. **Prerequisites:** lessons 03 and 06.
+# **Time:** 50 minutes. **Prerequisites:** lessons 03 and 06.
 
 # %%
 # Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
@@ -532,6 +532,38 @@ cg.clear_notebook_references()
 cg.check_released(leak_probe, name="leak")
 
 # %% [markdown]
+# ### Exercise 2: make it fit, and prove it
+#
+# `one_piece_step` computes the gradients of a batch of 512 in one go. Pretend that batch does
+# not fit in this GPU's memory: write `my_step(model, inputs, labels)`, which leaves the same
+# gradients in `.grad` while autograd keeps at most half as much activation memory for
+# backward. The check measures that memory with `cg.measure_activations` (it counts the
+# tensors autograd saves, so it works on every runtime, the CPU included) and, on a GPU, prints
+# the allocator's peak too.
+
+# %%
+def one_piece_step(model, inputs, labels):
+    """The gradients of the whole batch, in one forward and one backward pass."""
+    F.cross_entropy(model(inputs), labels).backward()
+
+
+exercise_model = cg.mlp(in_features, hidden=512, depth=4).to(device)
+exercise_inputs = torch.randn(512, in_features, device=device)
+exercise_labels = torch.randint(0, 10, (512,), device=device)
+my_step = None  # your function goes here
+
+
+# %% tags=["solution"]
+def my_step(model, inputs, labels, pieces=4):
+    """The same gradients, accumulated over micro-batches: each piece's activations are freed by its backward."""
+    for micro_inputs, micro_labels in zip(inputs.chunk(pieces), labels.chunk(pieces), strict=True):
+        (F.cross_entropy(model(micro_inputs), micro_labels) / pieces).backward()
+
+
+# %%
+cg.check_memory_saving(my_step, one_piece_step, exercise_model, exercise_inputs, exercise_labels, at_most=0.5)
+
+# %% [markdown]
 # ## Summary
 #
 # - *allocated* = live tensors; *reserved* = what PyTorch's cache holds; read peaks with
@@ -541,6 +573,7 @@ cg.check_released(leak_probe, name="leak")
 #   history and the last traceback (`cg.cleanup(device)` does all of it, then `empty_cache`).
 # - On `torch.OutOfMemoryError`: clean up and retry smaller (`cg.find_max_batch_size`), or
 #   accumulate gradients, checkpoint activations, use mixed precision, set `expandable_segments`.
+#   `cg.measure_activations` shows what autograd keeps for backward, on any device.
 # - Checkpoint to Drive after every epoch, atomically; `cg.fit(..., checkpoint=path)` resumes exactly.
 #
 # Next: **08 · More than one GPU**.

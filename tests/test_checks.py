@@ -174,3 +174,133 @@ def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
     partial = cg.check_loader_speed(list(fast)[:2], baseline, "cpu", samples=2048)
     assert not partial and "512 samples instead of all 2,048" in partial.message
     assert not cg.check_loader_speed(None, baseline, "cpu", samples=2048)
+
+
+def _epoch(move: bool, zero_grad: bool, read_each_step: bool):
+    """A learner's lesson-03 training epoch, with or without each of the three classic bugs."""
+    def train(model, loader, optimizer, device):
+        model.train()
+        losses = []
+        for inputs, labels in loader:
+            if move:
+                inputs, labels = inputs.to(device), labels.to(device)
+            loss = nn.functional.cross_entropy(model(inputs), labels)
+            if zero_grad:
+                optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item() if read_each_step else loss.detach())
+        return torch.tensor(losses) if read_each_step else torch.stack(losses)
+    return train
+
+
+def _learnable_loader():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    inputs = torch.randn(1280, 1, 8, 8)
+    return DataLoader(TensorDataset(inputs, inputs.flatten(1)[:, :10].argmax(1)), batch_size=64, shuffle=True)
+
+
+def test_check_train_loop_finds_each_bug_of_a_first_loop_even_on_the_cpu():
+    # On a CPU runtime nothing needs moving and a read costs nothing: the meta dry run still shows both bugs.
+    model, loader = cg.mlp(64, hidden=32), _learnable_loader()
+    cases = {
+        "move each batch": _epoch(move=False, zero_grad=True, read_each_step=False),
+        "reads a value every step": _epoch(move=True, zero_grad=True, read_each_step=True),
+        "zero_grad()": _epoch(move=True, zero_grad=False, read_each_step=False),
+        "define my_train_epoch": None,
+    }
+    for hint, train in cases.items():
+        result = cg.check_train_loop(train, model, loader, "cpu")
+        assert not result and hint in result.message, (hint, result.message)
+    fixed = cg.check_train_loop(_epoch(move=True, zero_grad=True, read_each_step=False), model, loader, "cpu")
+    assert fixed and "in 20 steps" in fixed.message, fixed.message
+    stuck = cg.check_train_loop(lambda m, ld, o, d: torch.zeros(len(ld)) if d.type != "meta"
+                                else torch.zeros(3, device=d), model, loader, "cpu")
+    assert not stuck and "did not fall" in stuck.message
+
+
+def test_measure_activations_counts_what_backward_keeps_and_what_accumulation_saves():
+    model = cg.mlp(64, hidden=128, depth=2)
+    inputs = torch.randn(256, 64)
+    with cg.measure_activations(model) as whole:
+        model(inputs).sum().backward()
+    # Flatten's output (= the input), two ReLU outputs (each also the next Linear's input): kept once each.
+    assert whole.peak_bytes == 256 * (64 + 128 + 128) * 4 and whole.now_bytes == 0
+    with cg.measure_activations(model) as pieces:
+        for chunk in inputs.chunk(4):
+            model(chunk).sum().backward()
+    # The chunks are views of the whole input (one storage, counted whole); the hidden activations shrink 4x.
+    assert pieces.peak_bytes == 256 * 64 * 4 + 64 * (128 + 128) * 4
+    assert "MiB of activations" in str(whole)
+
+
+def test_check_memory_saving_needs_the_same_gradients_and_less_activation_memory():
+    model = cg.mlp(64, hidden=128, depth=3)
+    inputs, labels = torch.randn(256, 64), torch.randint(0, 10, (256,))
+
+    def whole(m, x, y):
+        nn.functional.cross_entropy(m(x), y).backward()
+
+    def accumulate(divide: bool):
+        def step(m, x, y, k=4):
+            for a, b in zip(x.chunk(k), y.chunk(k), strict=True):
+                (nn.functional.cross_entropy(m(a), b) / (k if divide else 1)).backward()
+        return step
+
+    fits = cg.check_memory_saving(accumulate(True), whole, model, inputs, labels)
+    assert fits and "(0.36x), same gradients" in fits.message, fits.message  # the input itself stays whole
+    assert "divided by k" in cg.check_memory_saving(accumulate(False), whole, model, inputs, labels).message
+    assert "aim for at most 0.5x" in cg.check_memory_saving(whole, whole, model, inputs, labels).message
+    assert not cg.check_memory_saving(None, whole, model, inputs, labels)
+    assert all(p.grad is None for p in model.parameters()), "the check works on copies"
+
+
+def _amp_step(unscale: bool, clip: bool, update: bool):
+    def step(model, inputs, labels, optimizer, scaler, max_norm):
+        with torch.autocast(inputs.device.type, dtype=torch.float16):
+            loss = nn.functional.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if unscale:
+            scaler.unscale_(optimizer)
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        scaler.step(optimizer)
+        if update:
+            scaler.update()
+    return step
+
+
+def test_check_amp_step_finds_clipping_of_scaled_gradients_and_a_missing_update():
+    assert cg.check_amp_step(_amp_step(unscale=True, clip=True, update=True), "cpu")
+    cases = {
+        "Call scaler.unscale_(optimizer) before clipping": _amp_step(unscale=False, clip=True, update=True),
+        "call scaler.update()": _amp_step(unscale=True, clip=True, update=False),
+        "Clip the gradients": _amp_step(unscale=True, clip=False, update=True),
+        "define amp_step": None,
+    }
+    for hint, step in cases.items():
+        result = cg.check_amp_step(step, "cpu")
+        assert not result and hint in result.message, (hint, result.message)
+
+
+def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
+    model = cg.small_cnn(width=8).eval()
+    images = torch.randn(128, 3, 16, 16)
+
+    def one_by_one(m, x):
+        return torch.tensor([m(image.unsqueeze(0)).argmax(1).item() for image in x])
+
+    def batched(m, x):
+        with torch.inference_mode():
+            return m(x).argmax(1)
+
+    assert cg.check_prediction_speed(batched, one_by_one, model, images, "cpu", at_least=1.2)
+    same = cg.check_prediction_speed(one_by_one, one_by_one, model, images, "cpu", at_least=3)
+    assert not same and "aim for 3x" in same.message
+    wrong = cg.check_prediction_speed(lambda m, x: (batched(m, x) + 1) % 10, one_by_one, model, images, "cpu")
+    assert not wrong and "match" in wrong.message
+    assert "one predicted class per image" in cg.check_prediction_speed(lambda m, x: m(x), one_by_one, model,
+                                                                        images, "cpu").message

@@ -32,7 +32,7 @@
 # - `model.eval()` and `torch.inference_mode()` for predictions;
 # - how much faster the same model trains on the GPU than on the CPU, measured.
 #
-# **Time:** 30 minutes. **Prerequisites:** lessons 01 and 02.
+# **Time:** 35 minutes. **Prerequisites:** lessons 01 and 02.
 
 # %%
 # Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
@@ -207,7 +207,12 @@ assert not logits.requires_grad  # no graph was recorded
 #
 # We time one training epoch of a copy of the model on each device with `cg.time_train_epoch`
 # (`cg.benchmark` around `cg.train_epoch`: warm-up, synchronize, median). On a CPU runtime only
-# the CPU is timed.
+# the CPU is timed. **Predict first:** lesson 02's matrix product ran many times faster on a GPU;
+# how many times faster will a GPU train this small MLP? Write your guess below; the timing cell
+# prints it beside this runtime's figure and the course GPUs' figures.
+
+# %%
+my_prediction = None  # your guess of the GPU's speed-up over the CPU for one epoch, e.g. 5
 
 # %%
 import copy
@@ -228,7 +233,11 @@ if on_gpu:
     print(f"the GPU trains this MLP {gain:.1f}x faster than the CPU")
     assert gain > 1
 else:
+    gain = None  # no GPU to compare with here
     print("CPU runtime: switch to a GPU runtime to see the speedup.")
+epoch_images = len(train_loader.dataset)
+cg.compare_with_references("03.mlp_epoch_gpu_vs_cpu", gain, device, prediction=my_prediction,
+                           what=f"one MLP training epoch ({epoch_images:,} images), GPU speed-up over the CPU")
 cg.bar_seconds({name: r.median for name, r in epoch_times.items()}, "one training epoch (median)")
 plt.show()
 
@@ -239,15 +248,34 @@ plt.show()
 #
 # ## Exercise
 #
-# Train a **wider** MLP (`hidden=1024`) from scratch for 2 epochs with `cg.fit` (remember:
-# move it to the device before building the optimizer), and store its final test accuracy,
-# a fraction between 0 and 1, in `wide_acc`.
+# **Fix a first training loop's GPU bugs, and prove it.** A classmate wrote `my_train_epoch`
+# below. On a CPU runtime it runs without an error, yet it has three bugs that a GPU shows: it
+# crashes there, it makes the CPU wait for the GPU every step, and its gradients are wrong
+# everywhere. Fix all three (section 3 has every piece you need).
+#
+# The check runs your loop three times:
+# 1. on PyTorch's `meta` device, whose tensors have shapes but no values: mixing devices fails
+#    there as it does on a GPU, and so does reading a value (`.item()`, `float()`, `print`), so
+#    the check finds the GPU bugs on any runtime;
+# 2. with a learning rate of 0, to see whether the gradients add up from step to step;
+# 3. for one real epoch on this runtime from fresh weights: the loss must fall, in at most 3x
+#    the time of `cg.train_epoch`.
 
 # %%
-wide_acc = None  # your result goes here
+def my_train_epoch(model, loader, optimizer, device):
+    """One training epoch; returns the loss of every batch, as one tensor."""
+    model.train()
+    losses = []
+    for inputs, labels in loader:
+        loss = loss_fn(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return torch.tensor(losses)
+
 
 # %%
-cg.check_accuracy(wide_acc, at_least=target - 0.05, name="wide_acc")
+cg.check_train_loop(my_train_epoch, model, train_loader, device)
 
 # %% [markdown]
 # ## Summary

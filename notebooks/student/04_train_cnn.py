@@ -32,7 +32,7 @@
 # - the GPU-vs-CPU speedup for convolution training, measured on this runtime;
 # - looking at what the model gets wrong.
 #
-# **Time:** 35 minutes. **Prerequisites:** lesson 03.
+# **Time:** 40 minutes. **Prerequisites:** lesson 03.
 
 # %%
 # Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
@@ -196,7 +196,11 @@ plt.show()
 #
 # Convolutions give a GPU far more arithmetic per byte than lesson 03's MLP, which is where the
 # 10x to 100x figures that tutorials quote come from. Here is what *this* runtime gives, for the
-# same training step on both devices.
+# same training step on both devices. **Predict first:** more or less than lesson 03's MLP speed-up?
+# Write your guess of the GPU's speed-up below.
+
+# %%
+my_prediction = None  # your guess of the GPU's speed-up over the CPU for one conv training step, e.g. 20
 
 # %%
 import copy
@@ -212,7 +216,10 @@ if on_gpu:
     print(f"training step on {torch.cuda.get_device_name(device)}: {gpu_step}")
     print(f"conv training is {gain:.0f}x faster on this GPU than on this runtime's CPU")
 else:
+    gain = None  # no GPU to compare with here
     print("CPU runtime: the GPU side of this comparison runs on a GPU runtime.")
+cg.compare_with_references("04.conv_step_gpu_vs_cpu", gain, device, prediction=my_prediction,
+                           what=f"one CNN training step (batch of {step_shape[0]}), GPU speed-up over the CPU")
 cg.bar_seconds(device_times, "CNN training step (median)", log=True)
 plt.show()
 
@@ -257,6 +264,29 @@ cg.check_close(class_acc, expected, name="class_acc")
 
 # %% [markdown]
 # Which class is hardest? On CIFAR-10 it is usually *cat*, confused with *dog*.
+#
+# ### Exercise 2: classify faster, and prove it
+#
+# `slow_predict` labels images the way many first scripts do: one image at a time, each answer
+# read back with `.item()`. Write `fast_predict(model, images)`, which returns the same classes
+# (a tensor with one class per image) at least 1.5 times as fast on this runtime. The check
+# runs both on 256 test images, three times each, interleaved, and compares the medians. On a
+# GPU every per-image call also pays for launching each layer's kernels and for one wait on the
+# GPU: compare your figure with a classmate's on the other kind of runtime.
+
+# %%
+def slow_predict(model, images):
+    """The class of each image, one image at a time."""
+    model.eval()
+    with torch.inference_mode():
+        return torch.tensor([model(image.unsqueeze(0).to(device)).argmax(dim=1).item() for image in images])
+
+
+test_images = data.datasets()[1].tensors[0][:256]
+fast_predict = None  # your function goes here
+
+# %%
+cg.check_prediction_speed(fast_predict, slow_predict, model, test_images, device, at_least=1.5)
 
 # %% [markdown]
 # ## Summary
@@ -266,5 +296,6 @@ cg.check_close(class_acc, expected, name="class_acc")
 #   (model and inputs) pays off mostly with mixed precision: measure on your GPU.
 # - Conv training is where a GPU shines: this runtime's measured speedup is printed above.
 # - `cg.predict` and a grid of mistakes tell you more than one accuracy number.
+# - Predict in large batches under `inference_mode`, and read the classes back once, not per image.
 #
 # Next: **05 · Feeding the GPU**.

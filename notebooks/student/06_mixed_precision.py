@@ -32,7 +32,7 @@
 # - fp32 vs TF32 vs mixed precision, step time and peak memory, measured on this runtime;
 # - the classic mistakes: deprecated `torch.cuda.amp`, a scaler with bf16, `step` without `update`.
 #
-# **Time:** 40 minutes. **Prerequisites:** lessons 01 (compute capability) and 03 (training loop).
+# **Time:** 45 minutes. **Prerequisites:** lessons 01 (compute capability) and 03 (training loop).
 
 # %%
 # Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
@@ -437,6 +437,31 @@ precision_for = None  # your function goes here
 
 # %%
 cg.check_precision_rule(precision_for)
+
+# %% [markdown]
+# ### Exercise 2: fix an AMP training step, and prove it
+#
+# `amp_step` is the mixed-precision step as it often appears in forum posts: float16 autocast,
+# a `GradScaler` and gradient clipping. It has two bugs from section 4: one makes every step
+# far too small, so training crawls without any error; the other stops training at the second
+# step. Fix both. The check runs your step and the right one for 3 steps from the same weights
+# and batches, on this runtime (a GradScaler works on the CPU too), and compares how far the
+# weights moved.
+
+# %%
+def amp_step(model, inputs, labels, optimizer, scaler, max_norm):
+    """One float16 mixed-precision step with gradient clipping."""
+    optimizer.zero_grad(set_to_none=True)
+    with torch.autocast(device.type, dtype=torch.float16):
+        loss = F.cross_entropy(model(inputs), labels)
+    scaler.scale(loss).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    return loss.detach()
+
+
+# %%
+cg.check_amp_step(amp_step, device)
 
 # %% [markdown]
 # ## Summary
