@@ -7,6 +7,7 @@ undone does not crash the notebook; the learner reads the hint and tries again.
 from __future__ import annotations
 
 import copy
+import re
 import time
 
 import torch
@@ -448,3 +449,72 @@ def check_memory_saving(step: object, reference: object, model: nn.Module, input
         summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {full_peak.peak_mib:.1f}"
     return report(ratio <= at_most, summary + ".",
                   f"{summary}; aim for at most {at_most:g}x: smaller pieces, or recompute instead of store.")
+
+
+def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Module, images: torch.Tensor, *,
+                            at_most: float = 0.25) -> CheckResult:
+    """Check a learner's ``predict_fn(model, images) -> outputs`` (lesson 09): the same outputs as ``leaky_fn``, with
+    at most ``at_most`` of the activation memory autograd keeps for it (``measure_activations``, on any device;
+    on a GPU the allocator's peak is printed too). An evaluation that keeps every batch's graph grows with the
+    data set until a GPU runs out of memory."""
+    from .memory import measure_activations, measure_peak
+
+    if not callable(predict_fn):
+        return report(False, "", "define predict_all(model, images) and rerun.")
+    measured = {}
+    for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
+        with measure_peak(images.device) as peak, measure_activations(model) as saved:
+            outputs = fn(model, images)
+            needs_grad = getattr(outputs, "requires_grad", False)
+            outputs = outputs.detach() if isinstance(outputs, torch.Tensor) else outputs  # frees the graph
+        measured[name] = (outputs, saved, peak, needs_grad)
+    (expected, leaky, leaky_peak, _), (outputs, saved, peak, needs_grad) = measured["leaky"], measured["yours"]
+    if not isinstance(outputs, torch.Tensor) or outputs.shape != expected.shape:
+        return report(False, "", f"return the outputs of every image as one tensor of shape {tuple(expected.shape)}.")
+    if not torch.allclose(outputs.float(), expected.float(), rtol=1e-3, atol=1e-4):
+        return report(False, "", "your outputs differ from the model's: same model, same images, in order.")
+    ratio = saved.peak_bytes / leaky.peak_bytes
+    summary = (f"autograd kept {saved.peak_mib:.2f} MiB for backward instead of {leaky.peak_mib:.2f} MiB "
+               f"({ratio:.2f}x)")
+    if peak.peak_mib is not None:
+        summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {leaky_peak.peak_mib:.1f}"
+    if needs_grad:
+        return report(False, "", f"{summary}, and your outputs still carry a graph: evaluate under "
+                                 "torch.inference_mode().")
+    return report(ratio <= at_most, summary + ".",
+                  f"{summary}; aim for at most {at_most:g}x: nothing in an evaluation needs a backward pass.")
+
+
+def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: int = 300) -> CheckResult:
+    """Check a learner's DDP training script (lesson 08): launched by torchrun with ``nproc`` gloo processes (on
+    every runtime), it must train to the same weights as the helper's run saved in ``reference_weights``."""
+    from pathlib import Path
+
+    from .parallel import launch_torchrun
+
+    path = Path(script)
+    if not path.is_file():
+        return report(False, "", f"no script at {path}: run the %%writefile cell first.")
+    text = path.read_text()
+    for call in ("init_process_group(", "destroy_process_group("):
+        if call not in text:
+            return report(False, "", f"{path.name} never calls dist.{call}...): every process joins the group "
+                                     "after torchrun starts it, and leaves it before it exits.")
+    out = path.with_name(f"{path.stem}_weights.pt")
+    out.unlink(missing_ok=True)
+    start = time.perf_counter()
+    try:
+        launch_torchrun(path, nproc, "--backend", "gloo", "--out", str(out), timeout=timeout, echo=False)
+    except RuntimeError as err:
+        # The first exception a process printed ("NameError: ...", or "[rank0]: NameError: ..." from newer torchrun).
+        found = re.search(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_.]*(?:Error|Exception): .*)$", str(err), re.M)
+        return report(False, "", f"the job failed: {found.group(1) if found else str(err).splitlines()[0]}")
+    seconds = time.perf_counter() - start
+    if not out.is_file():
+        return report(False, "", f"the job ran but wrote no {out.name}: keep train(info, args) as it is.")
+    mine, expected = torch.load(out, weights_only=True), torch.load(reference_weights, weights_only=True)
+    gap = max((mine[k] - v).abs().max().item() for k, v in expected.items())
+    return report(gap <= 1e-6, f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
+                               f"cg.ddp_setup's run (largest difference {gap:.1e}).",
+                  f"the weights differ from cg.ddp_setup's run by up to {gap:.1e}: is each process's rank the "
+                  "one torchrun gave it (RANK), and the world size WORLD_SIZE?")

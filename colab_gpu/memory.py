@@ -81,7 +81,9 @@ class _Saved:
 
     def __init__(self, tensor: torch.Tensor, live: dict[tuple, int], result: ActivationMemory,
                  ignored: set[tuple]) -> None:
-        self.tensor = tensor
+        # Kept without its autograd history: an output saved with its grad_fn would hold the graph that holds
+        # this object, a reference cycle that only the garbage collector frees (autograd does the same).
+        self.tensor = tensor.detach()
         storage = tensor.untyped_storage()
         self.key = (tensor.device, storage.data_ptr())
         self.nbytes = 0 if self.key in ignored else storage.nbytes()

@@ -234,6 +234,15 @@ def test_measure_activations_counts_what_backward_keeps_and_what_accumulation_sa
     # The chunks are views of the whole input (one storage, counted whole); the hidden activations shrink 4x.
     assert pieces.peak_bytes == 256 * 64 * 4 + 64 * (128 + 128) * 4
     assert "MiB of activations" in str(whole)
+    import gc
+
+    gc.disable()  # a graph dropped without backward must be freed at once, not by the garbage collector
+    try:
+        with cg.measure_activations(model) as dropped:
+            model(inputs).detach()
+        assert dropped.peak_bytes > 0 and dropped.now_bytes == 0
+    finally:
+        gc.enable()
 
 
 def test_check_memory_saving_needs_the_same_gradients_and_less_activation_memory():
@@ -304,3 +313,27 @@ def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
     assert not wrong and "match" in wrong.message
     assert "one predicted class per image" in cg.check_prediction_speed(lambda m, x: m(x), one_by_one, model,
                                                                         images, "cpu").message
+
+
+def test_check_evaluation_memory_wants_no_graph_kept_and_the_same_outputs():
+    model = cg.mlp(64, hidden=128)
+    images = torch.randn(1024, 64)
+
+    def leaky(m, x):
+        return torch.cat([m(batch) for batch in x.split(64)])  # every batch's graph stays alive
+
+    def careful(m, x):
+        with torch.inference_mode():
+            return torch.cat([m(batch) for batch in x.split(64)])
+
+    def detached(m, x):
+        return torch.cat([m(batch).detach() for batch in x.split(64)])  # one batch's graph at a time
+
+    fixed = cg.check_evaluation_memory(careful, leaky, model, images)
+    assert fixed and "0.00 MiB for backward" in fixed.message, fixed.message
+    assert cg.check_evaluation_memory(detached, leaky, model, images)  # 1/16 of the leak: fine
+    still = cg.check_evaluation_memory(leaky, leaky, model, images)
+    assert not still and "still carry a graph" in still.message
+    shuffled = cg.check_evaluation_memory(lambda m, x: careful(m, x.flip(0)), leaky, model, images)
+    assert not shuffled and "differ" in shuffled.message
+    assert not cg.check_evaluation_memory(None, leaky, model, images)

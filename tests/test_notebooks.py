@@ -175,3 +175,16 @@ def test_outputs_read_as_sentences(source):
             assert text not in ("True", "False"), f"{source.stem}: a cell echoes a bare {text}: {cell.source[:60]!r}"
             stream = output.get("text", "") if output.output_type == "stream" else ""
             assert "urlopen error" not in stream, f"{source.stem} prints a raw network error: {stream[:100]!r}"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_every_self_check_passes_with_the_worked_solutions(source):
+    # nbval runs --nbval-lax (outputs are not compared), so a solution that no longer passes its check would
+    # go unnoticed there: the executed lesson must show each check's pass mark.
+    from colab_gpu.checks import HINT, PASS
+
+    checks = [c for c in code_cells(executed(source)) if c.source.lstrip().startswith("cg.check_")]
+    assert checks, f"{source.stem} has no self-check"
+    for cell in checks:
+        text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        assert PASS in text and HINT not in text, f"{source.stem}: {cell.source[:60]!r} printed {text[:200]!r}"

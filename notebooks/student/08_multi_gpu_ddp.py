@@ -35,7 +35,7 @@
 # - the classic mistakes: `mp.spawn` of a notebook function, `DistributedDataParallelCPU`,
 #   forgetting `set_epoch`.
 #
-# **Time:** 45 minutes. **Prerequisites:** lessons 03 and 07. Colab has one GPU: the multi-GPU
+# **Time:** 50 minutes. **Prerequisites:** lessons 03 and 07. Colab has one GPU: the multi-GPU
 # parts run as several processes on the CPU (or on one process per GPU where you have more).
 
 # %%
@@ -383,6 +383,52 @@ rank1_indices = None  # your list goes here
 cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
 
 # %% [markdown]
+# ### Exercise 2: set up DDP yourself, and prove it
+#
+# `cg.ddp_setup` and `cg.ddp_teardown` hide a few lines of `torch.distributed` (section 2).
+# Write them yourself: complete `setup()` and `teardown()` in `my_ddp_train.py`, which runs
+# section 2's `train()` unchanged. The check launches your script with 2 `gloo` processes on
+# this runtime and compares its final weights with section 2's run of the helpers: the same
+# seed, the same data and the same all-reduce give the same weights.
+
+# %%
+# %%writefile my_ddp_train.py
+"""Section 2's training, set up and torn down with plain torch.distributed."""
+
+import os
+
+import torch
+import torch.distributed as dist
+from ddp_train import parse_args, train  # section 2's script, in this folder
+
+import colab_gpu as cg
+
+
+def setup(backend):
+    """Join the process group that torchrun prepared; return who this process is."""
+    # Your code: read RANK, LOCAL_RANK and WORLD_SIZE; pick the device (the GPU numbered LOCAL_RANK with
+    # nccl, the CPU with gloo); join the group (dist.init_process_group).
+    rank = local_rank = world_size = device = None
+    return cg.DistInfo(rank, local_rank, world_size, backend, device)
+
+
+def teardown():
+    """Leave the process group."""
+    pass  # your code
+
+
+if __name__ == "__main__":
+    args = parse_args()
+    info = setup(args.backend or ("nccl" if torch.cuda.is_available() else "gloo"))
+    try:
+        train(info, args)  # section 2's training: the DDP model is gone when it returns
+    finally:
+        teardown()
+
+# %%
+cg.check_ddp_script("my_ddp_train.py", reference_weights="ddp_weights_2proc.pt")
+
+# %% [markdown]
 # ## Summary
 #
 # - `nn.DataParallel`: one process, scatter/replicate/gather every step, GPU 0 overloaded. Use DDP.
@@ -390,6 +436,8 @@ cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
 #   GPUs and `gloo` on CPUs; gradients are averaged by all-reduce during `backward()`.
 # - `DistributedSampler` + `sampler.set_epoch(epoch)`; log and save on rank 0 only, then `barrier()`.
 # - Code for spawned processes lives in files, not notebook cells.
+# - Plain setup: read `RANK`/`LOCAL_RANK`/`WORLD_SIZE`, `set_device`, `init_process_group`; at the end
+#   `destroy_process_group`.
 # - Verified here: 2-process DDP = 1-process training on the same global batch.
 #
 # Next: **09 · Troubleshooting**, the errors of lessons 01-08 with their real messages and fixes.

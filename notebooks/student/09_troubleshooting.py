@@ -31,7 +31,7 @@
 #   workers, the device-side assert from bad labels, deprecated AMP calls, and driver / CUDA /
 #   cuDNN version mismatches.
 #
-# **Time:** 25 minutes. **Prerequisites:** lessons 01 to 07 (each error is taught in its lesson;
+# **Time:** 30 minutes. **Prerequisites:** lessons 01 to 07 (each error is taught in its lesson;
 # this is the reference to come back to).
 
 # %%
@@ -288,13 +288,37 @@ valid_labels = None  # your function goes here
 cg.check_label_validator(valid_labels)
 
 # %% [markdown]
+# ### Exercise 2: fix an out-of-memory bug, and prove it
+#
+# A classmate's `predict_all` runs out of GPU memory on a large test set, even with small
+# batches: memory grows with every batch. Find why (section 3's causes, and lesson 07), fix it,
+# and keep the outputs the same. The check measures what autograd keeps for backward while your
+# function runs (`cg.measure_activations`, on every runtime), against the classmate's version.
+
+# %%
+def predict_all(model, images, batch_size=64):
+    """The model's outputs for every image, batch by batch."""
+    outputs = []
+    for batch in images.split(batch_size):
+        outputs.append(model(batch.to(device)))
+    return torch.cat(outputs)
+
+
+leaky_predict_all = predict_all
+eval_model = cg.mlp(64, hidden=256).to(device).eval()
+eval_images = torch.randn(4096, 64)
+
+# %%
+cg.check_evaluation_memory(predict_all, leaky_predict_all, eval_model, eval_images)
+
+# %% [markdown]
 # ## Summary
 #
 # | message | usual cause | fix |
 # |---|---|---|
 # | No CUDA GPUs are available / no NVIDIA driver / not compiled with CUDA | no GPU | Runtime > Change runtime type |
 # | Expected all tensors to be on the same device | batch not moved | `x.to(device)` in the loop |
-# | CUDA out of memory | batch too large, leaked references | `cg.cleanup`, smaller batch, AMP, accumulation |
+# | CUDA out of memory | big batch, leaked refs, graphs kept in evaluation | `cg.cleanup`, smaller batch, no_grad |
 # | Cannot re-initialize CUDA in forked subprocess | CUDA tensors in `Dataset` workers | CPU tensors in workers |
 # | device-side assert triggered | label out of range | check labels; `CUDA_LAUNCH_BLOCKING=1`; restart |
 # | `torch.cuda.amp` FutureWarning | old API | `torch.amp.GradScaler("cuda")`, `torch.autocast` |
