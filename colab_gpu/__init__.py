@@ -106,7 +106,7 @@ from .runtime import (
 from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
 
-__version__ = "0.10.0"
+__version__ = "0.11.0"
 
 __all__ = [
     "ActivationMemory",
