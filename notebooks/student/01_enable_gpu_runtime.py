@@ -213,7 +213,7 @@ assert x.device.type == device.type
 # When the runtime disconnects, the virtual machine is gone: variables, models in memory, files
 # under `/content`, packages you installed. What survives is the notebook itself and whatever
 # you saved to Google Drive (`from google.colab import drive; drive.mount("/content/drive")`).
-# Lesson 07 writes training checkpoints there so a disconnect costs minutes, not hours.
+# Lesson 03 writes training checkpoints there so a disconnect costs minutes, not hours.
 #
 # **TPU runtimes** are a different accelerator: PyTorch needs `torch_xla` for them, and this
 # course does not use them. The runtime report above warns if you picked one by mistake.

@@ -18,7 +18,7 @@
 # ---
 
 # %% [markdown]
-# # 07 · GPU memory: measure it, clean it up, survive out-of-memory and disconnects
+# # 07 · GPU memory: measure it, clean it up, survive out-of-memory
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/07_gpu_memory.ipynb)
 # [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/07_gpu_memory.ipynb)
@@ -31,10 +31,9 @@
 # - what `del`, `gc.collect()` and `torch.cuda.empty_cache()` free, and the notebook traps that
 #   keep tensors alive;
 # - recovering from `torch.OutOfMemoryError` without restarting, and finding the largest batch
-#   that fits; gradient accumulation, activation checkpointing, `expandable_segments`, snapshots;
-# - checkpoints that survive a Colab disconnect, with an exact resume.
+#   that fits; gradient accumulation, activation checkpointing, `expandable_segments`, snapshots.
 #
-# **Time:** 50 minutes. **Prerequisites:** lessons 03 and 06.
+# **Time:** 45 minutes. **Prerequisites:** lessons 03 and 06.
 
 # %%
 # Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
@@ -447,76 +446,6 @@ else:
           "held by tensors over one training step.")
 
 # %% [markdown]
-# ## 6. Surviving a disconnect: checkpoints
-#
-# When Colab disconnects, the virtual machine and everything in it are gone. Save the training
-# state after every epoch to **Google Drive**:
-#
-# ```python
-# from google.colab import drive
-# drive.mount("/content/drive")      # asks for permission once
-# ```
-#
-# `cg.default_checkpoint_dir()` then points into Drive (and to a local folder elsewhere). A
-# checkpoint holds the model, the optimizer, the GradScaler, the epoch, the history and every
-# random generator, and is written **atomically**: to a temporary file, flushed, then renamed,
-# so a disconnect in the middle of a write leaves the previous checkpoint intact.
-# `cg.fit(..., checkpoint=path)` saves after each epoch and, when the file exists, resumes.
-#
-# We train 4 epochs without interruption, then again with a "disconnect" after epoch 2 and a
-# resume, and compare the final weights.
-
-# %%
-import copy
-import tempfile
-from pathlib import Path
-
-cg.seed_everything(0)
-data = cg.load_fashion_mnist("data").limit(train=4096, test=1024)
-size = data.image_shape[0] * data.image_shape[1] * data.image_shape[2]
-
-
-def fresh_run():
-    """Model, optimizer and loaders exactly as a new session would build them."""
-    cg.seed_everything(0)
-    model = cg.mlp(size, hidden=256).to(device)
-    train_loader, test_loader = cg.make_loaders(data, 128, device=device)
-    return model, torch.optim.Adam(model.parameters(), lr=1e-3), train_loader, test_loader
-
-
-model, optimizer, train_loader, test_loader = fresh_run()
-cg.fit(model, train_loader, test_loader, optimizer, device, epochs=4, progress=False, verbose=False)
-uninterrupted = copy.deepcopy(model.state_dict())
-
-
-class Disconnect(Exception):
-    pass
-
-
-def disconnect_after_epoch_2(epoch, row):
-    if epoch == 2:
-        raise Disconnect("the runtime disconnected")
-
-
-checkpoint_path = Path(tempfile.mkdtemp()) / "mlp.pt"  # on Colab: cg.default_checkpoint_dir() / "mlp.pt"
-model, optimizer, train_loader, test_loader = fresh_run()
-try:
-    cg.fit(model, train_loader, test_loader, optimizer, device, epochs=4, checkpoint=checkpoint_path,
-           on_epoch_end=disconnect_after_epoch_2, progress=False)
-except Disconnect as err:
-    print(f"interrupted: {err}; the checkpoint holds epoch 2")
-
-model, optimizer, train_loader, test_loader = fresh_run()  # "a new session"
-history = cg.fit(model, train_loader, test_loader, optimizer, device, epochs=4, checkpoint=checkpoint_path,
-                 progress=False)
-same = all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), uninterrupted.values(), strict=True))
-close = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(model.state_dict().values(), uninterrupted.values(),
-                                                            strict=True))
-print(f"resumed run == uninterrupted run: bit-identical {same}, within 1e-5 {close}")
-assert history.column("epoch") == [1, 2, 3, 4]
-assert same if not on_gpu else close  # exact on the CPU; GPU kernels may differ in the last bits
-
-# %% [markdown]
 # ## Exercise
 #
 # The cell below creates a tensor and leaks it in three ways. Free it: afterwards nothing may
@@ -566,6 +495,5 @@ cg.check_memory_saving(my_step, one_piece_step, exercise_model, exercise_inputs,
 # - On `torch.OutOfMemoryError`: clean up and retry smaller (`cg.find_max_batch_size`), or
 #   accumulate gradients, checkpoint activations, use mixed precision, set `expandable_segments`.
 #   `cg.measure_activations` shows what autograd keeps for backward, on any device.
-# - Checkpoint to Drive after every epoch, atomically; `cg.fit(..., checkpoint=path)` resumes exactly.
 #
 # Next: **08 · More than one GPU**.
