@@ -462,8 +462,9 @@ def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Modu
     if not callable(predict_fn):
         return report(False, "", "define predict_all(model, images) and rerun.")
     measured = {}
+    device = next(model.parameters()).device  # the images may wait on the CPU; the memory is the model's device's
     for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
-        with measure_peak(images.device) as peak, measure_activations(model) as saved:
+        with measure_peak(device) as peak, measure_activations(model) as saved:
             outputs = fn(model, images)
             needs_grad = getattr(outputs, "requires_grad", False)
             outputs = outputs.detach() if isinstance(outputs, torch.Tensor) else outputs  # frees the graph

@@ -1,3 +1,4 @@
+import pytest
 import torch
 from torch import nn
 
@@ -337,3 +338,37 @@ def test_check_evaluation_memory_wants_no_graph_kept_and_the_same_outputs():
     shuffled = cg.check_evaluation_memory(lambda m, x: careful(m, x.flip(0)), leaky, model, images)
     assert not shuffled and "differ" in shuffled.message
     assert not cg.check_evaluation_memory(None, leaky, model, images)
+
+
+@pytest.mark.gpu
+def test_skill_checks_pass_on_a_gpu_and_report_the_allocator_peak():
+    device = torch.device("cuda")
+    model = cg.mlp(64, hidden=256, depth=3).to(device)
+    inputs, labels = torch.randn(512, 64, device=device), torch.randint(0, 10, (512,), device=device)
+
+    def whole(m, x, y):
+        nn.functional.cross_entropy(m(x), y).backward()
+
+    def pieces(m, x, y, k=4):
+        for a, b in zip(x.chunk(k), y.chunk(k), strict=True):
+            (nn.functional.cross_entropy(m(a), b) / k).backward()
+
+    fits = cg.check_memory_saving(pieces, whole, model, inputs, labels)
+    assert fits and "allocator peak on cuda" in fits.message, fits.message
+
+    def leaky(m, x):
+        return torch.cat([m(batch.to(device)) for batch in x.split(64)])
+
+    def careful(m, x):
+        with torch.inference_mode():
+            return leaky(m, x)
+
+    evaluation = cg.check_evaluation_memory(careful, leaky, model, torch.randn(2048, 64))
+    assert evaluation and "allocator peak on cuda" in evaluation.message, evaluation.message
+    assert cg.check_amp_step(_amp_step(unscale=True, clip=True, update=True), device)
+    loop = cg.check_train_loop(_epoch(move=True, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32),
+                               _learnable_loader(), device)
+    assert loop, loop.message
+    unmoved = cg.check_train_loop(_epoch(move=False, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32),
+                                  _learnable_loader(), device)
+    assert not unmoved and "move each batch" in unmoved.message
