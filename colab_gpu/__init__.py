@@ -5,6 +5,7 @@ Nothing here decides anything at import time: every function takes its device ex
 """
 
 from .bench import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
+from .capability import kernels_for
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
     CheckResult,
@@ -98,7 +99,6 @@ from .runtime import (
     format_report,
     in_colab,
     in_kaggle,
-    kernels_for,
     notebook_platform,
     print_runtime_report,
     runtime_report,

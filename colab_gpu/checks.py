@@ -13,6 +13,8 @@ import time
 import torch
 from torch import nn
 
+from .capability import COURSE_GPUS, GpuCapability
+
 PASS = "✅ Correct:"
 HINT = "❌ Not yet:"
 
@@ -170,23 +172,25 @@ def check_loader_settings(loader: object, device: str | torch.device) -> CheckRe
     return report(True, f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.", "")
 
 
-PRECISION_CASES = {(6, 0): "fp32", (7, 0): "fp16", (7, 5): "fp16", (8, 0): "bf16", (8, 9): "bf16", (9, 0): "bf16"}
-GPU_NAMES = {(6, 0): "P100", (7, 0): "V100", (7, 5): "T4", (8, 0): "A100", (8, 9): "L4", (9, 0): "H100"}
+def _precision_cases() -> dict[str, tuple[tuple[int, int], str]]:
+    """Each course GPU's compute capability and the format the course's rule (capability.py) gives it."""
+    return {name: (cc, GpuCapability(name, cc).precision()[0]) for name, cc in COURSE_GPUS.items()}
 
 
 def check_precision_rule(rule: object) -> CheckResult:
     """Check a function ``rule(major, minor) -> "bf16" | "fp16" | "fp32"`` on the GPUs learners meet."""
     if not callable(rule):
         return report(False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' or 'fp32'.")
-    for (major, minor), expected in PRECISION_CASES.items():
+    cases = _precision_cases()
+    for gpu, ((major, minor), expected) in cases.items():
         try:
             answer = rule(major, minor)
         except Exception as err:  # a learner's bug: show it as a hint, do not crash the notebook
             return report(False, "", f"precision_for({major}, {minor}) raised {type(err).__name__}: {err}")
         if answer != expected:
-            return report(False, "", f"precision_for({major}, {minor}) (a {GPU_NAMES[major, minor]}) returned "
-                                     f"{answer!r}; expected {expected!r}.")
-    return report(True, f"right for all {len(PRECISION_CASES)} GPUs (P100, V100, T4, A100, L4, H100).", "")
+            return report(False, "", f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected "
+                                     f"{expected!r}.")
+    return report(True, f"right for all {len(cases)} GPUs ({', '.join(cases)}).", "")
 
 
 def check_released(probe: object, name: str = "the tensor") -> CheckResult:

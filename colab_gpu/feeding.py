@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .capability import worker_rule
 from .device import synchronize
 from .runtime import cpu_count
 
@@ -36,25 +37,14 @@ class WorkerAdvice:
 def suggest_num_workers(cores: int | None = None) -> WorkerAdvice:
     """How many DataLoader worker processes to use on this runtime, with the reason.
 
-    One worker per core the process may use, capped at 8: workers beyond the core count only
-    compete for the same cores (Colab has 2 vCPUs, and warns above that).
+    The rule is capability.py's: one worker per core the process may use, capped at 8 (workers beyond the
+    core count only compete for the same cores; Colab has 2 vCPUs). Lesson 05.
 
     Example:
         >>> suggest_num_workers(cores=2).num_workers
         2
     """
-    cores = cpu_count() if cores is None else cores
-    if cores < 1:
-        raise ValueError(f"cores must be at least 1, got {cores}.")
-    if cores == 1:
-        return WorkerAdvice(0, "one CPU core: a worker process would only take turns with the training loop.")
-    n = min(cores, 8)
-    why = f"{cores} CPU cores: one worker per core"
-    if cores > 8:
-        why += " up to 8 (more rarely helps and costs memory: measure before raising it)"
-    elif cores <= 2:
-        why += " (Colab's 2 vCPUs: more workers only compete for the same cores)"
-    return WorkerAdvice(n, why + ".")
+    return WorkerAdvice(*worker_rule(cpu_count() if cores is None else cores))
 
 
 def worker_loader(

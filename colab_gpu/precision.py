@@ -1,11 +1,7 @@
 """Mixed precision by hardware: which autocast dtype, whether a GradScaler, and TF32.
 
-The rule (compute capability = the GPU's architecture version):
-- >= 8.0 (A100, L4, H100): bf16 autocast, no GradScaler (bf16 has float32's range);
-- 7.x (T4, V100): fp16 autocast with ``torch.amp.GradScaler("cuda")`` (bf16 is only emulated:
-  ``torch.cuda.is_bf16_supported()`` says True there unless asked ``including_emulation=False``);
-- below 7.0: no tensor cores, stay in float32;
-- CPU: bf16 autocast runs on every CPU but is fast only on some (AMX, and not always even with
+On a GPU the rule is capability.py's (bf16 from compute capability 8.0, fp16 + GradScaler on 7.x, float32
+below); on a CPU: bf16 autocast runs on every CPU but is fast only on some (AMX, and not always even with
   AVX-512 BF16: lesson 06 measured it 35x *slower* than float32 on such a CPU). So on a CPU the
   choice is measured: bf16 only when a bf16-autocast training step beats the float32 one here.
 
@@ -24,10 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .capability import gpu_capability
 from .timing import interleaved_medians
 
-AMPERE = (8, 0)
-VOLTA = (7, 0)
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -68,15 +63,7 @@ def choose_precision(device: str | torch.device) -> Precision:
         return Precision("fp32", False, f"{measured} (no fast bf16 path): stay in float32.")
     if device.type != "cuda":
         raise ValueError(f"choose_precision knows 'cpu' and 'cuda' devices, got {device}.")
-    capability = torch.cuda.get_device_capability(device)
-    name = torch.cuda.get_device_properties(device).name
-    cc = f"{capability[0]}.{capability[1]}"
-    if capability >= AMPERE:
-        return Precision("bf16", False, f"{name} (CC {cc}) has native bf16 tensor cores; bf16 needs no loss scaling.")
-    if capability >= VOLTA:
-        return Precision("fp16", True, f"{name} (CC {cc}) has fp16 tensor cores but only emulates bf16; "
-                                       "fp16 needs loss scaling against gradient underflow.")
-    return Precision("fp32", False, f"{name} (CC {cc}) has no tensor cores: mixed precision gains little.")
+    return Precision(*gpu_capability(device).precision())
 
 
 def resolve_precision(precision: Precision | str | None, device: str | torch.device) -> Precision:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -17,13 +16,10 @@ from typing import Any
 
 import torch
 
+from .capability import COLAB_VCPUS, gpu_capability, worker_rule
 from .device import ENABLE_GPU_HINT, cuda_device_count
 from .precision import choose_precision
 
-#: Compute capability from which GPUs have native bfloat16 and TF32 tensor cores (Ampere).
-AMPERE = (8, 0)
-#: Colab offers at most this many CPU cores on its free and Pro runtimes.
-COLAB_VCPUS = 2
 GIB = 1024**3
 
 
@@ -82,47 +78,23 @@ def nvidia_driver_version() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
 
 
-def kernels_for(capability: tuple[int, int], arch_list: list[str]) -> bool | None:
-    """Whether a PyTorch built for ``arch_list`` (``torch.cuda.get_arch_list()``) can run on ``capability``.
-
-    A GPU runs machine code built for its own major version and an equal or lower minor (sm_80 code
-    on an sm_86 GPU), or PTX for an equal or lower capability, compiled when first used. None when
-    the list is empty (some releases report nothing without a visible GPU): unknown, not "no".
-    Official cu128/cu130 wheels start at sm_75 (T4): a P100 (6.0) is visible to PyTorch but the
-    first kernel fails with "no kernel image is available for execution on the device".
-    """
-    known = False
-    for arch in arch_list:
-        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
-        if not match:
-            continue
-        known = True
-        kind, major, minor = match.group(1), int(match.group(2)), int(match.group(3))
-        if kind == "sm" and major == capability[0] and minor <= capability[1]:
-            return True
-        if kind == "compute" and (major, minor) <= capability:
-            return True
-    return False if known else None
-
-
 def gpu_report(index: int = 0) -> dict[str, Any]:
     """Properties of CUDA GPU ``index``: name, compute capability, memory, precision, kernels in this build."""
     props = torch.cuda.get_device_properties(index)
-    capability = (props.major, props.minor)
-    native_bf16 = capability >= AMPERE
-    precision = choose_precision(torch.device("cuda", index))
+    gpu = gpu_capability(index)
+    precision = choose_precision(torch.device("cuda", index))  # derived from the same capability rules
     return {
         "index": index,
-        "name": props.name,
-        "compute_capability": f"{props.major}.{props.minor}",
+        "name": gpu.name,
+        "compute_capability": gpu.cc,
         "total_memory_gib": round(props.total_memory / GIB, 2),
         "multiprocessors": props.multi_processor_count,
         # is_bf16_supported() without the flag says True on a T4, which only emulates bf16.
-        "bf16_native": native_bf16,
-        "tf32": capability >= AMPERE,
-        "precision": precision.name,  # choose_precision's answer: the one home of that rule
+        "bf16_native": gpu.bf16_native,
+        "tf32": gpu.tf32,
+        "precision": precision.name,
         "precision_reason": precision.reason,
-        "kernels_in_this_torch": kernels_for(capability, torch.cuda.get_arch_list()),
+        "kernels_in_this_torch": gpu.kernels_in(torch.cuda.get_arch_list()),
     }
 
 
@@ -134,6 +106,21 @@ _PRECISION_ADVICE = {
 }
 
 
+def cudnn_version() -> tuple[int | None, str | None]:
+    """(cuDNN's version, None), or (None, why) when PyTorch refuses to load it for the visible GPUs.
+
+    cuDNN 9.11 and later drop GPUs below compute capability 7.5 (a P100, a V100), and PyTorch then raises
+    "cuDNN version ... is not compatible with devices with SM < 7.5" from ``torch.backends.cudnn.version()``
+    and from the first convolution.
+    """
+    if not torch.backends.cudnn.is_available():
+        return None, None
+    try:
+        return torch.backends.cudnn.version(), None
+    except RuntimeError as err:
+        return None, str(err).split(". ")[0]
+
+
 def runtime_report() -> dict[str, Any]:
     """Collect what this runtime offers, as a JSON-friendly dict.
 
@@ -143,7 +130,7 @@ def runtime_report() -> dict[str, Any]:
         True
     """
     gpus = [gpu_report(i) for i in range(cuda_device_count())]
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    cudnn, cudnn_problem = cudnn_version()
     ram = ram_gib()
     return {
         "in_colab": in_colab(),
@@ -155,6 +142,7 @@ def runtime_report() -> dict[str, Any]:
         "gpus": gpus,
         "cuda_runtime": torch.version.cuda,
         "cudnn": cudnn,
+        "cudnn_problem": cudnn_problem,
         "driver": nvidia_driver_version() if gpus else None,
         "cpu_count": cpu_count(),
         "ram_gib": round(ram, 1) if ram is not None else None,
@@ -183,14 +171,15 @@ def advice(report: dict[str, Any]) -> list[str]:
             tip = f"{gpu_name}: {_PRECISION_ADVICE[gpu['precision']]}"
         if tip not in tips:  # two T4s need the advice once
             tips.append(tip)
+    if report.get("cudnn_problem"):
+        tips.append(f"{report['cudnn_problem']}: convolutions will fail with this PyTorch. Use a T4 or newer GPU, "
+                    "or a PyTorch build with an older cuDNN.")
     if report["gpu_count"] >= 2:
         tips.append(f"{report['gpu_count']} GPUs: one process per GPU with DistributedDataParallel (torchrun "
                     f"--nproc-per-node={report['gpu_count']}, lesson 08); plain PyTorch code uses only the first.")
-    if report["cpu_count"] <= COLAB_VCPUS:
-        tips.append(
-            f"{report['cpu_count']} CPU core(s): use at most {report['cpu_count']} DataLoader workers; "
-            "more workers only compete for the same cores."
-        )
+    if report["cpu_count"] <= COLAB_VCPUS:  # few cores: the worker count matters (lesson 05)
+        workers, why = worker_rule(report["cpu_count"])
+        tips.append(f"use at most {workers} DataLoader workers: {why}")
     return tips
 
 

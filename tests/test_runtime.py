@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import colab_gpu as cg
+from colab_gpu import capability as capability_rules
 from colab_gpu import runtime
 from colab_gpu.cli import main
 
@@ -98,7 +99,7 @@ def test_one_gpu_gets_no_ddp_tip(fake_gpus):
     ((7, 0), [], None),  # some releases list nothing without a visible GPU: unknown
 ])
 def test_kernels_for_compute_capability(capability, arches, expected):
-    assert runtime.kernels_for(capability, arches) is expected
+    assert capability_rules.kernels_for(capability, arches) is expected
 
 
 def test_advice_on_two_vcpus_limits_workers(no_gpu, monkeypatch):
@@ -169,3 +170,25 @@ def test_doctor_fails_under_require_cuda_without_gpu(no_gpu, monkeypatch, capsys
     monkeypatch.setenv("REQUIRE_CUDA", "1")
     assert main(["doctor"]) == 1
     assert "REQUIRE_CUDA=1 is set but no CUDA GPU" in capsys.readouterr().err
+
+
+def test_cudnn_refusing_an_old_gpu_is_reported_not_raised(fake_gpus, monkeypatch):
+    # cuDNN 9.11+ with a P100 or V100: torch.backends.cudnn.version() raises instead of answering.
+    fake_gpus(P100)
+
+    def refuse():
+        raise RuntimeError("cuDNN version 92400 is not compatible with devices with SM < 7.5. Please install ...")
+
+    monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
+    monkeypatch.setattr(torch.backends.cudnn, "version", refuse)
+    report = runtime.runtime_report()
+    assert report["cudnn"] is None
+    assert report["cudnn_problem"] == "cuDNN version 92400 is not compatible with devices with SM < 7.5"
+    assert any("convolutions will fail" in tip for tip in cg.advice(report))
+    assert "cuDNN" in runtime.format_report(report)
+
+
+def test_one_core_is_advised_no_workers_like_the_loader_helper(no_gpu, monkeypatch):
+    monkeypatch.setattr(runtime, "cpu_count", lambda: 1)
+    assert "use at most 0 DataLoader workers: one CPU core" in " ".join(cg.advice(cg.runtime_report()))
+    assert cg.suggest_num_workers(cores=1).num_workers == 0

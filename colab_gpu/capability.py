@@ -1,0 +1,112 @@
+"""What this hardware can do: the one home of the course's hardware rules.
+
+Every hardware question the course asks is answered here, and `doctor` (runtime.py), `choose_precision`
+(precision.py) and `suggest_num_workers` (feeding.py) derive their answers from these rules:
+
+- number formats, from the compute capability (the GPU's architecture version):
+  >= 8.0 (A100, L4, H100): native bf16 and TF32 tensor cores; 7.x (V100, T4): fp16 tensor cores, bf16 only
+  emulated (``torch.cuda.is_bf16_supported()`` still says True there); below 7.0 (P100): no tensor cores;
+- old-GPU support: whether this PyTorch build has machine code for the GPU at all (`kernels_for`);
+- DataLoader workers: one per core the process may use, capped at 8 (Colab has 2 vCPUs).
+
+Lessons 01 (compute capability, kernels), 05 (workers) and 06 (precision) teach these rules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+#: Compute capability from which GPUs have native bf16 and TF32 tensor cores (Ampere).
+AMPERE = (8, 0)
+#: Compute capability from which GPUs have fp16 tensor cores (Volta).
+VOLTA = (7, 0)
+#: Colab offers at most this many CPU cores on its free and Pro runtimes.
+COLAB_VCPUS = 2
+#: More DataLoader workers than this rarely helps and costs memory.
+MAX_WORKERS = 8
+#: The GPUs learners meet (Kaggle's P100 and T4 x2, Colab's T4, L4, A100 and H100, older V100 clusters).
+COURSE_GPUS = {"P100": (6, 0), "V100": (7, 0), "T4": (7, 5), "A100": (8, 0), "L4": (8, 9), "H100": (9, 0)}
+
+
+@dataclass(frozen=True)
+class GpuCapability:
+    """A GPU's name and compute capability, and what follows from them."""
+
+    name: str
+    compute_capability: tuple[int, int]
+
+    @property
+    def cc(self) -> str:
+        return f"{self.compute_capability[0]}.{self.compute_capability[1]}"
+
+    @property
+    def bf16_native(self) -> bool:
+        return self.compute_capability >= AMPERE
+
+    @property
+    def tf32(self) -> bool:
+        return self.compute_capability >= AMPERE
+
+    @property
+    def fp16_tensor_cores(self) -> bool:
+        return self.compute_capability >= VOLTA
+
+    def precision(self) -> tuple[str, bool, str]:
+        """(format, whether it needs a GradScaler, why): the mixed-precision rule for this GPU."""
+        where = f"{self.name} (CC {self.cc})"
+        if self.bf16_native:
+            return "bf16", False, f"{where} has native bf16 tensor cores; bf16 needs no loss scaling."
+        if self.fp16_tensor_cores:
+            return "fp16", True, (f"{where} has fp16 tensor cores but only emulates bf16; fp16 needs loss scaling "
+                                  "against gradient underflow.")
+        return "fp32", False, f"{where} has no tensor cores: mixed precision gains little."
+
+    def kernels_in(self, arch_list: list[str]) -> bool | None:
+        """Whether a PyTorch built for ``arch_list`` has code for this GPU (see `kernels_for`)."""
+        return kernels_for(self.compute_capability, arch_list)
+
+
+def gpu_capability(device: int | str | torch.device = 0) -> GpuCapability:
+    """The capability of a visible CUDA GPU."""
+    props = torch.cuda.get_device_properties(device)
+    return GpuCapability(props.name, (props.major, props.minor))
+
+
+def kernels_for(capability: tuple[int, int], arch_list: list[str]) -> bool | None:
+    """Whether a PyTorch built for ``arch_list`` (``torch.cuda.get_arch_list()``) can run on ``capability``.
+
+    A GPU runs machine code built for its own major version and an equal or lower minor (sm_80 code
+    on an sm_86 GPU), or PTX for an equal or lower capability, compiled when first used. None when
+    the list is empty (some releases report nothing without a visible GPU): unknown, not "no".
+    Official cu128/cu130 wheels start at sm_75 (T4): a P100 (6.0) is visible to PyTorch but the
+    first kernel fails with "no kernel image is available for execution on the device". Lesson 01.
+    """
+    known = False
+    for arch in arch_list:
+        match = re.fullmatch(r"(sm|compute)_(\d+)(\d)[a-z]?", arch)
+        if not match:
+            continue
+        known = True
+        kind, major, minor = match.group(1), int(match.group(2)), int(match.group(3))
+        if kind == "sm" and major == capability[0] and minor <= capability[1]:
+            return True
+        if kind == "compute" and (major, minor) <= capability:
+            return True
+    return False if known else None
+
+
+def worker_rule(cores: int) -> tuple[int, str]:
+    """(DataLoader workers, why) for a process that may use ``cores`` CPU cores."""
+    if cores < 1:
+        raise ValueError(f"cores must be at least 1, got {cores}.")
+    if cores == 1:
+        return 0, "one CPU core: a worker process would only take turns with the training loop."
+    why = f"{cores} CPU cores: one worker per core"
+    if cores > MAX_WORKERS:
+        why += f" up to {MAX_WORKERS} (more rarely helps and costs memory: measure before raising it)"
+    elif cores <= COLAB_VCPUS:
+        why += f" (Colab's {COLAB_VCPUS} vCPUs: more workers only compete for the same cores)"
+    return min(cores, MAX_WORKERS), why + "."

@@ -1,0 +1,67 @@
+"""One home for the hardware rules: doctor and choose_precision give the same answer on every GPU the course names."""
+
+import pytest
+import torch
+
+import colab_gpu as cg
+from colab_gpu import runtime
+from colab_gpu.capability import COURSE_GPUS, GpuCapability, worker_rule
+
+from .conftest import GIB
+
+#: What the course teaches for each GPU (lessons 01 and 06): format, GradScaler, native bf16, TF32.
+EXPECTED = {
+    "P100": ("fp32", False, False, False),
+    "V100": ("fp16", True, False, False),
+    "T4": ("fp16", True, False, False),
+    "A100": ("bf16", False, True, True),
+    "L4": ("bf16", False, True, True),
+    "H100": ("bf16", False, True, True),
+}
+
+
+def test_the_table_covers_every_course_gpu():
+    assert set(EXPECTED) == set(COURSE_GPUS)
+
+
+@pytest.mark.parametrize("gpu", list(COURSE_GPUS))
+def test_doctor_and_choose_precision_agree(gpu, fake_gpus):
+    fake_gpus({"name": f"NVIDIA {gpu}", "capability": COURSE_GPUS[gpu], "memory_gib": 16})
+    name, scaler, bf16, tf32 = EXPECTED[gpu]
+    chosen = cg.choose_precision("cuda")
+    report = runtime.runtime_report()
+    row = report["gpus"][0]
+    assert (chosen.name, chosen.use_scaler) == (name, scaler)
+    assert (row["precision"], row["bf16_native"], row["tf32"]) == (name, bf16, tf32)
+    assert row["precision_reason"] == chosen.reason
+    tips = " ".join(cg.advice(report))
+    if row["kernels_in_this_torch"]:
+        assert runtime._PRECISION_ADVICE[name] in tips
+    else:  # cu128 and newer wheels start at the T4: a P100 or V100 is told that this PyTorch cannot run on it
+        assert gpu in ("P100", "V100") and "no kernels" in tips
+
+
+def test_the_cpu_row_measures_instead_of_looking_up(no_gpu, monkeypatch):
+    monkeypatch.setattr("colab_gpu.precision.cpu_bf16_speedup", lambda threads: 0.5)
+    report = runtime.runtime_report()
+    assert report["gpus"] == [] and not any("autocast" in tip for tip in cg.advice(report))
+    chosen = cg.choose_precision("cpu")
+    assert chosen.name == "fp32" and "measured" in chosen.reason
+
+
+def test_worker_rule_is_the_one_the_doctor_and_the_loader_helpers_use(no_gpu, monkeypatch):
+    assert worker_rule(1)[0] == 0 and worker_rule(2)[0] == 2 and worker_rule(64)[0] == 8
+    assert cg.suggest_num_workers(cores=2).num_workers == worker_rule(2)[0]
+    monkeypatch.setattr("colab_gpu.runtime.cpu_count", lambda: 2)
+    assert any("at most 2 DataLoader workers" in tip for tip in cg.advice(runtime.runtime_report()))
+    with pytest.raises(ValueError, match="at least 1"):
+        worker_rule(0)
+
+
+def test_lesson_06_exercise_is_checked_against_the_same_rule(capsys):
+    def rule(major, minor):
+        return GpuCapability("any", (major, minor)).precision()[0]
+
+    assert cg.check_precision_rule(rule)
+    assert "6 GPUs (P100, V100, T4, A100, L4, H100)" in capsys.readouterr().out
+    assert GIB == 2**30 and torch.cuda.is_available() in (True, False)
