@@ -2,6 +2,20 @@
 
 Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_device()``.
 Nothing here decides anything at import time: every function takes its device explicitly.
+
+Where each lesson's helpers live:
+
+- 01 runtime: ``device`` (get_device), ``runtime`` (the doctor's report), ``capability`` (every hardware rule);
+- 02 tensors on the device: ``timing`` (benchmark), ``feeding.copy_bandwidth``, ``plots``;
+- 03 MLP: ``data``, ``models``, ``train`` (fit, train_epoch), ``checkpoint`` (disconnects);
+- 04 CNN: ``bench`` (step timing, a conv step in a fresh process);
+- 05 feeding: ``feeding`` (workers, pinned memory, DeviceLoader);
+- 06 mixed precision: ``precision`` (from ``capability``'s rule);
+- 07 memory: ``memory``;
+- 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
+- 09 errors: ``errors`` (shows_error);
+- every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
+  are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 """
 
 from .bench import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
@@ -104,7 +118,7 @@ from .runtime import (
     runtime_report,
 )
 from .timing import BenchResult, benchmark, format_seconds, speedup
-from .train import EpochStats, History, check_model_device, evaluate, fit, predict, train_epoch, train_step
+from .train import EpochStats, History, evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 
 __version__ = "0.11.0"
 
@@ -142,7 +156,6 @@ __all__ = [
     "check_loader_settings",
     "check_loader_speed",
     "check_memory_saving",
-    "check_model_device",
     "check_on_device",
     "check_precision_rule",
     "check_prediction_speed",
@@ -198,6 +211,7 @@ __all__ = [
     "rank0_print",
     "report",
     "require_cuda_if_asked",
+    "require_model_on_device",
     "resolve_precision",
     "restored_backend_settings",
     "runtime_report",

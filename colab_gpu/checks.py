@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from .capability import COURSE_GPUS, GpuCapability
+from .device import same_device
 
 PASS = "✅ Correct:"
 HINT = "❌ Not yet:"
@@ -51,11 +52,6 @@ def _device_of(obj: torch.Tensor | nn.Module) -> torch.device | None:
     return devices.pop() if len(devices) == 1 else None
 
 
-def _same_device(a: torch.device, b: torch.device) -> bool:
-    # "cuda" and "cuda:0" name the same GPU when only the default index is meant.
-    return a.type == b.type and (a.index or 0) == (b.index or 0)
-
-
 def check_on_device(obj: object, device: str | torch.device, name: str = "it") -> CheckResult:
     """Check that a tensor, or every parameter and buffer of a model, lives on ``device``.
 
@@ -73,7 +69,7 @@ def check_on_device(obj: object, device: str | torch.device, name: str = "it") -
     if actual is None:
         return report(False, "", f"{name} has parameters on several devices: call .to(device) on the whole model.")
     return report(
-        _same_device(actual, device),
+        same_device(actual, device),
         f"{name} is on {device}.",
         f"{name} is on {actual}, expected {device}: use .to(device) (it returns the moved tensor; "
         "for tensors assign the result).",

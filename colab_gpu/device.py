@@ -12,6 +12,15 @@ import os
 
 import torch
 
+#: What the course's loaders yield: (inputs, labels).
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """Whether ``a`` and ``b`` name the same device: "cuda" and "cuda:0" do (the default index is 0)."""
+    a, b = torch.device(a), torch.device(b)
+    return a.type == b.type and (a.index or 0) == (b.index or 0)
+
 ENABLE_GPU_HINT = (
     "In Colab: Runtime > Change runtime type > T4 GPU, then rerun. "
     "On Kaggle: Settings > Accelerator > GPU T4 x2 (a phone-verified account), then rerun. "

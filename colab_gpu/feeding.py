@@ -19,10 +19,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from .capability import worker_rule
-from .device import synchronize
+from .device import Batch, synchronize
 from .runtime import cpu_count
-
-Batch = tuple[torch.Tensor, torch.Tensor]
 
 
 @dataclass(frozen=True)

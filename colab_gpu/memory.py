@@ -239,11 +239,6 @@ def cleanup(device: str | torch.device | None = None, *, notebook: bool = True) 
     return None
 
 
-def is_out_of_memory(error: BaseException) -> bool:
-    """True for CUDA out-of-memory errors (``torch.OutOfMemoryError``)."""
-    return isinstance(error, torch.OutOfMemoryError)
-
-
 @dataclass(frozen=True)
 class BatchSizeSearch:
     """What `find_max_batch_size` found. Use ``suggested``: ``largest_fit`` sits on the out-of-memory edge."""

@@ -88,7 +88,7 @@ def make_scaler(precision: Precision, device: str | torch.device) -> torch.amp.G
     return torch.amp.GradScaler(torch.device(device).type)
 
 
-def check_scaler_fits(precision: Precision, scaler: torch.amp.GradScaler | None) -> None:
+def require_scaler_fits(precision: Precision, scaler: torch.amp.GradScaler | None) -> None:
     """Raise when a GradScaler is combined with a precision that must not use one."""
     if scaler is not None and scaler.is_enabled() and precision.name != "fp16":
         raise ValueError(

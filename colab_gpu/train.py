@@ -28,9 +28,8 @@ import torch
 from torch import nn
 
 from .checkpoint import load_checkpoint, save_checkpoint
-from .precision import Precision, check_scaler_fits, make_scaler, resolve_precision
-
-Batch = tuple[torch.Tensor, torch.Tensor]
+from .device import Batch, same_device
+from .precision import Precision, make_scaler, require_scaler_fits, resolve_precision
 
 
 @dataclass
@@ -64,11 +63,15 @@ class History:
         return len(self.rows)
 
 
-def check_model_device(model: nn.Module, device: str | torch.device) -> None:
-    """Raise a clear error when the model's parameters are not on ``device``."""
+def require_model_on_device(model: nn.Module, device: str | torch.device) -> None:
+    """Raise a clear error when the model's parameters are not on ``device`` (``cg.fit`` and friends call it).
+
+    Validation helpers that raise are named ``require_*``; the learner-facing ``check_*`` self-checks print a
+    verdict and return it.
+    """
     device = torch.device(device)
     found = {p.device for p in model.parameters()}
-    wrong = {d for d in found if d.type != device.type or (d.index or 0) != (device.index or 0)}
+    wrong = {d for d in found if not same_device(d, device)}
     if wrong:
         raise ValueError(
             f"The model's parameters are on {', '.join(sorted(map(str, found)))} but training was asked to run "
@@ -155,7 +158,7 @@ def train_epoch(
         8
     """
     device = torch.device(device)
-    check_model_device(model, device)
+    require_model_on_device(model, device)
     model.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
@@ -188,7 +191,7 @@ def evaluate(
 ) -> EpochStats:
     """Mean loss and accuracy of ``model`` on ``loader``, in eval mode without autograd."""
     device = torch.device(device)
-    check_model_device(model, device)
+    require_model_on_device(model, device)
     loss_fn = loss_fn or nn.functional.cross_entropy
     model.eval()  # dropout off, batch norm uses its running statistics
     loss_sum = torch.zeros((), device=device)
@@ -269,7 +272,7 @@ def fit(
         raise ValueError(f"scheduler_step must be 'epoch' or 'batch', got {scheduler_step!r}.")
     batch_scheduler = scheduler if scheduler_step == "batch" else None
     precision = resolve_precision(precision, device)
-    check_scaler_fits(precision, scaler)
+    require_scaler_fits(precision, scaler)
     scaler = scaler or make_scaler(precision, device)
     autocast_dtype = precision.dtype
     history = History()
@@ -309,7 +312,7 @@ def fit(
 def predict(model: nn.Module, loader: Iterable[Batch], device: str | torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted classes and true labels for every sample of ``loader``, on the CPU, in order."""
     device = torch.device(device)
-    check_model_device(model, device)
+    require_model_on_device(model, device)
     model.eval()
     predictions, truths = [], []
     with torch.inference_mode():

@@ -34,8 +34,8 @@ def test_model_split_across_devices_gets_a_hint(capsys):
 
 
 def test_cuda_and_cuda0_are_the_same_device(capsys):
-    assert cg.checks._same_device(torch.device("cuda"), torch.device("cuda", 0))
-    assert not cg.checks._same_device(torch.device("cuda", 1), torch.device("cuda", 0))
+    assert cg.device.same_device(torch.device("cuda"), torch.device("cuda", 0))
+    assert not cg.device.same_device("cuda:1", "cuda:0")
 
 
 def test_check_close(capsys):

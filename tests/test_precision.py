@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 import colab_gpu as cg
-from colab_gpu.precision import check_scaler_fits
+from colab_gpu.precision import require_scaler_fits
 
 from .conftest import A100, H100, P100, T4
 
@@ -76,8 +76,8 @@ def test_make_scaler_only_for_fp16():
 
 def test_scaler_with_bf16_is_refused():
     with pytest.raises(ValueError, match="Loss scaling is for float16 only"):
-        check_scaler_fits(cg.Precision("bf16", False, ""), torch.amp.GradScaler("cpu"))
-    check_scaler_fits(cg.Precision("fp16", True, ""), torch.amp.GradScaler("cpu"))
+        require_scaler_fits(cg.Precision("bf16", False, ""), torch.amp.GradScaler("cpu"))
+    require_scaler_fits(cg.Precision("fp16", True, ""), torch.amp.GradScaler("cpu"))
 
 
 def test_fit_with_precision_records_it():
