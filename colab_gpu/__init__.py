@@ -120,7 +120,7 @@ from .runtime import (
 from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import EpochStats, History, evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 
-__version__ = "0.11.0"
+__version__ = "0.12.0"
 
 __all__ = [
     "ActivationMemory",
