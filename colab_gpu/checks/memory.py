@@ -1,0 +1,93 @@
+"""Checks of memory exercises: freed, fitted, nothing kept for backward (lessons 07, 09)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from .core import CheckResult, report
+
+
+def check_released(probe: object, name: str = "the tensor") -> CheckResult:
+    """Check, through a ``weakref.ref`` to it, that an object was really freed."""
+    if not callable(probe):
+        return report(False, "", "pass a weakref.ref(...) to the object you want freed.")
+    import gc
+
+    gc.collect()
+    return report(
+        probe() is None,
+        f"{name} was freed: nothing refers to it any more.",
+        f"{name} is still alive: something still refers to it. `del` every name and container that holds it, "
+        "and clear IPython's output history and last traceback (cg.clear_notebook_references()).",
+    )
+
+
+def check_memory_saving(step: object, reference: object, model: nn.Module, inputs: torch.Tensor,
+                        labels: torch.Tensor, *, at_most: float = 0.5) -> CheckResult:
+    """Check a learner's ``step(model, inputs, labels)`` (lesson 07): it must leave the same gradients in ``.grad``
+    as ``reference`` while autograd keeps at most ``at_most`` of its activation memory (``measure_activations``,
+    measured on this runtime; on a GPU the allocator's peak is printed too)."""
+    from ..memory import measure_activations, measure_peak
+
+    if not callable(step):
+        return report(False, "", "define my_step(model, inputs, labels) and rerun.")
+    results = {}
+    for name, fn in (("reference", reference), ("yours", step)):
+        clone = copy.deepcopy(model)
+        clone.zero_grad(set_to_none=True)
+        with measure_peak(inputs.device) as peak, measure_activations(clone) as saved:
+            fn(clone, inputs, labels)
+        if any(p.grad is None for p in clone.parameters()):
+            return report(False, "", "after your step some parameters have no gradient: call backward().")
+        grads = torch.cat([p.grad.flatten() for p in clone.parameters()])
+        results[name] = (grads, saved, peak)
+    (expected, full, full_peak), (grads, saved, peak) = results["reference"], results["yours"]
+    difference = ((grads - expected).norm() / expected.norm()).item()
+    if difference > 1e-3:
+        return report(False, "", f"your gradients differ from the full batch's by {difference:.0%}: each of k "
+                                 "pieces' losses must be divided by k (and zero_grad only once, before).")
+    ratio = saved.peak_bytes / full.peak_bytes
+    summary = (f"activations kept for backward: {saved.peak_mib:.1f} MiB instead of {full.peak_mib:.1f} MiB "
+               f"({ratio:.2f}x), same gradients")
+    if peak.peak_mib is not None:
+        summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {full_peak.peak_mib:.1f}"
+    return report(ratio <= at_most, summary + ".",
+                  f"{summary}; aim for at most {at_most:g}x: smaller pieces, or recompute instead of store.")
+
+
+def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Module, images: torch.Tensor, *,
+                            at_most: float = 0.25) -> CheckResult:
+    """Check a learner's ``predict_fn(model, images) -> outputs`` (lesson 09): the same outputs as ``leaky_fn``, with
+    at most ``at_most`` of the activation memory autograd keeps for it (``measure_activations``, on any device;
+    on a GPU the allocator's peak is printed too). An evaluation that keeps every batch's graph grows with the
+    data set until a GPU runs out of memory."""
+    from ..memory import measure_activations, measure_peak
+
+    if not callable(predict_fn):
+        return report(False, "", "define predict_all(model, images) and rerun.")
+    measured = {}
+    device = next(model.parameters()).device  # the images may wait on the CPU; the memory is the model's device's
+    for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
+        with measure_peak(device) as peak, measure_activations(model) as saved:
+            outputs = fn(model, images)
+            needs_grad = getattr(outputs, "requires_grad", False)
+            outputs = outputs.detach() if isinstance(outputs, torch.Tensor) else outputs  # frees the graph
+        measured[name] = (outputs, saved, peak, needs_grad)
+    (expected, leaky, leaky_peak, _), (outputs, saved, peak, needs_grad) = measured["leaky"], measured["yours"]
+    if not isinstance(outputs, torch.Tensor) or outputs.shape != expected.shape:
+        return report(False, "", f"return the outputs of every image as one tensor of shape {tuple(expected.shape)}.")
+    if not torch.allclose(outputs.float(), expected.float(), rtol=1e-3, atol=1e-4):
+        return report(False, "", "your outputs differ from the model's: same model, same images, in order.")
+    ratio = saved.peak_bytes / leaky.peak_bytes
+    summary = (f"autograd kept {saved.peak_mib:.2f} MiB for backward instead of {leaky.peak_mib:.2f} MiB "
+               f"({ratio:.2f}x)")
+    if peak.peak_mib is not None:
+        summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {leaky_peak.peak_mib:.1f}"
+    if needs_grad:
+        return report(False, "", f"{summary}, and your outputs still carry a graph: evaluate under "
+                                 "torch.inference_mode().")
+    return report(ratio <= at_most, summary + ".",
+                  f"{summary}; aim for at most {at_most:g}x: nothing in an evaluation needs a backward pass.")

@@ -1,0 +1,179 @@
+"""Checks of training exercises: the precision rule, a first loop, an AMP step (lessons 03, 06)."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+from torch import nn
+
+from ..capability import COURSE_GPUS, GpuCapability
+from .core import CheckResult, report
+
+
+def _precision_cases() -> dict[str, tuple[tuple[int, int], str]]:
+    """Each course GPU's compute capability and the format the course's rule (capability.py) gives it."""
+    return {name: (cc, GpuCapability(name, cc).precision()[0]) for name, cc in COURSE_GPUS.items()}
+
+
+def check_precision_rule(rule: object) -> CheckResult:
+    """Check a function ``rule(major, minor) -> "bf16" | "fp16" | "fp32"`` on the GPUs learners meet."""
+    if not callable(rule):
+        return report(False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' or 'fp32'.")
+    cases = _precision_cases()
+    for gpu, ((major, minor), expected) in cases.items():
+        try:
+            answer = rule(major, minor)
+        except Exception as err:  # a learner's bug: show it as a hint, do not crash the notebook
+            return report(False, "", f"precision_for({major}, {minor}) raised {type(err).__name__}: {err}")
+        if answer != expected:
+            return report(False, "", f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected "
+                                     f"{expected!r}.")
+    return report(True, f"right for all {len(cases)} GPUs ({', '.join(cases)}).", "")
+
+
+def _fresh_copy(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """A copy of ``model`` with newly initialized weights, on ``device`` (training starts from scratch)."""
+    clone = copy.deepcopy(model)
+    for module in clone.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    return clone.to(device)
+
+
+META_HINTS = (
+    (("not on the expected device", "same device"), "move each batch to `device` inside the loop: on a GPU "
+                                                    "runtime the model's weights are there, the loader's batches "
+                                                    "are not."),
+    (("item() cannot be called", "Cannot copy out of meta", "no data"),
+     "the loop reads a value every step (.item(), float(), .cpu() or print): each read makes the CPU wait for "
+     "the GPU. Keep the losses as tensors (loss.detach()) and return torch.stack(losses)."),
+)
+
+
+def _meta_dry_run(train_epoch_fn: object, model: nn.Module, batches: list) -> str | None:
+    """Run the learner's epoch on the ``meta`` device, where tensors have shapes but no data: mixing devices or
+    reading a value fails there as it costs on a GPU. Return a hint, or None when the loop is clean."""
+    meta = torch.device("meta")
+    meta_model = _fresh_copy(model, "cpu").to(meta)
+    optimizer = torch.optim.Adam(meta_model.parameters(), lr=1e-3)
+    try:
+        losses = train_epoch_fn(meta_model, batches, optimizer, meta)
+    except (RuntimeError, NotImplementedError) as err:
+        hint = next((h for keys, h in META_HINTS if any(k in str(err) for k in keys)), None)
+        return hint or f"the loop raised {type(err).__name__}: {str(err).splitlines()[0]}"
+    if not isinstance(losses, torch.Tensor) or losses.shape != (len(batches),):
+        return (f"return the batch losses as one tensor with one loss per batch (torch.stack(losses)); for "
+                f"{len(batches)} batches you returned {type(losses).__name__}"
+                f"{'' if not isinstance(losses, torch.Tensor) else ' of shape ' + str(tuple(losses.shape))}.")
+    return None
+
+
+def _grads_accumulate(train_epoch_fn: object, model: nn.Module, batches: list, device: torch.device) -> bool:
+    """With a learning rate of 0 the weights stay put, so after the epoch each gradient must be the last batch's
+    alone (or cleared): a sum over the batches means ``zero_grad`` is missing."""
+    model = _fresh_copy(model, device)
+    train_epoch_fn(model, batches, torch.optim.SGD(model.parameters(), lr=0.0), device)
+    left = [p.grad for p in model.parameters()]
+    if all(g is None or not g.any() for g in left):
+        return False
+    model.zero_grad(set_to_none=True)
+    inputs, labels = (t.to(device) for t in batches[-1])
+    nn.functional.cross_entropy(model(inputs), labels).backward()
+    return not all(g is not None and torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6)
+                   for g, p in zip(left, model.parameters(), strict=True))
+
+
+def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, device: str | torch.device, *,
+                     factor: float = 3.0) -> CheckResult:
+    """Check a learner's ``train_epoch_fn(model, loader, optimizer, device) -> losses`` (lesson 03).
+
+    First on the ``meta`` device (shapes, no data): batches must be moved to ``device``, no value read per step, one
+    loss per batch returned. Then on ``device`` with a learning rate of 0: ``zero_grad`` every step. Then one real
+    epoch from fresh weights on this runtime: the loss must fall, in at most ``factor`` times ``train_epoch``'s time.
+    """
+    from ..train import train_epoch
+
+    if not callable(train_epoch_fn):
+        return report(False, "", "define my_train_epoch(model, loader, optimizer, device) and rerun.")
+    device = torch.device(device)
+    batches = []
+    for batch in loader:
+        batches.append(batch)
+        if len(batches) == 3:
+            break
+    hint = _meta_dry_run(train_epoch_fn, model, batches)
+    if hint:
+        return report(False, "", hint)
+    if _grads_accumulate(train_epoch_fn, model, batches, device):
+        return report(False, "", "the gradients add up over the steps: call optimizer.zero_grad() before "
+                                 "loss.backward() in every step.")
+    torch.manual_seed(0)
+    yours = _fresh_copy(model, device)
+    start = time.perf_counter()
+    losses = train_epoch_fn(yours, loader, torch.optim.Adam(yours.parameters(), lr=1e-3), device).cpu()
+    seconds = time.perf_counter() - start  # .cpu() above waited for the GPU
+    torch.manual_seed(0)
+    helper = _fresh_copy(model, device)
+    expected = train_epoch(helper, loader, torch.optim.Adam(helper.parameters(), lr=1e-3), device, progress=False)
+    first, last = losses[0].item(), losses[-5:].mean().item()
+    summary = (f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps, {seconds:.2f} s; cg.train_epoch: "
+               f"{expected.seconds:.2f} s on {device}.")
+    if not last < first:
+        return report(False, "", f"the loss did not fall ({summary}) Is optimizer.step() called every step?")
+    return report(seconds <= factor * expected.seconds, summary,
+                  f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?")
+
+
+def _amp_step_reference(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
+                        optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, max_norm: float) -> None:
+    with torch.autocast(inputs.device.type, dtype=torch.float16):
+        loss = nn.functional.cross_entropy(model(inputs), labels)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    scaler.step(optimizer)
+    scaler.update()
+
+
+AMP_HINTS = ((("already been called", "after step()"),
+              "call scaler.update() at the end of every step: it resets the scaler for the next one (and adapts "
+              "the scale)."),)
+
+
+def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, max_norm: float = 0.1) -> CheckResult:
+    """Check a learner's ``step(model, inputs, labels, optimizer, scaler, max_norm)`` (lesson 06): float16 autocast,
+    GradScaler and gradient clipping, run for ``steps`` steps on this runtime beside the right step, from the same
+    weights and batches. The weights must move alike (within 5% of the right step's change)."""
+    if not callable(step):
+        return report(False, "", "define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
+    device = torch.device(device)
+    torch.manual_seed(0)
+    start = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
+    batches = [(torch.randn(32, 64, device=device), torch.randint(0, 10, (32,), device=device)) for _ in range(steps)]
+    moved = {}
+    for name, fn in (("yours", step), ("right", _amp_step_reference)):
+        model = copy.deepcopy(start)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler(device.type, init_scale=2.0**10)
+        try:
+            for inputs, labels in batches:
+                fn(model, inputs, labels, optimizer, scaler, max_norm)
+        except RuntimeError as err:
+            hint = next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
+            return report(False, "", hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
+        moved[name] = torch.cat([(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(),
+                                                                   strict=True)]).detach()
+    change = moved["yours"].norm().item() / moved["right"].norm().item()
+    difference = (moved["yours"] - moved["right"]).norm().item() / moved["right"].norm().item()
+    summary = f"after {steps} steps your weights moved {change:.2f}x as far as the right step's on {device}"
+    if change < 0.1:
+        return report(False, "", f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
+                                 "max_norm? Call scaler.unscale_(optimizer) before clipping.")
+    if change > 1.5:
+        return report(False, "", f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step "
+                                 "exceeds max_norm.")
+    return report(difference < 0.05, f"{summary}, {difference:.1e} apart.",
+                  f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.")
