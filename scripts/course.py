@@ -24,6 +24,7 @@ from pathlib import Path
 import nbformat
 from nbconvert import HTMLExporter
 from nbtools import (
+    BUILD,
     COLAB_BADGE_SVG,
     KAGGLE_BADGE_SVG,
     ROOT,
@@ -40,7 +41,6 @@ from nbtools import (
     write_student_versions,
 )
 
-BUILD = ROOT / "build"
 ASSETS = Path(__file__).resolve().parent / "assets"
 BADGE_ASSETS = {COLAB_BADGE_SVG: "colab-badge.svg", KAGGLE_BADGE_SVG: "kaggle-badge.svg"}
 TITLE = "PyTorch on GPUs, the Colab way"

@@ -25,9 +25,9 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from nbtools import BUILD, ROOT
+
 REPORTS = ROOT / "reports" / "gpu"
-BUILD = ROOT / "build"
 JUNIT = BUILD / "junit"
 
 # (key, what the course promises, test on the measured value). Keys are bench row keys, plus "course".
@@ -79,15 +79,13 @@ def evaluate_targets(bench_rows: list[dict], course_seconds: float | None) -> li
     return results
 
 
-def course_lessons(report: Path) -> list[str]:
-    """The lesson rows of build/report.md (the markdown table that `make course` writes)."""
-    if not report.exists():
-        return []
-    return [line for line in report.read_text().splitlines() if line.startswith("| 0")]
+def course_lessons(timings: Path) -> dict:
+    """Seconds and status per lesson from build/timings.json (what `make course` measured), {} before a run."""
+    return json.loads(timings.read_text()) if timings.exists() else {}
 
 
 def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: list[dict],
-                 lessons: list[str], tests: list[tuple[str, str, float]],
+                 lessons: dict, tests: list[tuple[str, str, float]],
                  lesson_figures: dict | None = None) -> tuple[Path, Path]:
     gpu = doctor["gpus"][0]
     today = dt.date.today().isoformat()
@@ -107,8 +105,9 @@ def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: lis
         *[f"| {r['name']} | {r['ratio']} {r['unit']} | {r['note'] or ''} |" if r["status"] == "ok"
           else f"| {r['name']} | skipped | {r['note']} |" for r in bench_rows],
         "", "## Lessons (`make course`)", "",
-        "| Lesson | Colab | Device | Seconds | Status |", "|---|---|---|---:|---|",
-        *lessons,
+        "| Lesson | Device | Seconds | Status |", "|---|---|---:|---|",
+        *[f"| {stem} | {lessons.get('device')} | {row['seconds']:.1f} | {row['status']} |"
+          for stem, row in lessons.get("lessons", {}).items()],
         "", "## Lesson figures (`cg.compare_with_references`; scripts/update_references.py ships them)", "",
         "| figure | value | device |", "|---|---:|---|",
         *[f"| {key} | {figure['value']:.3g} | {figure['device']} |" for key, figure in (lesson_figures or {}).items()],
@@ -119,7 +118,8 @@ def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: lis
     md, js = stem.with_suffix(".md"), stem.with_suffix(".json")
     md.write_text("\n".join(lines) + "\n")
     js.write_text(json.dumps({"date": today, "runtime": doctor, "steps": steps, "targets": targets,
-                              "bench": bench_rows, "tests": tests, "lesson_figures": lesson_figures or {}},
+                              "bench": bench_rows, "lessons": lessons, "tests": tests,
+                              "lesson_figures": lesson_figures or {}},
                              indent=2, default=str) + "\n")
     return md, js
 
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     targets = evaluate_targets(bench_rows, course_seconds)
     tests = junit_rows(JUNIT / "unit.xml") + junit_rows(JUNIT / "nbval.xml")
     figures = json.loads(figures_file.read_text()) if figures_file.exists() else {}
-    md, js = write_report(doctor, steps, bench_rows, targets, course_lessons(BUILD / "report.md"), tests, figures)
+    md, js = write_report(doctor, steps, bench_rows, targets, course_lessons(BUILD / "timings.json"), tests, figures)
     print(f"wrote {md.relative_to(ROOT)} and {js.relative_to(ROOT)}")
     return 0 if all(code == 0 for code, _ in steps.values()) else 1
 

@@ -21,6 +21,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"  # make course's output, the GPU suite's work folder
 sys.path.insert(0, str(ROOT))
 import colab_gpu as cg  # noqa: E402
 

@@ -27,7 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from nbtools import ROOT  # scripts/ is on the path: run as `python scripts/release.py`
+
 API_LISTING = ROOT / "docs" / "api.txt"
 CHANGELOG = ROOT / "CHANGELOG.md"
 PACKAGE_INIT = ROOT / "colab_gpu" / "__init__.py"
@@ -195,7 +196,6 @@ def write_version(version: str, path: Path = PACKAGE_INIT) -> None:
 def release(version: str, *, dry_run: bool = False, allow_dirty: bool = False, today: str | None = None) -> str:
     """Cut the release; returns the tag. ``dry_run`` checks everything and changes nothing."""
     sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(ROOT / "scripts"))
     from nbtools import read_version
 
     current = read_version(ROOT)

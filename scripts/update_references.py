@@ -10,7 +10,8 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from nbtools import ROOT  # scripts/ is on the path: run as `python scripts/update_references.py`
+
 sys.path.insert(0, str(ROOT))
 from colab_gpu.references import gpu_label  # noqa: E402
 

@@ -26,10 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import nbformat  # noqa: E402
-from nbtools import course_config, lesson_sources, read_lesson  # noqa: E402
+import nbformat
+from nbtools import ROOT, course_config, lesson_sources, read_lesson
 
 #: What the check's environment must not borrow from the one that runs it: the checkout's own colab_gpu.
 OWN_PACKAGE = ("colab_gpu", "colab-gpu", "__editable__", "_colab_gpu")

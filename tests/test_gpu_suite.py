@@ -44,13 +44,22 @@ def test_report_lists_everything(tmp_path, monkeypatch):
     steps = {"make test": (0, 200.0), "make course": (0, 240.0), "colab_gpu bench": (0, 60.0)}
     targets = gpu_suite.evaluate_targets(BENCH, 240.0)
     figures = {"02.matmul_gpu_vs_cpu": {"value": 123.4, "device": "NVIDIA H100 80GB HBM3"}}
-    md, js = gpu_suite.write_report(doctor, steps, BENCH, targets, ["| 01 · x | badge | cuda:0 | 3.0 | ok |"],
-                                    [("tests::t", "passed", 0.1)], figures)
+    lessons = {"device": "NVIDIA H100 80GB HBM3",
+               "lessons": {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok"}}}
+    md, js = gpu_suite.write_report(doctor, steps, BENCH, targets, lessons, [("tests::t", "passed", 0.1)], figures)
     text = md.read_text()
+    assert "| 01_enable_gpu_runtime | NVIDIA H100 80GB HBM3 | 3.0 | ok |" in text
+    assert json.loads(js.read_text())["lessons"] == lessons  # structured, read from build/timings.json
     assert "| 02.matmul_gpu_vs_cpu | 123 | NVIDIA H100 80GB HBM3 |" in text
     assert json.loads(js.read_text())["lesson_figures"] == figures  # what scripts/update_references.py reads
     assert md.name.endswith("-nvidia-h100-80gb-hbm3.md")
     assert "compute capability 9.0" in text and "| `make test` | passed | 200 |" in text
     assert "| bf16 MLP training reaches at least 50% of the measured bf16 matmul peak | 0.41 | NO |" in text
-    assert "| resident | skipped | no GPU |" in text and "| 01 · x |" in text and "| tests::t | passed |" in text
+    assert "| resident | skipped | no GPU |" in text and "| tests::t | passed |" in text
     assert json.loads(js.read_text())["targets"][0]["key"] == "amp_peak"
+
+
+def test_lessons_come_from_timings_json_not_from_markdown(tmp_path):
+    assert gpu_suite.course_lessons(tmp_path / "timings.json") == {}
+    (tmp_path / "timings.json").write_text('{"device": "cpu", "lessons": {"01_x": {"seconds": 1.5, "status": "ok"}}}')
+    assert gpu_suite.course_lessons(tmp_path / "timings.json")["lessons"]["01_x"]["seconds"] == 1.5
