@@ -18,7 +18,6 @@ Where each lesson's helpers live:
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 """
 
-from .bench import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
 from .capability import kernels_for
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
@@ -117,7 +116,16 @@ from .runtime import (
     print_runtime_report,
     runtime_report,
 )
-from .timing import BenchResult, benchmark, format_seconds, speedup
+from .timing import (
+    BenchResult,
+    ConvStepTiming,
+    benchmark,
+    format_seconds,
+    speedup,
+    time_conv_step_fresh,
+    time_train_epoch,
+    time_train_step,
+)
 from .train import EpochStats, History, evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 
 __version__ = "0.12.0"

@@ -1,4 +1,6 @@
-"""Benchmarks of this runtime, each a ratio measured side by side in the same run.
+"""The course's experiments: benchmarks of this runtime, each a ratio measured side by side in the same run.
+
+The measuring primitives they use (and the lessons use) live in timing.py.
 
 ``python -m colab_gpu bench`` runs them and writes JSON and markdown. Every row says what was
 measured, on which device, with which sizes, and the result; rows that need a GPU are marked
@@ -19,19 +21,11 @@ from torch.utils.data import DataLoader
 from .data import fake_image_data, load_digits
 from .device import synchronize
 from .feeding import DeviceLoader, EncodedImages, copy_bandwidth, measure_loader, worker_loader
-from .memory import measure_peak
 from .models import mlp, small_cnn
-from .precision import (
-    choose_precision,
-    make_scaler,
-    resolve_precision,
-    restored_backend_settings,
-    set_tf32,
-    tf32_mode,
-)
+from .precision import choose_precision, tf32_mode
 from .runtime import cpu_count, runtime_report
-from .timing import BenchResult, benchmark, interleaved_medians
-from .train import fit, train_epoch, train_step
+from .timing import BenchResult, interleaved_medians, matmul_tflops, time_train_epoch, time_train_step
+from .train import fit
 
 
 @dataclass
@@ -88,97 +82,11 @@ def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs
                     "(target: at most +10% on a GPU)")
 
 
-def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, *, precision: str = "fp32",
-                    tf32: bool | None = None, repeat: int = 5) -> tuple[BenchResult, float | None]:
-    """Median time of one SGD training step in ``precision``, and its peak MiB (GPU only). Lessons 02-06.
-
-    ``tf32``: True/False switches TF32 on/off for the measurement only; None (default) keeps the
-    caller's settings. Either way the caller's TF32 and cuDNN settings are the same afterwards.
-    The model is used as given (already on the device of ``inputs``).
-    """
-    device = inputs.device
-    chosen = resolve_precision(precision, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    scaler = make_scaler(chosen, device)
-    with restored_backend_settings():
-        if tf32 is not None:
-            set_tf32(tf32)
-
-        def step() -> None:
-            train_step(model, inputs, labels, optimizer, autocast_dtype=chosen.dtype, scaler=scaler)
-
-        step()  # warm-up outside the peak measurement
-        with measure_peak(device) as peak:
-            step()
-        return benchmark(step, device=device, repeat=repeat), peak.peak_mib
-
-
-def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, repeat: int = 3) -> BenchResult:
-    """Median time of one training epoch of ``model`` (Adam) over ``loader``, after one warm-up epoch."""
-    device = torch.device(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    return benchmark(lambda: train_epoch(model, loader, optimizer, device, progress=False),
-                     device=device, warmup=1, repeat=repeat)
-
-
-@dataclass(frozen=True)
-class ConvStepTiming:
-    """A CNN training step timed in a fresh process: its first step (one-off costs) and the steady state."""
-
-    first_step_s: float  # includes CUDA/cuDNN start-up and, with cudnn.benchmark, the autotuning
-    steady: BenchResult
-
-
-def _conv_step_child(device: str, width: int, shape: tuple[int, ...], classes: int, channels_last: bool,
-                     cudnn_benchmark: bool, repeat: int) -> tuple[float, tuple[float, ...]]:
-    # Runs in a spawned process: nothing cached by the caller (cuDNN plans, autotuning) exists here.
-    torch.backends.cudnn.benchmark = cudnn_benchmark
-    torch.manual_seed(0)
-    layout = torch.channels_last if channels_last else torch.contiguous_format
-    model = small_cnn(shape[1], classes, width=width).to(device, memory_format=layout)
-    inputs = torch.randn(*shape, device=device).contiguous(memory_format=layout)
-    labels = torch.randint(0, classes, (shape[0],), device=device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-
-    def step() -> None:
-        train_step(model, inputs, labels, optimizer)
-
-    first = benchmark(step, device=device, warmup=0, repeat=1).median  # the one-off costs, synchronized
-    return first, benchmark(step, device=device, warmup=2, repeat=repeat).times
-
-
-def time_conv_step_fresh(device: str | torch.device, *, width: int, shape: tuple[int, ...], classes: int = 10,
-                         channels_last: bool = False, cudnn_benchmark: bool = False,
-                         repeat: int = 10) -> ConvStepTiming:
-    """Time a `small_cnn` training step on random ``shape`` inputs in a fresh Python process. Lesson 04.
-
-    Why a fresh process: cuDNN caches the plan it picked for each convolution shape, and that
-    cache is keyed without the ``cudnn.benchmark`` flag. Timed one after the other in one
-    process, the "benchmark on" run reuses the "off" run's plans and the comparison measures
-    nothing. A spawned child (about 2-5 s to start) begins with empty caches.
-    """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    device = torch.device(device)
-    # spawn, not fork: a forked child of a process that already used CUDA cannot use CUDA.
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        first, times = pool.submit(_conv_step_child, str(device), width, tuple(shape), classes, channels_last,
-                                   cudnn_benchmark, repeat).result()
-    return ConvStepTiming(first, BenchResult(times))
-
-
 def skipped(key: str, name: str, device: torch.device, reason: str) -> Row:
     return Row(key, name, str(device), "skipped", note=reason)
 
 
 NEEDS_GPU = "needs a CUDA GPU; this runtime has none"
-
-
-def matmul_tflops(n: int, dtype: torch.dtype, device: torch.device, repeat: int = 10) -> float:
-    """Measured TFLOP/s of an n x n x n matrix product (2 n^3 floating-point operations)."""
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    return 2 * n**3 / benchmark(lambda: a @ b, device=device, repeat=repeat).median / 1e12
 
 
 def matmul_rows(device: torch.device) -> list[Row]:

@@ -52,15 +52,15 @@ def test_conv_step_is_timed_in_a_fresh_process_with_the_asked_settings():
 def test_conv_step_child_applies_layout_and_flag(monkeypatch):
     # The child's body, run here: cuDNN flag set, model and inputs in channels_last.
     seen = {}
-    real_step = bench.train_step
+    real_step = cg.train.train_step
 
     def spy(model, inputs, labels, optimizer, **kwargs):
         seen.update(flag=torch.backends.cudnn.benchmark, last=inputs.is_contiguous(memory_format=torch.channels_last))
         return real_step(model, inputs, labels, optimizer, **kwargs)
 
-    monkeypatch.setattr(bench, "train_step", spy)
+    monkeypatch.setattr("colab_gpu.train.train_step", spy)  # the child imports it when it runs
     with cg.restored_backend_settings():
-        first, times = bench._conv_step_child("cpu", 4, (2, 3, 16, 16), 10, True, True, 2)
+        first, times = cg.timing._conv_step_child("cpu", 4, (2, 3, 16, 16), 10, True, True, 2)
     assert seen == {"flag": True, "last": True} and first > 0 and len(times) == 2
 
 
