@@ -6,18 +6,19 @@ Nothing here decides anything at import time: every function takes its device ex
 Where each lesson's helpers live:
 
 - 01 runtime: ``device`` (get_device), ``runtime`` (the doctor's report), ``capability`` (every hardware rule);
-- 02 tensors on the device: ``timing`` (benchmark), ``feeding.copy_bandwidth``, ``plots``;
-- 03 MLP: ``data``, ``models``, ``train`` (fit, train_epoch), ``checkpoint`` (disconnects);
-- 04 CNN: ``bench`` (step timing, a conv step in a fresh process);
+- 02 tensors on the device: ``timing`` (benchmark and every timer), ``feeding.copy_bandwidth``, ``plots``;
+- 03 MLP: ``data``, ``models``, ``train`` (fit, train_epoch), ``history``, ``checkpoint`` (disconnects);
+- 04 CNN: ``timing`` (a conv step in a fresh process); ``bench`` runs the course's experiments;
 - 05 feeding: ``feeding`` (workers, pinned memory, DeviceLoader);
 - 06 mixed precision: ``precision`` (from ``capability``'s rule);
-- 07 memory: ``memory``;
+- 07 memory: ``memory``, ``activations`` (what autograd keeps, on any device);
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
 - 09 errors: ``errors`` (shows_error);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 """
 
+from .activations import ActivationMemory, measure_activations
 from .capability import kernels_for
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
@@ -69,8 +70,8 @@ from .feeding import (
     suggest_num_workers,
     worker_loader,
 )
+from .history import EpochStats, History
 from .memory import (
-    ActivationMemory,
     BatchSizeSearch,
     PeakMemory,
     allocated_timeline,
@@ -79,7 +80,6 @@ from .memory import (
     clear_notebook_references,
     find_max_batch_size,
     format_memory,
-    measure_activations,
     measure_peak,
     memory_report,
 )
@@ -126,7 +126,7 @@ from .timing import (
     time_train_epoch,
     time_train_step,
 )
-from .train import EpochStats, History, evaluate, fit, predict, require_model_on_device, train_epoch, train_step
+from .train import evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 
 __version__ = "0.12.0"
 

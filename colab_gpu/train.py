@@ -21,7 +21,6 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -29,38 +28,8 @@ from torch import nn
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .device import Batch, same_device
+from .history import EpochStats, History
 from .precision import Precision, make_scaler, require_scaler_fits, resolve_precision
-
-
-@dataclass
-class EpochStats:
-    loss: float
-    accuracy: float
-    samples: int
-    seconds: float
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples / self.seconds if self.seconds > 0 else float("inf")
-
-
-@dataclass
-class History:
-    """Per-epoch metrics returned by `fit`; ``history.rows`` is a list of plain dicts."""
-
-    rows: list[dict] = field(default_factory=list)
-
-    def column(self, name: str) -> list[float]:
-        return [row[name] for row in self.rows]
-
-    @property
-    def last(self) -> dict:
-        if not self.rows:
-            raise ValueError("The history is empty: fit ran no epoch.")
-        return self.rows[-1]
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
 
 def require_model_on_device(model: nn.Module, device: str | torch.device) -> None:

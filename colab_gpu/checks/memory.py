@@ -30,7 +30,8 @@ def check_memory_saving(step: object, reference: object, model: nn.Module, input
     """Check a learner's ``step(model, inputs, labels)`` (lesson 07): it must leave the same gradients in ``.grad``
     as ``reference`` while autograd keeps at most ``at_most`` of its activation memory (``measure_activations``,
     measured on this runtime; on a GPU the allocator's peak is printed too)."""
-    from ..memory import measure_activations, measure_peak
+    from ..activations import measure_activations
+    from ..memory import measure_peak
 
     if not callable(step):
         return report(False, "", "define my_step(model, inputs, labels) and rerun.")
@@ -64,7 +65,8 @@ def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Modu
     at most ``at_most`` of the activation memory autograd keeps for it (``measure_activations``, on any device;
     on a GPU the allocator's peak is printed too). An evaluation that keeps every batch's graph grows with the
     data set until a GPU runs out of memory."""
-    from ..memory import measure_activations, measure_peak
+    from ..activations import measure_activations
+    from ..memory import measure_peak
 
     if not callable(predict_fn):
         return report(False, "", "define predict_all(model, images) and rerun.")
