@@ -56,9 +56,11 @@ class _Saved:
 
 
 @contextmanager
-def measure_activations(model: torch.nn.Module | None = None) -> Iterator[ActivationMemory]:
+def measure_activations(model: torch.nn.Module | None = None, *,
+                        exclude: tuple[torch.Tensor, ...] = ()) -> Iterator[ActivationMemory]:
     """Measure the activation memory of the block on any device, the CPU included: the peak bytes of the tensors
-    autograd keeps for backward (each storage counted once; the ``model``'s own parameters left out).
+    autograd keeps for backward (each storage counted once; the ``model``'s own parameters and the tensors in
+    ``exclude``, such as the batch itself, left out: they exist whether or not autograd keeps them).
 
     This is the part of training memory that grows with the batch, the part that gradient accumulation and
     activation checkpointing shrink (lesson 07). On a GPU, ``measure_peak`` also sees weights, gradients,
@@ -73,8 +75,7 @@ def measure_activations(model: torch.nn.Module | None = None) -> Iterator[Activa
     """
     result = ActivationMemory()
     live: dict[tuple, int] = {}
-    ignored = set()
-    if model is not None:
-        ignored = {(p.device, p.untyped_storage().data_ptr()) for p in model.parameters()}
+    kept_anyway = [*(model.parameters() if model is not None else ()), *exclude]
+    ignored = {(t.device, t.untyped_storage().data_ptr()) for t in kept_anyway}
     with torch.autograd.graph.saved_tensors_hooks(lambda t: _Saved(t, live, result, ignored), lambda s: s.tensor):
         yield result

@@ -396,6 +396,7 @@ cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
 import os
 
 import torch
+import torch._dynamo  # noqa: F401  DDP imports it; imported before the group, it cannot crash the exit
 import torch.distributed as dist
 from ddp_train import parse_args, train  # section 2's script, in this folder
 
@@ -430,6 +431,7 @@ if __name__ == "__main__":
 import os
 
 import torch
+import torch._dynamo  # noqa: F401  DDP imports it; imported before the group, it cannot crash the exit
 import torch.distributed as dist
 from ddp_train import parse_args, train  # section 2's script, in this folder
 

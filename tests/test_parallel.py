@@ -168,3 +168,6 @@ def test_check_ddp_script_reads_the_script_then_runs_it(tmp_path):
                       "raise NameError('rank is not defined')\n")
     failed = cg.check_ddp_script(script, "w.pt", nproc=1, timeout=240)
     assert not failed and "the job failed: NameError: rank is not defined" in failed.message, failed.message
+    script.write_text("import time\n# dist.init_process_group(...) and destroy_process_group()\ntime.sleep(60)\n")
+    hung = cg.check_ddp_script(script, "w.pt", nproc=1, timeout=5)
+    assert not hung and "did not finish in 5 s" in hung.message

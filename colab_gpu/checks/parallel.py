@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 
 import torch
@@ -50,6 +51,9 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
     start = time.perf_counter()
     try:
         launch_torchrun(path, nproc, "--backend", "gloo", "--out", str(out), timeout=timeout, echo=False)
+    except subprocess.TimeoutExpired:
+        return report(False, "", f"the job did not finish in {timeout} s: does every process reach the same "
+                                 "collectives (a barrier or all_reduce on one rank only waits forever)?")
     except RuntimeError as err:
         # The first exception a process printed ("NameError: ...", or "[rank0]: NameError: ..." from newer torchrun).
         found = re.search(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_.]*(?:Error|Exception): .*)$", str(err), re.M)
@@ -61,5 +65,5 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
     gap = max((mine[k] - v).abs().max().item() for k, v in expected.items())
     return report(gap <= 1e-6, f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
                                f"cg.ddp_setup's run (largest difference {gap:.1e}).",
-                  f"the weights differ from cg.ddp_setup's run by up to {gap:.1e}: is each process's rank the "
-                  "one torchrun gave it (RANK), and the world size WORLD_SIZE?")
+                  f"the weights differ from cg.ddp_setup's run by up to {gap:.1e}: compare your setup() with "
+                  "section 2's plain PyTorch, line by line.")

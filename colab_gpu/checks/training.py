@@ -46,9 +46,10 @@ META_HINTS = (
     (("not on the expected device", "same device"), "move each batch to `device` inside the loop: on a GPU "
                                                     "runtime the model's weights are there, the loader's batches "
                                                     "are not."),
-    (("item() cannot be called", "Cannot copy out of meta", "no data"),
-     "the loop reads a value every step (.item(), float(), .cpu() or print): each read makes the CPU wait for "
-     "the GPU. Keep the losses as tensors (loss.detach()) and return torch.stack(losses)."),
+    (("item() cannot be called", "Cannot copy out of meta", "no data", "__format__"),
+     "the loop reads a value (.item(), float(), .cpu(), a format): each read makes the CPU wait for the GPU. "
+     "Keep the losses as tensors on the device (loss.detach()) and return torch.stack(losses): the caller "
+     "reads them once."),
 )
 
 
@@ -60,7 +61,7 @@ def _meta_dry_run(train_epoch_fn: object, model: nn.Module, batches: list) -> st
     optimizer = torch.optim.Adam(meta_model.parameters(), lr=1e-3)
     try:
         losses = train_epoch_fn(meta_model, batches, optimizer, meta)
-    except (RuntimeError, NotImplementedError) as err:
+    except (RuntimeError, NotImplementedError, TypeError) as err:  # TypeError: an f-string of a meta tensor
         hint = next((h for keys, h in META_HINTS if any(k in str(err) for k in keys)), None)
         return hint or f"the loop raised {type(err).__name__}: {str(err).splitlines()[0]}"
     if not isinstance(losses, torch.Tensor) or losses.shape != (len(batches),):
