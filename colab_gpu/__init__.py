@@ -128,7 +128,7 @@ from .timing import (
 )
 from .train import evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 
-__version__ = "0.12.0"
+__version__ = "0.13.0"
 
 __all__ = [
     "ActivationMemory",

@@ -43,7 +43,7 @@ import importlib
 import subprocess
 import sys
 
-COLAB_GPU = "0.12.0"
+COLAB_GPU = "0.13.0"
 try:
     import colab_gpu
     found = getattr(colab_gpu, "__version__", "unknown")
@@ -324,7 +324,7 @@ assert same if not on_gpu else close  # exact on the CPU; GPU kernels may differ
 #
 # The check runs your loop three times:
 # 1. on PyTorch's `meta` device, whose tensors have shapes but no values: mixing devices fails
-#    there as it does on a GPU, and so does reading a value (`.item()`, `float()`, `print`), so
+#    there as it does on a GPU, and so does reading a value (`.item()`, `float()`, `.cpu()`), so
 #    the check finds the GPU bugs on any runtime;
 # 2. with a learning rate of 0, to see whether the gradients add up from step to step;
 # 3. for one real epoch on this runtime from fresh weights: the loss must fall, in at most 3x

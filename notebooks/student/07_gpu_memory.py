@@ -43,7 +43,7 @@ import importlib
 import subprocess
 import sys
 
-COLAB_GPU = "0.12.0"
+COLAB_GPU = "0.13.0"
 try:
     import colab_gpu
     found = getattr(colab_gpu, "__version__", "unknown")
@@ -466,9 +466,9 @@ cg.check_released(leak_probe, name="leak")
 # `one_piece_step` computes the gradients of a batch of 512 in one go. Pretend that batch does
 # not fit in this GPU's memory: write `my_step(model, inputs, labels)`, which leaves the same
 # gradients in `.grad` while autograd keeps at most half as much activation memory for
-# backward. The check measures that memory with `cg.measure_activations` (it counts the
-# tensors autograd saves, so it works on every runtime, the CPU included) and, on a GPU, prints
-# the allocator's peak too.
+# backward (gradient accumulation, above). The check measures that memory with
+# `cg.measure_activations`: it counts the tensors autograd saves (the batch itself left out), so
+# it works on every runtime, the CPU included; on a GPU it prints the allocator's peak too.
 
 # %%
 def one_piece_step(model, inputs, labels):

@@ -46,7 +46,7 @@ import importlib
 import subprocess
 import sys
 
-COLAB_GPU = "0.12.0"
+COLAB_GPU = "0.13.0"
 try:
     import colab_gpu
     found = getattr(colab_gpu, "__version__", "unknown")
@@ -398,6 +398,7 @@ cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
 import os
 
 import torch
+import torch._dynamo  # noqa: F401  DDP imports it; imported before the group, it cannot crash the exit
 import torch.distributed as dist
 from ddp_train import parse_args, train  # section 2's script, in this folder
 
