@@ -7,6 +7,8 @@ import copy
 import torch
 from torch import nn
 
+from ..activations import measure_activations
+from ..memory import measure_peak
 from .core import CheckResult, report
 
 
@@ -32,9 +34,6 @@ def check_memory_saving(step: object, reference: object, model: nn.Module, input
     measured on this runtime, the batch itself left out; on a GPU the allocator's peak is printed too). Activation
     checkpointing recomputes under its own saved-tensor hooks, which this count cannot see: the exercise asks for
     gradient accumulation."""
-    from ..activations import measure_activations
-    from ..memory import measure_peak
-
     if not callable(step):
         return report(False, "", "define my_step(model, inputs, labels) and rerun.")
     results = {}
@@ -67,9 +66,6 @@ def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Modu
     at most ``at_most`` of the activation memory autograd keeps for it (``measure_activations``, on any device;
     on a GPU the allocator's peak is printed too). An evaluation that keeps every batch's graph grows with the
     data set until a GPU runs out of memory."""
-    from ..activations import measure_activations
-    from ..memory import measure_peak
-
     if not callable(predict_fn):
         return report(False, "", "define predict_all(model, images) and rerun.")
     measured = {}

@@ -8,6 +8,7 @@ import time
 
 import torch
 
+from ..parallel import launch_torchrun
 from .core import CheckResult, report
 
 
@@ -35,8 +36,6 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
     """Check a learner's DDP training script (lesson 08): launched by torchrun with ``nproc`` gloo processes (on
     every runtime), it must train to the same weights as the helper's run saved in ``reference_weights``."""
     from pathlib import Path
-
-    from ..parallel import launch_torchrun
 
     path = Path(script)
     if not path.is_file():

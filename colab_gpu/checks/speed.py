@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
+from ..device import synchronize
+from ..feeding import measure_loader, suggest_num_workers
+from ..timing import interleaved_medians
 from .core import CheckResult, report
 
 
@@ -33,8 +37,6 @@ def check_loader_speed(loader: object, baseline: object, device: str | torch.dev
                        at_least: float = 3.0, repeat: int = 3) -> CheckResult:
     """Measure ``loader`` against ``baseline`` on this runtime: both must deliver every one of ``samples`` samples
     per epoch, and ``loader`` at least ``at_least`` times as many samples per second (best of ``repeat`` each)."""
-    from ..feeding import measure_loader
-
     if loader is None:
         return report(False, "", "the loader is not set yet: complete the exercise cell and run it.")
     try:
@@ -54,10 +56,6 @@ def check_loader_speed(loader: object, baseline: object, device: str | torch.dev
 
 def check_loader_settings(loader: object, device: str | torch.device) -> CheckResult:
     """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs."""
-    from torch.utils.data import DataLoader
-
-    from ..feeding import suggest_num_workers
-
     if not isinstance(loader, DataLoader):
         return report(False, "", f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
     advice = suggest_num_workers()
@@ -78,9 +76,6 @@ def check_prediction_speed(fast: object, slow: object, model: nn.Module, images:
     """Check a learner's ``fast(model, images) -> predicted classes`` (lesson 04) against ``slow`` on this runtime:
     the same predictions (99% of them: a GPU may pick other convolution algorithms for another batch size) and
     at least ``at_least`` times faster, on medians of ``repeat`` interleaved runs."""
-    from ..device import synchronize
-    from ..timing import interleaved_medians
-
     if not callable(fast):
         return report(False, "", "define fast_predict(model, images) and rerun.")
     mine, reference = fast(model, images), slow(model, images)

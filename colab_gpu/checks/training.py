@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import time
 
 import torch
 from torch import nn
 
 from ..capability import COURSE_GPUS, GpuCapability
+from ..train import train_epoch
 from .core import CheckResult, report
 
 
@@ -94,16 +96,10 @@ def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, d
     loss per batch returned. Then on ``device`` with a learning rate of 0: ``zero_grad`` every step. Then one real
     epoch from fresh weights on this runtime: the loss must fall, in at most ``factor`` times ``train_epoch``'s time.
     """
-    from ..train import train_epoch
-
     if not callable(train_epoch_fn):
         return report(False, "", "define my_train_epoch(model, loader, optimizer, device) and rerun.")
     device = torch.device(device)
-    batches = []
-    for batch in loader:
-        batches.append(batch)
-        if len(batches) == 3:
-            break
+    batches = list(itertools.islice(loader, 3))  # enough for the dry run and the zero_grad test
     hint = _meta_dry_run(train_epoch_fn, model, batches)
     if hint:
         return report(False, "", hint)
