@@ -2,28 +2,31 @@
 
 Every notebook starts with ``import colab_gpu as cg`` and ``device = cg.get_device()``.
 Nothing here decides anything at import time: every function takes its device explicitly.
-
-Where each lesson's helpers live:
+Every public helper's docstring names the lesson that teaches it. Where each lesson's helpers live:
 
 - 01 runtime: ``device`` (get_device), ``runtime`` (the doctor's report), ``capability`` (every hardware rule);
 - 02 tensors on the device: ``timing`` (benchmark and every timer), ``feeding.copy_bandwidth``, ``plots``;
 - 03 MLP: ``data``, ``models``, ``train`` (fit, train_epoch), ``history``, ``checkpoint`` (disconnects);
-- 04 CNN: ``timing`` (a conv step in a fresh process); ``bench`` runs the course's experiments;
-- 05 feeding: ``feeding`` (workers, pinned memory, DeviceLoader);
-- 06 mixed precision: ``precision`` (from ``capability``'s rule);
+- 04 CNN: ``timing`` (a conv step in a fresh process); ``bench`` lists the course's experiments and targets
+  (``bench_output`` writes them);
+- 05 feeding: ``feeding`` (workers, pinned memory, DeviceLoader, and the bench's loader experiments);
+- 06 mixed precision: ``precision`` (from ``capability``'s rule), ``bench.time_step`` (the AMP experiment);
 - 07 memory: ``memory``, ``activations`` (what autograd keeps, on any device);
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
 - 09 errors: ``errors`` (shows_error);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
+
+Names keep one meaning: a *report* is a dict of facts about this runtime (``runtime_report``, ``memory_report``),
+``print_*``/``format_*`` show one, and ``check_that`` is the verdict every self-check ends with.
 """
 
+from . import bench
 from .activations import ActivationMemory, measure_activations
 from .capability import kernels_for
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
     CheckResult,
-    check_accuracy,
     check_amp_step,
     check_close,
     check_ddp_script,
@@ -37,9 +40,9 @@ from .checks import (
     check_prediction_speed,
     check_released,
     check_shard,
+    check_that,
     check_timing,
     check_train_loop,
-    report,
 )
 from .data import (
     ImageData,
@@ -68,6 +71,9 @@ from .feeding import (
     measure_loader,
     per_sample_flip,
     suggest_num_workers,
+    sweep_workers,
+    time_loader_epochs,
+    worker_counts,
     worker_loader,
 )
 from .history import EpochStats, History
@@ -109,7 +115,7 @@ from .references import compare_with_references, reference_figures
 from .runtime import (
     advice,
     cpu_count,
-    format_report,
+    format_runtime_report,
     in_colab,
     in_kaggle,
     notebook_platform,
@@ -154,8 +160,8 @@ __all__ = [
     "allocator_settings",
     "available_devices",
     "bar_seconds",
+    "bench",
     "benchmark",
-    "check_accuracy",
     "check_amp_step",
     "check_close",
     "check_ddp_script",
@@ -169,6 +175,7 @@ __all__ = [
     "check_prediction_speed",
     "check_released",
     "check_shard",
+    "check_that",
     "check_timing",
     "check_train_loop",
     "choose_precision",
@@ -190,7 +197,7 @@ __all__ = [
     "find_max_batch_size",
     "fit",
     "format_memory",
-    "format_report",
+    "format_runtime_report",
     "format_seconds",
     "get_device",
     "in_colab",
@@ -217,7 +224,6 @@ __all__ = [
     "print_runtime_report",
     "reference_figures",
     "rank0_print",
-    "report",
     "require_cuda_if_asked",
     "require_model_on_device",
     "resolve_precision",
@@ -232,13 +238,16 @@ __all__ = [
     "small_cnn",
     "speedup",
     "suggest_num_workers",
+    "sweep_workers",
     "synchronize",
     "tf32_enabled",
     "tf32_mode",
     "time_conv_step_fresh",
+    "time_loader_epochs",
     "time_train_epoch",
     "time_train_step",
     "train_epoch",
     "train_step",
+    "worker_counts",
     "worker_loader",
 ]

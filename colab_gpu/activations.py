@@ -18,7 +18,10 @@ MIB = 2**20
 
 @dataclass
 class ActivationMemory:
-    """Filled in while a ``measure_activations`` block runs: bytes autograd keeps for backward, now and at the peak."""
+    """Filled in while a ``measure_activations`` block runs: bytes autograd keeps for backward, now and at the peak.
+
+    Taught in lesson 07.
+    """
 
     now_bytes: int = 0
     peak_bytes: int = 0

@@ -1,18 +1,16 @@
-"""The course's experiments: benchmarks of this runtime, each a ratio measured side by side in the same run.
+"""The course's experiments, each a ratio measured side by side in the same run, with its target and reason.
 
-The measuring primitives they use (and the lessons use) live in timing.py.
-
-``python -m colab_gpu bench`` runs them and writes JSON and markdown. Every row says what was
-measured, on which device, with which sizes, and the result; rows that need a GPU are marked
-skipped, with the reason, on a CPU runtime.
+`EXPERIMENTS` lists them; a row the course promises a figure for on a GPU carries a `Target` (why, and the
+bound). Lessons 05 and 06 call the same experiment functions (``cg.sweep_workers``, ``cg.time_loader_epochs``,
+``cg.bench.time_step``) that ``python -m colab_gpu bench`` runs; their primitives live in timing.py: lesson or
+bench -> experiment -> primitive. bench_output.py writes the rows (JSON for the GPU suite, markdown, a plot).
+Rows that need a GPU are skipped, with the reason, on a CPU runtime.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -20,11 +18,19 @@ from torch.utils.data import DataLoader
 
 from .data import fake_image_data, load_digits
 from .device import synchronize
-from .feeding import DeviceLoader, EncodedImages, copy_bandwidth, measure_loader, worker_loader
+from .feeding import (
+    DeviceLoader,
+    EncodedImages,
+    copy_bandwidth,
+    epoch_samples,
+    sweep_workers,
+    time_loader_epochs,
+    worker_counts,
+)
 from .models import mlp, small_cnn
 from .precision import choose_precision, tf32_mode
-from .runtime import cpu_count, runtime_report
-from .timing import BenchResult, interleaved_medians, matmul_tflops, time_train_epoch, time_train_step
+from .runtime import cpu_count
+from .timing import BenchResult, interleaved_medians, matmul_tflops, time_train_step
 from .train import fit
 
 
@@ -40,6 +46,30 @@ class Row:
     unit: str = ""
     details: dict = field(default_factory=dict)
     note: str = ""
+    target: str = ""  # the course's promise for this row on a GPU, when it makes one
+    met: bool | None = None  # whether a GPU run met it; None on a CPU or when skipped
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the course promises for one bench row on a GPU, and why (the GPU suite's report lists each, met or not)."""
+
+    promise: str
+    reason: str
+    at_least: float | None = None
+    at_most: float | None = None
+
+    def met(self, value: float) -> bool:
+        return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model and a batch shape whose training step an experiment times (lesson 06 times the same ones)."""
+
+    name: str
+    make_model: Callable[[], nn.Module]
+    shape: tuple[int, ...]
 
 
 def hand_loop_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
@@ -78,8 +108,7 @@ def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs
                "x (lower is better)",
                {"fit_s": seconds["fit"], "hand_loop_s": seconds["hand loop"], "samples": samples,
                 "batch_size": batch_size, "epochs_timed": epochs, "model": "MLP 784-512-512-10, Adam"},
-               note=f"fit costs {100 * (overhead - 1):+.1f}% per epoch vs the hand loop "
-                    "(target: at most +10% on a GPU)")
+               note=f"fit costs {100 * (overhead - 1):+.1f}% per epoch vs the hand loop")
 
 
 def skipped(key: str, name: str, device: torch.device, reason: str) -> Row:
@@ -121,13 +150,32 @@ def host_to_device(device: torch.device) -> Row:
                {"pinned_gbps": pinned, "pageable_gbps": pageable, "mib": 256})
 
 
-def _step_on(make_model: Callable[[], nn.Module], shape: tuple[int, ...], device: torch.device,
-             precision: str = "fp32") -> tuple[BenchResult, float | None]:
+def time_step(workload: Workload, device: torch.device, precision: str = "fp32", *, tf32: bool = False,
+              channels_last: bool = False) -> tuple[BenchResult, float | None]:
+    """Step time and peak MiB (GPU only) of a fresh ``workload`` model on random inputs (lesson 06; bench rows).
+
+    ``tf32=False`` measures IEEE float32; ``channels_last`` puts the model and the batch in that layout."""
+    device = torch.device(device)
+    layout = torch.channels_last if channels_last else torch.contiguous_format
     torch.manual_seed(0)
-    inputs = torch.randn(*shape, device=device)
-    labels = torch.randint(0, 10, (shape[0],), device=device)
-    return time_train_step(make_model().to(device), inputs, labels, precision=precision, tf32=False,
+    inputs = torch.randn(*workload.shape, device=device).contiguous(memory_format=layout)
+    labels = torch.randint(0, 10, (workload.shape[0],), device=device)
+    model = workload.make_model().to(device, memory_format=layout)
+    return time_train_step(model, inputs, labels, precision=precision, tf32=tf32,
                            repeat=5 if device.type == "cuda" else 3)
+
+
+MLP_STEP = Workload("MLP 784-512-512-10", lambda: mlp(784, hidden=512), (256, 1, 28, 28))
+CNN_STEP = Workload("small CNN, width 32", lambda: small_cnn(3, 10, width=32), (256, 3, 32, 32))
+
+
+def amp_workloads(device: torch.device) -> dict[str, Workload]:
+    """Lesson 06's two models: a matmul-heavy MLP (tensor cores' best case) and the CNN; small on a CPU."""
+    if torch.device(device).type == "cuda":
+        return {"MLP": Workload("MLP 1024-4096x3, batch 8192", lambda: mlp(1024, hidden=4096, depth=3), (8192, 1024)),
+                "CNN": CNN_STEP}
+    return {"MLP": Workload("MLP 256-512x3, batch 256", lambda: mlp(256, hidden=512, depth=3), (256, 256)),
+            "CNN": Workload("small CNN, width 16, batch 32", lambda: small_cnn(3, 10, width=16), (32, 3, 32, 32))}
 
 
 def cpu_vs_gpu_rows(device: torch.device) -> list[Row]:
@@ -135,38 +183,31 @@ def cpu_vs_gpu_rows(device: torch.device) -> list[Row]:
     if device.type != "cuda":
         return [skipped("mlp_cpu_gpu", "MLP training step, GPU vs CPU", device, NEEDS_GPU),
                 skipped("cnn_cpu_gpu", "CNN training step, GPU vs CPU", device, NEEDS_GPU)]
-    cpu = torch.device("cpu")
     rows = []
-    for key, name, make_model, shape in (
-        ("mlp_cpu_gpu", "MLP training step, GPU vs CPU", lambda: mlp(784, hidden=512), (256, 1, 28, 28)),
-        ("cnn_cpu_gpu", "CNN training step, GPU vs CPU", lambda: small_cnn(3, 10, width=32), (256, 3, 32, 32)),
-    ):
-        on_cpu, _ = _step_on(make_model, shape, cpu)
-        on_gpu, _ = _step_on(make_model, shape, device)
+    for key, name, workload in (("mlp_cpu_gpu", "MLP training step, GPU vs CPU", MLP_STEP),
+                                ("cnn_cpu_gpu", "CNN training step, GPU vs CPU", CNN_STEP)):
+        on_cpu, _ = time_step(workload, torch.device("cpu"))
+        on_gpu, _ = time_step(workload, device)
         rows.append(Row(key, name, str(device), "ok", round(on_cpu.median / on_gpu.median, 1), "x",
-                        {"cpu_s": on_cpu.median, "gpu_s": on_gpu.median, "batch": shape[0],
-                         "cpu_threads": torch.get_num_threads()}))
+                        {"cpu_s": on_cpu.median, "gpu_s": on_gpu.median, "model": workload.name,
+                         "batch": workload.shape[0], "cpu_threads": torch.get_num_threads()}))
     return rows
 
 
 def amp_rows(device: torch.device) -> list[Row]:
-    """AMP vs fp32 (TF32 off) on a matmul-heavy MLP, and how close AMP training gets to the matmul peak."""
+    """AMP vs fp32 (TF32 off) on lesson 06's matmul-heavy MLP, and how close AMP training gets to the matmul peak."""
     if device.type != "cuda":
         return [skipped("amp", "AMP vs fp32 training step (matmul-heavy MLP)", device, NEEDS_GPU),
                 skipped("amp_peak", "AMP MLP training vs half-precision matmul peak", device, NEEDS_GPU)]
     chosen = choose_precision(device)
-    batch, width, depth = 8192, 4096, 3
-
-    def make_model() -> nn.Module:
-        return mlp(1024, hidden=width, depth=depth)
-
-    fp32, fp32_peak = _step_on(make_model, (batch, 1024), device, "fp32")
-    amp, amp_peak = _step_on(make_model, (batch, 1024), device, chosen.name)
-    params = sum(p.numel() for p in make_model().parameters())
+    workload = amp_workloads(device)["MLP"]
+    fp32, fp32_peak = time_step(workload, device, "fp32")
+    amp, amp_peak = time_step(workload, device, chosen.name)
+    batch, params = workload.shape[0], sum(p.numel() for p in workload.make_model().parameters())
     achieved = 6 * batch * params / amp.median / 1e12  # forward 2 FLOPs per weight and sample, backward 4
     half_peak = max(matmul_tflops(n, chosen.dtype or torch.float16, device) for n in (4096, 8192))
     details = {"fp32_s": fp32.median, "amp_s": amp.median, "fp32_peak_mib": fp32_peak, "amp_peak_mib": amp_peak,
-               "precision": chosen.name, "batch": batch, "width": width, "depth": depth}
+               "precision": chosen.name, "model": workload.name}
     return [
         Row("amp", f"AMP ({chosen.name}) vs fp32 training step (matmul-heavy MLP)", str(device), "ok",
             round(fp32.median / amp.median, 2), "x", details),
@@ -184,114 +225,70 @@ def workers_sweep(device: torch.device, images: int = 1024) -> Row:
                           v2.ColorJitter(0.3, 0.3, 0.3), v2.ToDtype(torch.float32, scale=True)])
     jpegs = EncodedImages(data.train_images[:images], data.train_labels[:images], augment)
     cores = cpu_count()
-    rates = {}
-    for workers in sorted({0, 1, 2, min(4, cores), cores}):
-        loader = worker_loader(jpegs, 128, device=device, num_workers=workers)
-        measure_loader(loader, device)  # start the workers
-        rates[workers] = measure_loader(loader, device)
-        del loader
+    rates = sweep_workers(jpegs, device, worker_counts(cores))
     best = max(rates, key=rates.get)
     return Row("workers", "DataLoader workers, best vs 0 (JPEG decode + augment)", str(device), "ok",
                round(rates[best] / rates[0], 2), "x", {"samples_per_s": rates, "best_workers": best, "cores": cores})
 
 
-def _mlp_epoch_seconds(loader, device: torch.device) -> float:
-    torch.manual_seed(0)
-    return time_train_epoch(mlp(784, hidden=512).to(device), loader, device).median
-
-
 def resident_vs_dataloader(device: torch.device) -> Row:
     """One MLP epoch fed by a default DataLoader (0 workers, pageable) vs by a DeviceLoader."""
-    n = 60_000 if device.type == "cuda" else 12_000
+    n = epoch_samples(device)
     data = fake_image_data(n, (1, 28, 28))
     images, labels = data.tensors
-    loaders = {"DataLoader": DataLoader(data, batch_size=256, shuffle=True),
-               "DeviceLoader": DeviceLoader(images, labels, batch_size=256, device=device)}
-    seconds = {name: _mlp_epoch_seconds(loader, device) for name, loader in loaders.items()}
+    seconds = {name: result.median for name, result in time_loader_epochs(
+        {"DataLoader": DataLoader(data, batch_size=256, shuffle=True),
+         "DeviceLoader": DeviceLoader(images, labels, batch_size=256, device=device)}, device).items()}
     return Row("resident", "device-resident loader vs default DataLoader (MLP epoch)", str(device), "ok",
                round(seconds["DataLoader"] / seconds["DeviceLoader"], 2), "x",
                {"dataloader_s": seconds["DataLoader"], "deviceloader_s": seconds["DeviceLoader"], "samples": n})
 
 
-BENCHMARKS: dict[str, Callable[[torch.device], Row | list[Row]]] = {
-    "matmul": matmul_rows,
-    "h2d": host_to_device,
-    "cpu_gpu": cpu_vs_gpu_rows,
-    "amp": amp_rows,
-    "workers": workers_sweep,
-    "resident": resident_vs_dataloader,
-    "fit": fit_vs_hand_loop,
+@dataclass(frozen=True)
+class Experiment:
+    """One bench entry: the function that measures its rows and the targets some of those rows carry."""
+
+    run: Callable[[torch.device], Row | list[Row]]
+    targets: dict[str, Target] = field(default_factory=dict)
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "matmul": Experiment(matmul_rows),
+    "h2d": Experiment(host_to_device),
+    "cpu_gpu": Experiment(cpu_vs_gpu_rows, {"cnn_cpu_gpu": Target(
+        "conv training at least 10x this machine's CPU", at_least=10,
+        reason="a GPU's reason to exist in this course: below 10x a learner is better off on the CPU runtime")}),
+    "amp": Experiment(amp_rows, {
+        "amp": Target("AMP trains the matmul-heavy MLP at least 2x faster than fp32", at_least=2,
+                      reason="tensor cores run 16-bit matmuls at 8-16x IEEE fp32; half of that survives a real step"),
+        "amp_peak": Target("AMP MLP training reaches at least 50% of the measured half-precision matmul peak",
+                           at_least=0.5, reason="a step is three large matmuls per layer: below 50% something "
+                                                "other than the matmuls (casts, the optimizer, launches) dominates"),
+    }),
+    "workers": Experiment(workers_sweep),
+    "resident": Experiment(resident_vs_dataloader, {"resident": Target(
+        "GPU-resident loader at least 5x a default DataLoader", at_least=5,
+        reason="a DataLoader makes 60,000 Python calls an epoch that a resident loader replaces by 235 slices")}),
+    "fit": Experiment(fit_vs_hand_loop, {"fit": Target(
+        "fit within 10% of a minimal hand loop", at_most=1.10,
+        reason="the course's helpers must not cost what the lessons teach to save")}),
 }
+TARGETS: dict[str, Target] = {key: t for e in EXPERIMENTS.values() for key, t in e.targets.items()}
 
 
 def run_benchmarks(device: torch.device, names: list[str] | None = None) -> list[Row]:
     """Run the named benchmarks (all by default) on ``device``, printing each row as it lands."""
-    unknown = sorted(set(names or []) - set(BENCHMARKS))
+    unknown = sorted(set(names or []) - set(EXPERIMENTS))
     if unknown:
-        raise ValueError(f"Unknown benchmark(s) {unknown}; available: {sorted(BENCHMARKS)}.")
+        raise ValueError(f"Unknown benchmark(s) {unknown}; available: {sorted(EXPERIMENTS)}.")
     rows = []
-    for name in names or list(BENCHMARKS):
-        result = BENCHMARKS[name](device)
+    for name in names or list(EXPERIMENTS):
+        result = EXPERIMENTS[name].run(device)
         for row in result if isinstance(result, list) else [result]:
+            target = TARGETS.get(row.key)  # the promise travels with the row; met only counts on a GPU
+            row.target = target.promise if target else ""
+            row.met = target.met(row.ratio) if target and row.status == "ok" and device.type == "cuda" else None
             shown = f"{row.ratio} {row.unit}" if row.status == "ok" else f"skipped ({row.note})"
             print(f"{row.name} on {row.device}: {shown}", flush=True)
             rows.append(row)
     return rows
-
-
-def _show(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
-def to_markdown(rows: list[Row], report: dict) -> str:
-    gpu = report["gpus"][0]["name"] if report["gpus"] else "no GPU"
-    lines = [f"# colab_gpu bench: {gpu}", "",
-             f"PyTorch {report['torch']}, Python {report['python']}, {report['cpu_count']} CPU cores", "",
-             "| benchmark | device | status | result | details |", "|---|---|---|---|---|"]
-    for row in rows:
-        result = f"{row.ratio} {row.unit}" if row.status == "ok" else "-"
-        details = ", ".join(f"{k}={_show(v)}" for k, v in row.details.items())
-        lines.append(f"| {row.name} | {row.device} | {row.status} | {result} | "
-                     f"{'; '.join(part for part in (details, row.note) if part)} |")
-    return "\n".join(lines) + "\n"
-
-
-def plot_ratios(rows: list[Row], path: Path, title: str) -> Path:
-    """A horizontal bar per measured ratio (log scale), 1x marked; skipped rows are listed as such."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no window, works headless
-    import matplotlib.pyplot as plt
-
-    measured = [r for r in rows if r.status == "ok" and r.unit.startswith("x")]
-    fig, ax = plt.subplots(figsize=(8, 0.5 * max(len(rows), 2) + 1))
-    names = [r.name for r in measured] + [f"{r.name} (skipped)" for r in rows if r.status != "ok"]
-    values = [r.ratio for r in measured] + [0] * (len(names) - len(measured))
-    bars = ax.barh(names, values, color=[f"C{i % 10}" for i in range(len(names))])
-    ax.bar_label(bars, labels=[f"{v}x" if v else "" for v in values])
-    ax.axvline(1, color="black", linewidth=0.8)
-    if max(values, default=0) > 20:
-        ax.set_xscale("symlog", linthresh=1)  # GPU-vs-CPU ratios reach 100x; keep the small ones readable
-    ax.invert_yaxis()
-    ax.set(title=title, xlabel="ratio measured side by side (x)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
-
-
-def write_results(rows: list[Row], out_dir: str | Path) -> tuple[Path, Path, Path]:
-    """Write ``bench.json``, ``bench.md`` and ``bench.png`` into ``out_dir``; return their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    report = runtime_report()
-    json_path, md_path = out / "bench.json", out / "bench.md"
-    json_path.write_text(json.dumps({"runtime": report, "rows": [asdict(r) for r in rows]}, indent=2) + "\n")
-    md_path.write_text(to_markdown(rows, report) + "\n![ratios](bench.png)\n")
-    gpu = report["gpus"][0]["name"] if report["gpus"] else "CPU only"
-    png_path = plot_ratios(rows, out / "bench.png", f"colab_gpu bench: {gpu}")
-    return json_path, md_path, png_path

@@ -27,13 +27,15 @@ DRIVE = Path("/content/drive/MyDrive")
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used: missing, unreadable, or from another model."""
+    """A checkpoint that cannot be used: missing, unreadable, or from another model. Taught in lesson 03."""
 
 
 def default_checkpoint_dir(name: str = "checkpoints") -> Path:
     """Google Drive when it is mounted in Colab (survives disconnects), else a local folder.
 
     Mount Drive first in Colab: ``from google.colab import drive; drive.mount("/content/drive")``.
+
+    Taught in lesson 03.
     """
     base = DRIVE / "colab_gpu" if DRIVE.is_dir() else Path.cwd()
     return base / name
@@ -93,7 +95,7 @@ def save_checkpoint(
     history: list[dict] | None = None,
     loader_generator: torch.Generator | None = None,
 ) -> Path:
-    """Write the full training state after ``epoch`` epochs, atomically. Returns the path."""
+    """Write the full training state after ``epoch`` epochs, atomically. Returns the path. Taught in lesson 03."""
     return atomic_save({
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "format": FORMAT,
@@ -155,6 +157,8 @@ def load_checkpoint(
 
     Raises:
         CheckpointError: the file is missing, truncated, not a checkpoint, or from another model.
+
+    Taught in lesson 03.
     """
     path = Path(path)
     # map_location="cpu", not the model's device: optimizer.load_state_dict moves what belongs on the

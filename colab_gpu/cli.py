@@ -11,13 +11,13 @@ import json
 import sys
 
 from .device import DeviceNotAvailableError, get_device, require_cuda_if_asked
-from .runtime import format_report, runtime_report
+from .runtime import format_runtime_report, runtime_report
 
 
 def doctor(as_json: bool = False) -> int:
     """Print what this runtime offers and what to do about it; exit code 1 if REQUIRE_CUDA fails."""
     report = runtime_report()
-    print(json.dumps(report, indent=2) if as_json else format_report(report))
+    print(json.dumps(report, indent=2) if as_json else format_runtime_report(report))
     try:
         require_cuda_if_asked()
     except DeviceNotAvailableError as err:
@@ -28,7 +28,8 @@ def doctor(as_json: bool = False) -> int:
 
 def bench(device_name: str | None, only: list[str] | None, out: str) -> int:
     """Run the benchmarks on the chosen device and write their results under ``out``."""
-    from .bench import run_benchmarks, write_results
+    from .bench import run_benchmarks
+    from .bench_output import write_results
 
     device = get_device(device_name)
     rows = run_benchmarks(device, only)

@@ -38,6 +38,8 @@ def seed_everything(seed: int) -> torch.Generator:
         >>> g = seed_everything(0)
         >>> a = torch.rand(1); _ = seed_everything(0); torch.equal(a, torch.rand(1))
         True
+
+    Taught in lesson 03.
     """
     random.seed(seed)
     np.random.seed(seed)
@@ -47,7 +49,7 @@ def seed_everything(seed: int) -> torch.Generator:
 
 @dataclass
 class ImageData:
-    """A train/test pair of uint8 image tensors (N, C, H, W) with integer labels."""
+    """A train/test pair of uint8 image tensors (N, C, H, W) with integer labels. Taught in lesson 03."""
 
     name: str
     train_images: torch.Tensor
@@ -99,7 +101,7 @@ class ImageData:
 def make_loaders(
     data: ImageData, batch_size: int, *, device: str | torch.device, seed: int = 0, num_workers: int = 0
 ) -> tuple[DataLoader, DataLoader]:
-    """Shuffled train loader and ordered test loader; pinned memory when the device is a GPU."""
+    """Shuffled train loader and ordered test loader; pinned memory when the device is a GPU. Taught in lesson 03."""
     train_set, test_set = data.datasets()
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
@@ -112,13 +114,16 @@ def make_loaders(
 
 
 def fake_image_data(n: int, shape: tuple[int, ...], classes: int = 10, seed: int = 0) -> TensorDataset:
-    """Random images and labels of a real data set's size (benchmarks time speed, not learning)."""
+    """Random images and labels of a real data set's size (benchmarks time speed, not learning). Taught in lesson 05."""
     g = torch.Generator().manual_seed(seed)
     return TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g))
 
 
 def load_digits(image_size: int = 8, channels: int = 1) -> ImageData:
-    """scikit-learn's 8x8 digits, resized to ``image_size`` and repeated to ``channels`` (uint8)."""
+    """scikit-learn's 8x8 digits, resized to ``image_size`` and repeated to ``channels`` (uint8).
+
+    Taught in lesson 08.
+    """
     try:
         from sklearn.datasets import load_digits as sklearn_digits
     except ImportError as err:
@@ -192,10 +197,10 @@ def _cifar10(root: Path) -> ImageData:
 
 
 def load_fashion_mnist(root: str | os.PathLike = "data") -> ImageData:
-    """FashionMNIST (1x28x28), downloaded into ``root`` if needed; digits when offline."""
+    """FashionMNIST (1x28x28), downloaded into ``root`` if needed; digits when offline. Taught in lesson 03."""
     return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, image_size=28, channels=1)
 
 
 def load_cifar10(root: str | os.PathLike = "data") -> ImageData:
-    """CIFAR-10 (3x32x32), downloaded into ``root`` if needed; digits when offline."""
+    """CIFAR-10 (3x32x32), downloaded into ``root`` if needed; digits when offline. Taught in lesson 04."""
     return _download_or_fallback(_cifar10, "CIFAR-10", root, image_size=32, channels=3)

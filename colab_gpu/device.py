@@ -34,7 +34,7 @@ _TRUE_WORDS = {"1", "true", "yes", "on"}
 
 
 class DeviceNotAvailableError(RuntimeError):
-    """Raised when the requested device does not exist on this machine."""
+    """Raised when the requested device does not exist on this machine. Taught in lesson 01."""
 
 
 def cuda_required() -> bool:
@@ -43,12 +43,14 @@ def cuda_required() -> bool:
     Example:
         >>> if cuda_required():
         ...     print("this run fails without a GPU")
+
+    Taught in lesson 01.
     """
     return os.environ.get(REQUIRE_CUDA_ENV, "").strip().lower() in _TRUE_WORDS
 
 
 def cuda_device_count() -> int:
-    """Number of usable CUDA GPUs (0 on a CPU-only build or machine)."""
+    """Number of usable CUDA GPUs (0 on a CPU-only build or machine). Taught in lesson 01."""
     if not torch.cuda.is_available():
         return 0
     return torch.cuda.device_count()
@@ -62,6 +64,8 @@ def available_devices() -> list[torch.device]:
     Example:
         >>> available_devices()[0]
         device(type='cpu')
+
+    Taught in lesson 01.
     """
     return [torch.device("cpu")] + [torch.device("cuda", i) for i in range(cuda_device_count())]
 
@@ -75,6 +79,8 @@ def require_cuda_if_asked() -> None:
 
     A GPU CI job sets the variable so that a runner which lost its GPU fails loudly
     instead of passing on the CPU.
+
+    Taught in lesson 01.
     """
     if cuda_required() and cuda_device_count() == 0:
         raise DeviceNotAvailableError(
@@ -131,6 +137,8 @@ def get_device(name: str | torch.device | None = None) -> torch.device:
     Example:
         >>> get_device("cpu")
         device(type='cpu')
+
+    Taught in lesson 01.
     """
     require_cuda_if_asked()
     if name is None or (isinstance(name, str) and name.strip().lower() == "auto"):
@@ -151,6 +159,8 @@ def synchronize(device: str | torch.device) -> None:
 
     CUDA kernels run asynchronously: Python returns as soon as a kernel is queued. Call this
     before reading a clock, or you measure how fast kernels are launched, not how fast they run.
+
+    Taught in lesson 02.
     """
     device = torch.device(device)
     if device.type == "cuda":

@@ -32,7 +32,10 @@ _LIBRARY_DIRS = tuple(
 
 @dataclass
 class ShownError:
-    """What ``shows_error`` caught: ``error`` is the exception (None when none was expected here)."""
+    """What ``shows_error`` caught: ``error`` is the exception (None when none was expected here).
+
+    Taught in lesson 09.
+    """
 
     error: BaseException | None = None
 
@@ -98,6 +101,8 @@ def _output_captured() -> Iterator[list[str]]:
 def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...], match: str | None = None, *,
                 fix: str | None = None, raises: bool = True, quiet_children: bool = False) -> Iterator[ShownError]:
     """Run a block that must raise ``expected`` (message matching the regex ``match``), show it, go on.
+
+    Every lesson shows its common error with it, from lesson 01; lesson 09 collects them.
 
     Prints the error's type and message, the line of the notebook's code that raised it and ``fix``. Like an
     uncaught error, it is kept in ``sys.last_value``/``sys.last_traceback``, so the failed frame stays alive

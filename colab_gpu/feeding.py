@@ -20,11 +20,15 @@ from torch.utils.data import DataLoader, Dataset
 
 from .capability import worker_rule
 from .device import Batch, synchronize
+from .models import mlp
 from .runtime import cpu_count
+from .timing import BenchResult, time_train_epoch
 
 
 @dataclass(frozen=True)
 class WorkerAdvice:
+    """What `suggest_num_workers` recommends, and why. Taught in lesson 05."""
+
     num_workers: int
     reason: str
 
@@ -62,6 +66,8 @@ def worker_loader(
         persistent_workers: keep worker processes alive between epochs instead of forking new
             ones every epoch (ignored with 0 workers).
         prefetch_factor: batches each worker prepares ahead (PyTorch's default is 2).
+
+    Taught in lesson 05.
     """
     if num_workers < 0:
         raise ValueError(f"num_workers must be 0 (load in the main process) or more, got {num_workers}. "
@@ -88,6 +94,8 @@ class EncodedImages(Dataset):
     DataLoader workers can spread over the CPU cores. Decoding uses Pillow, as torchvision's
     ``ImageFolder`` does (torchvision.io's JPEG functions are deprecated since torchvision 0.29).
     Each sample comes out as a uint8 ``(C, H, W)`` tensor (``v2.ToImage``) before ``transform``.
+
+    Taught in lesson 05.
     """
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable | None = None,
@@ -131,6 +139,8 @@ class DeviceLoader:
         >>> loader = DeviceLoader(torch.zeros(10, 3), torch.zeros(10), batch_size=4, device="cpu")
         >>> [len(x) for x, _ in loader]
         [4, 4, 2]
+
+    Taught in lesson 05.
     """
 
     def __init__(self, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int, *,
@@ -170,7 +180,7 @@ class DeviceLoader:
 
 
 def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> float:
-    """Samples per second delivered to ``device`` (batches copied there and synchronized)."""
+    """Samples per second delivered to ``device`` (batches copied there and synchronized). Taught in lesson 05."""
     device = torch.device(device)
     samples = 0
     start = time.perf_counter()
@@ -185,8 +195,50 @@ def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> fl
     return samples / seconds
 
 
+def worker_counts(cores: int) -> list[int]:
+    """The ``num_workers`` values worth measuring on ``cores`` cores: 0, a few, and the core count.
+
+    Taught in lesson 05.
+    """
+    return sorted({0, 1, 2, min(4, cores), min(8, cores), cores})
+
+
+def sweep_workers(dataset, device: torch.device, counts: list[int], *, batch_size: int = 128,
+                  verbose: bool = False) -> dict[int, float]:
+    """Samples/s that ``dataset`` delivers to ``device`` for each worker count (lesson 05; the bench's row).
+
+    Each count gets one warm-up epoch (starting its workers), then one timed epoch."""
+    rates = {}
+    for workers in counts:
+        loader = worker_loader(dataset, batch_size, device=device, num_workers=workers)
+        measure_loader(loader, device)  # warm-up: starts the workers
+        rates[workers] = measure_loader(loader, device)
+        if verbose:
+            print(f"num_workers={workers:2d}: {rates[workers]:7,.0f} samples/s")
+        del loader  # stops its persistent workers
+    return rates
+
+
+def epoch_samples(device: torch.device) -> int:
+    """Samples per epoch in the loader experiments: FashionMNIST's 60,000 on a GPU, fewer on a CPU."""
+    return 60_000 if torch.device(device).type == "cuda" else 12_000
+
+
+def time_loader_epochs(loaders: dict[str, object], device: torch.device) -> dict[str, BenchResult]:
+    """One epoch of a fresh lesson-03 MLP (784-512-512-10, Adam) per loader, timed (lesson 05; the bench's row)."""
+
+    results = {}
+    for name, loader in loaders.items():
+        torch.manual_seed(0)
+        results[name] = time_train_epoch(mlp(784, hidden=512).to(device), loader, device)
+    return results
+
+
 def copy_bandwidth(megabytes: int, device: str | torch.device, *, pinned: bool, repeat: int = 10) -> float:
-    """Host-to-device copy bandwidth in GB/s from pinned or pageable host memory (median of ``repeat``)."""
+    """Host-to-device copy bandwidth in GB/s from pinned or pageable host memory (median of ``repeat``).
+
+    Taught in lesson 02.
+    """
     from .timing import benchmark
 
     device = torch.device(device)
@@ -202,6 +254,8 @@ def per_sample_flip(images: torch.Tensor, p: float = 0.5, generator: torch.Gener
 
     torchvision's v2 random transforms draw one decision per call, so on a batch every image is
     flipped, or none is. This draws one decision per image, on the images' device.
+
+    Taught in lesson 05.
     """
     if not 0 <= p <= 1:
         raise ValueError(f"p must be a probability between 0 and 1, got {p}.")

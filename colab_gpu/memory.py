@@ -18,7 +18,10 @@ MIB = 2**20
 
 @dataclass
 class PeakMemory:
-    """Filled in when the ``measure_peak`` block ends: bytes above the starting point, or None on a CPU."""
+    """Filled in when the ``measure_peak`` block ends: bytes above the starting point, or None on a CPU.
+
+    Taught in lesson 07.
+    """
 
     device: torch.device
     start_bytes: int | None = None
@@ -39,7 +42,7 @@ class PeakMemory:
 
 @contextmanager
 def measure_peak(device: str | torch.device) -> Iterator[PeakMemory]:
-    """Measure the peak memory the block allocates on a CUDA device.
+    """Measure the peak memory the block allocates on a CUDA device. Used in lesson 06, taught in lesson 07.
 
     Example:
         >>> with measure_peak("cpu") as peak:
@@ -67,6 +70,8 @@ def memory_report(device: str | torch.device) -> dict[str, float | None]:
     ``allocated`` is what live tensors use; ``reserved`` is what PyTorch's caching allocator
     holds from the driver (allocated plus cached blocks); ``free``/``total`` come from the
     driver (``mem_get_info``) and include other processes. None on the CPU.
+
+    Taught in lesson 07.
     """
     device = torch.device(device)
     if device.type != "cuda":
@@ -101,6 +106,8 @@ def allocated_timeline(snapshot: dict, device_index: int = 0) -> list[int]:
     ``snapshot`` is ``torch.cuda.memory._snapshot()`` taken while ``torch.cuda.memory._record_memory_history()``
     was on; the figures are relative to the moment recording started (blocks allocated before and freed
     during it count as negative).
+
+    Taught in lesson 07.
     """
     traces = snapshot.get("device_traces") or []
     if not 0 <= device_index < len(traces):
@@ -119,7 +126,7 @@ def allocated_timeline(snapshot: dict, device_index: int = 0) -> list[int]:
 
 
 def format_memory(device: str | torch.device) -> str:
-    """One line with `memory_report`'s figures (or why there are none)."""
+    """One line with `memory_report`'s figures (or why there are none). Taught in lesson 07."""
     figures = memory_report(device)
     if figures["allocated"] is None:
         return f"{torch.device(device)}: PyTorch keeps allocator statistics for CUDA devices only"
@@ -132,6 +139,8 @@ def clear_notebook_references() -> None:
     A cell whose last line evaluates to a tensor stores it in ``Out[n]`` and ``_``; an exception
     keeps its traceback, and with it every local variable of the failing frames, in
     ``sys.last_traceback``. ``del`` on your own name frees neither.
+
+    Taught in lesson 07.
     """
     try:
         from IPython import get_ipython
@@ -163,6 +172,8 @@ def cleanup(device: str | torch.device | None = None, *, notebook: bool = True) 
 
     Returns the MiB of reserved GPU memory given back to the driver (None on the CPU). Tensors
     you still hold a reference to are, rightly, not freed: ``del`` them first.
+
+    Taught in lesson 07.
     """
     device = torch.device(device) if device is not None else None
     before = memory_report(device)["reserved"] if device is not None else None
@@ -177,7 +188,10 @@ def cleanup(device: str | torch.device | None = None, *, notebook: bool = True) 
 
 @dataclass(frozen=True)
 class BatchSizeSearch:
-    """What `find_max_batch_size` found. Use ``suggested``: ``largest_fit`` sits on the out-of-memory edge."""
+    """What `find_max_batch_size` found. Use ``suggested``: ``largest_fit`` sits on the out-of-memory edge.
+
+    Taught in lesson 07.
+    """
 
     largest_fit: int  # the largest batch size that ran
     first_oom: int | None  # the smallest size that ran out of memory (None: ``limit`` was reached)

@@ -12,6 +12,8 @@ def mlp(in_features: int, hidden: int = 512, classes: int = 10, depth: int = 2) 
         >>> import torch
         >>> mlp(784, hidden=256)(torch.zeros(2, 1, 28, 28)).shape
         torch.Size([2, 10])
+
+    Taught in lesson 03.
     """
     if in_features < 1 or hidden < 1 or classes < 2 or depth < 1:
         raise ValueError(
@@ -40,6 +42,8 @@ def small_cnn(in_channels: int = 3, classes: int = 10, width: int = 32) -> nn.Se
     """A small VGG-style conv net: three blocks (width, 2x, 4x channels), global pooling, linear head.
 
     Works for any image of at least 8x8 pixels (CIFAR-10's 32x32, FashionMNIST's 28x28).
+
+    Taught in lesson 04.
     """
     if in_channels < 1 or classes < 2 or width < 1:
         raise ValueError(f"small_cnn needs in_channels >= 1, classes >= 2, width >= 1; got "
@@ -55,5 +59,5 @@ def small_cnn(in_channels: int = 3, classes: int = 10, width: int = 32) -> nn.Se
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters."""
+    """Number of trainable parameters. Taught in lesson 03."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

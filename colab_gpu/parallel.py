@@ -22,7 +22,7 @@ TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER
 
 @dataclass(frozen=True)
 class DistInfo:
-    """Who this process is in the job."""
+    """Who this process is in the job. Taught in lesson 08."""
 
     rank: int  # 0 .. world_size-1 across all machines
     local_rank: int  # index on this machine: which GPU to use
@@ -84,6 +84,8 @@ def ddp_setup(backend: str | None = None) -> DistInfo:
     Raises:
         RuntimeError: not started by torchrun, or more processes than GPUs on this machine.
         ValueError: an unknown backend, or nccl without a GPU.
+
+    Taught in lesson 08.
     """
     env = _environment()
     _import_dynamo_before_the_group()
@@ -114,6 +116,8 @@ def ddp_teardown() -> None:
     Call it once the DDP model is gone (build and train it in a function, tear down after that
     function returns): a DDP model holds the process group, and only a group freed here, while
     Python is fully alive, shuts down cleanly.
+
+    Taught in lesson 08.
     """
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
@@ -126,7 +130,7 @@ def ddp_teardown() -> None:
 
 
 def rank0_print(info: DistInfo, *args, **kwargs) -> None:
-    """print() on rank 0 only, prefixed with the job size."""
+    """print() on rank 0 only, prefixed with the job size. Taught in lesson 08."""
     if info.is_main:
         # One write per line: processes share the terminal and separate writes interleave.
         print(" ".join([f"[rank 0/{info.world_size}]", *map(str, args)]), **kwargs, flush=True)
@@ -142,7 +146,7 @@ _IN_COLLECTIVES: list[torch.Tensor] = []
 
 
 def all_reduce_mean(value: float | torch.Tensor, info: DistInfo) -> float:
-    """The mean of ``value`` over every process (each process gets the same answer)."""
+    """The mean of ``value`` over every process (each process gets the same answer). Taught in lesson 08."""
     tensor = torch.as_tensor(value, dtype=torch.float64, device=info.device).clone()
     _IN_COLLECTIVES.append(tensor)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
@@ -159,6 +163,8 @@ def launch_torchrun(script: str | os.PathLike, nproc: int, *args: str, timeout: 
     Raises:
         FileNotFoundError: the script does not exist.
         RuntimeError: the job failed; the message ends with its output.
+
+    Taught in lesson 08.
     """
     script = Path(script)
     if not script.is_file():

@@ -18,6 +18,8 @@ def bar_seconds(times: Mapping[str, float], title: str, *, ylabel: str = "second
 
     Example:
         >>> fig = bar_seconds({"CPU": 0.2, "GPU": 0.01}, "matmul 4096x4096")  # doctest: +SKIP
+
+    Taught in lesson 02.
     """
     import matplotlib.pyplot as plt
 
@@ -41,7 +43,7 @@ def _short(seconds: float) -> str:
 
 
 def plot_history(history, title: str = "learning curves"):
-    """Loss and accuracy per epoch, train and test side by side; return the figure."""
+    """Loss and accuracy per epoch, train and test side by side; return the figure. Taught in lesson 03."""
     import matplotlib.pyplot as plt
 
     epochs = history.column("epoch")
@@ -60,7 +62,7 @@ def plot_history(history, title: str = "learning curves"):
 
 
 def show_images(images, titles, *, mean=None, std=None, columns: int = 8, title: str = ""):
-    """A grid of images (N, C, H, W) with a title each; ``mean``/``std`` undo normalization."""
+    """A grid of images (N, C, H, W) with a title each; ``mean``/``std`` undo normalization. Taught in lesson 03."""
     import matplotlib.pyplot as plt
 
     if len(images) == 0:
@@ -84,13 +86,13 @@ def show_images(images, titles, *, mean=None, std=None, columns: int = 8, title:
 
 
 def figure_names() -> list[str]:
-    """The diagrams ``show_figure`` can display."""
+    """The diagrams ``show_figure`` can display. Taught in lesson 02."""
     return sorted(item.name.removesuffix(".svg") for item in resources.files(__package__).joinpath("figures").iterdir()
                   if item.name.endswith(".svg"))
 
 
 def figure_svg(name: str) -> str:
-    """The SVG text of the course diagram ``name``."""
+    """The SVG text of the course diagram ``name``. Taught in lesson 02."""
     names = figure_names()
     if name not in names:
         raise ValueError(f"No figure named {name!r}; the package has: {', '.join(names)}.")
@@ -101,6 +103,8 @@ def show_figure(name: str) -> None:
     """Display the course diagram ``name`` (an SVG shipped with the package) in the notebook.
 
     Outside a notebook it displays nothing (``figure_svg`` gives the text).
+
+    Taught in lesson 02.
     """
     svg = figure_svg(name)
     try:
@@ -113,7 +117,10 @@ def show_figure(name: str) -> None:
 
 
 def plot_bandwidth(gbps_by_mib: Mapping[int, float], title: str):
-    """Copy bandwidth (GB/s) against transfer size (MiB, log scale), one point per measured size."""
+    """Copy bandwidth (GB/s) against transfer size (MiB, log scale), one point per measured size.
+
+    Taught in lesson 02.
+    """
     import matplotlib.pyplot as plt
 
     if not gbps_by_mib:
@@ -135,7 +142,10 @@ def plot_bandwidth(gbps_by_mib: Mapping[int, float], title: str):
 
 
 def plot_memory_timeline(timeline_bytes: list[int], title: str):
-    """Memory held by tensors (MiB) after each allocation or free, e.g. from ``allocated_timeline``."""
+    """Memory held by tensors (MiB) after each allocation or free, e.g. from ``allocated_timeline``.
+
+    Taught in lesson 07.
+    """
     import matplotlib.pyplot as plt
 
     if not timeline_bytes:

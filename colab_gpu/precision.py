@@ -28,7 +28,10 @@ _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 @dataclass(frozen=True)
 class Precision:
-    """How to train: ``dtype`` for autocast (None = plain float32) and whether to scale the loss."""
+    """How to train: ``dtype`` for autocast (None = plain float32) and whether to scale the loss.
+
+    Taught in lesson 06.
+    """
 
     name: str  # "fp32", "bf16" or "fp16"
     use_scaler: bool
@@ -67,7 +70,10 @@ def choose_precision(device: str | torch.device) -> Precision:
 
 
 def resolve_precision(precision: Precision | str | None, device: str | torch.device) -> Precision:
-    """Turn ``"auto"``, ``"fp32"``, ``"bf16"``, ``"fp16"``, None or a `Precision` into a `Precision`."""
+    """Turn ``"auto"``, ``"fp32"``, ``"bf16"``, ``"fp16"``, None or a `Precision` into a `Precision`.
+
+    Taught in lesson 06.
+    """
     if isinstance(precision, Precision):
         return precision
     if precision is None or precision == "fp32":
@@ -82,7 +88,7 @@ def resolve_precision(precision: Precision | str | None, device: str | torch.dev
 
 
 def make_scaler(precision: Precision, device: str | torch.device) -> torch.amp.GradScaler | None:
-    """A GradScaler when ``precision`` needs one (fp16), else None."""
+    """A GradScaler when ``precision`` needs one (fp16), else None. Taught in lesson 06."""
     if not precision.use_scaler:
         return None
     return torch.amp.GradScaler(torch.device(device).type)
@@ -154,7 +160,7 @@ def restore_backend_settings(settings: dict[str, object]) -> None:
 
 @contextmanager
 def restored_backend_settings() -> Iterator[dict[str, object]]:
-    """Run a block that may change TF32 or ``cudnn.benchmark``, then restore the caller's settings.
+    """Run a block that may change TF32 or ``cudnn.benchmark``, then restore the caller's settings (lesson 06).
 
     Example:
         >>> with restored_backend_settings():
@@ -187,6 +193,8 @@ def set_tf32(enabled: bool) -> None:
     from PyTorch 2.9, and the older ``allow_tf32`` flags before (mixing the two APIs is an error).
     This changes a process-wide setting until changed again; prefer `tf32_mode` for a block.
     PyTorch's defaults are IEEE matmuls but TF32 convolutions, so ``set_tf32(False)`` is not a reset.
+
+    Taught in lesson 06.
     """
     if _has_fp32_precision_api():
         torch.backends.cuda.matmul.fp32_precision = "tf32" if enabled else "ieee"
@@ -197,7 +205,7 @@ def set_tf32(enabled: bool) -> None:
 
 
 def tf32_enabled() -> bool:
-    """Whether float32 matmuls may use TF32 right now."""
+    """Whether float32 matmuls may use TF32 right now. Taught in lesson 06."""
     if _has_fp32_precision_api():
         return torch.backends.cuda.matmul.fp32_precision == "tf32"
     return bool(torch.backends.cuda.matmul.allow_tf32)

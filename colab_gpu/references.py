@@ -33,7 +33,10 @@ def gpu_label(device_name: str) -> str | None:
 
 
 def reference_figures(key: str) -> dict[str, float | None]:
-    """The figure ``key`` measured on each GPU the course names (None where no report has it yet)."""
+    """The figure ``key`` measured on each GPU the course names (None where no report has it yet).
+
+    Taught in lesson 02.
+    """
     data = json.loads(resources.files(__package__).joinpath("references.json").read_text(encoding="utf-8"))
     measured = data.get("figures", {}).get(key, {})
     return {label: measured.get(label) for label in REFERENCE_GPUS}
@@ -55,6 +58,8 @@ def compare_with_references(key: str, value: float | None, device: str | torch.d
     """Print the learner's prediction, this runtime's figure and the course GPUs' figures for ``what``.
 
     ``value`` is None when this runtime cannot measure it (a GPU figure on a CPU runtime).
+
+    Taught in lesson 02.
     """
     device = torch.device(device)
     here = torch.cuda.get_device_name(device) if device.type == "cuda" else "this CPU runtime"

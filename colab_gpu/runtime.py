@@ -1,7 +1,7 @@
 """What runtime am I on? A report of the machine, the GPU and the advice that follows from it.
 
 `runtime_report()` returns a plain dict (easy to test, easy to save next to results);
-`format_report()` turns it into the text that `print_runtime_report()` and
+`format_runtime_report()` turns it into the text that `print_runtime_report()` and
 `python -m colab_gpu doctor` print.
 """
 
@@ -24,17 +24,17 @@ GIB = 1024**3
 
 
 def in_colab() -> bool:
-    """True when running inside a Google Colab runtime."""
+    """True when running inside a Google Colab runtime. Taught in lesson 01."""
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
 def in_kaggle() -> bool:
-    """True inside a Kaggle notebook (Kaggle sets KAGGLE_KERNEL_RUN_TYPE in its kernels)."""
+    """True inside a Kaggle notebook (Kaggle sets KAGGLE_KERNEL_RUN_TYPE in its kernels). Taught in lesson 01."""
     return "KAGGLE_KERNEL_RUN_TYPE" in os.environ
 
 
 def notebook_platform() -> str:
-    """Where this runs: "Colab", "Kaggle" or "local" (any other Jupyter or terminal)."""
+    """Where this runs: "Colab", "Kaggle" or "local" (any other Jupyter or terminal). Taught in lesson 01."""
     return "Colab" if in_colab() else "Kaggle" if in_kaggle() else "local"
 
 
@@ -49,7 +49,7 @@ def tpu_hint() -> str | None:
 
 
 def cpu_count() -> int:
-    """CPU cores this process may use (the affinity mask, not the host's total)."""
+    """CPU cores this process may use (the affinity mask, not the host's total). Taught in lesson 05."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
@@ -128,6 +128,8 @@ def runtime_report() -> dict[str, Any]:
         >>> report = runtime_report()
         >>> report["cuda_available"] in (True, False)
         True
+
+    Taught in lesson 01.
     """
     gpus = [gpu_report(i) for i in range(cuda_device_count())]
     cudnn, cudnn_problem = cudnn_version()
@@ -151,7 +153,7 @@ def runtime_report() -> dict[str, Any]:
 
 
 def advice(report: dict[str, Any]) -> list[str]:
-    """Concrete advice for the runtime described by ``report``."""
+    """Concrete advice for the runtime described by ``report``. Taught in lesson 01."""
     tips = []
     if report.get("tpu_hint"):
         tips.append(report["tpu_hint"])
@@ -183,8 +185,8 @@ def advice(report: dict[str, Any]) -> list[str]:
     return tips
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """Render ``report`` (from `runtime_report`) as aligned text with advice at the end."""
+def format_runtime_report(report: dict[str, Any]) -> str:
+    """Render ``report`` (from `runtime_report`) as aligned text with advice at the end. Taught in lesson 01."""
     rows = [
         ("Platform", report.get("platform", "Colab" if report["in_colab"] else "local")),
         ("Python", report["python"]),
@@ -212,7 +214,7 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def print_runtime_report() -> dict[str, Any]:
-    """Print the runtime report with advice; return the dict. Warns, never fails, on a CPU."""
+    """Print the runtime report with advice; return the dict. Warns, never fails, on a CPU. Taught in lesson 01."""
     report = runtime_report()
-    print(format_report(report))
+    print(format_runtime_report(report))
     return report

@@ -23,7 +23,7 @@ from .device import synchronize
 
 @dataclass(frozen=True)
 class BenchResult:
-    """Timings of one benchmarked function, in seconds."""
+    """Timings of one benchmarked function, in seconds. Taught in lesson 02."""
 
     times: tuple[float, ...]
 
@@ -48,7 +48,7 @@ class BenchResult:
 
 
 def format_seconds(seconds: float) -> str:
-    """Format a duration with a unit a human reads at a glance (``'1.23 ms'``)."""
+    """Format a duration with a unit a human reads at a glance (``'1.23 ms'``). Taught in lesson 02."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -78,6 +78,8 @@ def benchmark(
         >>> result = benchmark(lambda: x @ x, device="cpu", repeat=5)
         >>> result.median > 0
         True
+
+    Taught in lesson 02.
     """
     if warmup < 0 or repeat < 1:
         raise ValueError(f"benchmark needs warmup >= 0 and repeat >= 1, got warmup={warmup}, repeat={repeat}.")
@@ -107,7 +109,7 @@ def interleaved_medians(runs: dict[str, Callable[[], None]], repeat: int) -> dic
 
 
 def speedup(slow: BenchResult, fast: BenchResult) -> float:
-    """How many times faster ``fast`` is than ``slow`` (ratio of medians)."""
+    """How many times faster ``fast`` is than ``slow`` (ratio of medians). Taught in lesson 02."""
     return slow.median / fast.median
 
 
@@ -147,7 +149,10 @@ def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
 
 
 def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, repeat: int = 3) -> BenchResult:
-    """Median time of one training epoch of ``model`` (Adam) over ``loader``, after one warm-up epoch."""
+    """Median time of one training epoch of ``model`` (Adam) over ``loader``, after one warm-up epoch.
+
+    Taught in lesson 03.
+    """
     from .train import train_epoch
 
     device = torch.device(device)
@@ -158,7 +163,10 @@ def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, re
 
 @dataclass(frozen=True)
 class ConvStepTiming:
-    """A CNN training step timed in a fresh process: its first step (one-off costs) and the steady state."""
+    """A CNN training step timed in a fresh process: its first step (one-off costs) and the steady state.
+
+    Taught in lesson 04.
+    """
 
     first_step_s: float  # includes CUDA/cuDNN start-up and, with cudnn.benchmark, the autotuning
     steady: BenchResult

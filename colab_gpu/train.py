@@ -33,11 +33,7 @@ from .precision import Precision, make_scaler, require_scaler_fits, resolve_prec
 
 
 def require_model_on_device(model: nn.Module, device: str | torch.device) -> None:
-    """Raise a clear error when the model's parameters are not on ``device`` (``cg.fit`` and friends call it).
-
-    Validation helpers that raise are named ``require_*``; the learner-facing ``check_*`` self-checks print a
-    verdict and return it.
-    """
+    """Raise a clear error when the model's parameters are not on ``device`` (``cg.fit`` calls it; lesson 03)."""
     device = torch.device(device)
     found = {p.device for p in model.parameters()}
     wrong = {d for d in found if not same_device(d, device)}
@@ -79,11 +75,13 @@ def train_step(
     autocast_dtype: torch.dtype | None = None,
     scaler: torch.amp.GradScaler | None = None,
     check_shapes: bool = True,
+    max_norm: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimization step on a batch already on the model's device; return (loss, outputs).
 
     The loss stays a device tensor: reading it (``.item()``) is the caller's choice, and a
-    synchronization.
+    synchronization. ``max_norm`` clips the gradients' total norm, after ``scaler.unscale_`` so
+    that the true gradients are clipped (lesson 06).
     """
     loss_fn = loss_fn or nn.functional.cross_entropy
     with _autocast(inputs.device, autocast_dtype):
@@ -92,12 +90,15 @@ def train_step(
             _check_batch(outputs, labels)
         loss = loss_fn(outputs, labels)
     optimizer.zero_grad(set_to_none=True)
+    (scaler.scale(loss) if scaler is not None else loss).backward()
+    if max_norm is not None:
+        if scaler is not None:
+            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
     if scaler is not None:
-        scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
     else:
-        loss.backward()
         optimizer.step()
     return loss.detach(), outputs.detach()
 
@@ -112,9 +113,10 @@ def train_epoch(
     autocast_dtype: torch.dtype | None = None,
     scaler: torch.amp.GradScaler | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    max_norm: float | None = None,
     progress: bool = True,
 ) -> EpochStats:
-    """Train ``model`` for one pass over ``loader``; return mean loss, accuracy, samples, seconds.
+    """Train ``model`` for one pass over ``loader``; return mean loss, accuracy, samples, seconds (lesson 03).
 
     ``scheduler``, when given, is stepped after every batch (schedules such as ``OneCycleLR``
     count optimizer steps, not epochs).
@@ -137,7 +139,7 @@ def train_epoch(
         inputs = inputs.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
         loss, outputs = train_step(model, inputs, labels, optimizer, loss_fn=loss_fn, autocast_dtype=autocast_dtype,
-                                   scaler=scaler, check_shapes=step == 0)
+                                   scaler=scaler, check_shapes=step == 0, max_norm=max_norm)
         if scheduler is not None:
             scheduler.step()
         # Summed on the device: no synchronization until the epoch ends.
@@ -158,7 +160,7 @@ def evaluate(
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     autocast_dtype: torch.dtype | None = None,
 ) -> EpochStats:
-    """Mean loss and accuracy of ``model`` on ``loader``, in eval mode without autograd."""
+    """Mean loss and accuracy of ``model`` on ``loader``, in eval mode without autograd. Taught in lesson 04."""
     device = torch.device(device)
     require_model_on_device(model, device)
     loss_fn = loss_fn or nn.functional.cross_entropy
@@ -196,13 +198,14 @@ def fit(
     scaler: torch.amp.GradScaler | None = None,
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     scheduler_step: str = "epoch",
+    max_norm: float | None = None,
     on_epoch_end: Callable[[int, dict], None] | None = None,
     checkpoint: str | os.PathLike | None = None,
     resume: bool = True,
     progress: bool = True,
     verbose: bool = True,
 ) -> History:
-    """Train for ``epochs`` epochs, evaluating after each; return the `History`.
+    """Train for ``epochs`` epochs, evaluating after each; return the `History`. Taught in lesson 03.
 
     Args:
         model: already on ``device``.
@@ -219,6 +222,7 @@ def fit(
         scheduler: a learning-rate scheduler, saved in checkpoints.
         scheduler_step: ``"epoch"`` (default) steps it after each epoch; ``"batch"`` after every
             optimizer step, as ``OneCycleLR(total_steps=epochs * len(train_loader))`` expects.
+        max_norm: clip the gradients to this total norm every step (after unscaling in fp16).
         on_epoch_end: called as ``on_epoch_end(epoch, row)`` after each epoch (and its checkpoint).
         checkpoint: a file to write the full training state to after every epoch (atomically:
             see `save_checkpoint`); on Colab put it on Google Drive.
@@ -257,7 +261,7 @@ def fit(
     for epoch in range(first_epoch, epochs + 1):
         train = train_epoch(model, train_loader, optimizer, device, loss_fn=loss_fn,
                             autocast_dtype=autocast_dtype, scaler=scaler, scheduler=batch_scheduler,
-                            progress=progress)
+                            max_norm=max_norm, progress=progress)
         if scheduler is not None and batch_scheduler is None:
             scheduler.step()
         row = {"epoch": epoch, "precision": precision.name, "train_loss": train.loss, "train_acc": train.accuracy,
@@ -279,7 +283,7 @@ def fit(
 
 
 def predict(model: nn.Module, loader: Iterable[Batch], device: str | torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Predicted classes and true labels for every sample of ``loader``, on the CPU, in order."""
+    """Predicted classes and true labels for every sample of ``loader``, on the CPU, in order. Taught in lesson 04."""
     device = torch.device(device)
     require_model_on_device(model, device)
     model.eval()

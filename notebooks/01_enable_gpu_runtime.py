@@ -239,7 +239,7 @@ gpu_count = torch.cuda.device_count()
 
 # %%
 cg.check_on_device(ones, target, name="ones")
-cg.report(
+cg.check_that(
     gpu_count == torch.cuda.device_count(),
     f"gpu_count = {gpu_count}.",
     "gpu_count should come from torch.cuda.device_count().",

@@ -311,11 +311,9 @@ my_prediction = None  # your guess of the AMP speed-up over fp32 for the MLP, e.
 
 # %%
 on_gpu = device.type == "cuda"
-setups = {
-    "MLP": (lambda: cg.mlp(1024, hidden=4096, depth=3) if on_gpu else cg.mlp(256, hidden=512, depth=3),
-            (8192, 1024) if on_gpu else (256, 256)),
-    "CNN": (lambda: cg.small_cnn(3, 10, width=32 if on_gpu else 16), (256, 3, 32, 32) if on_gpu else (32, 3, 32, 32)),
-}
+# The models and sizes the bench's AMP row times (cg.bench.amp_workloads): large on a GPU, small on a CPU.
+workloads = cg.bench.amp_workloads(device)
+print("; ".join(f"{name}: {w.name}, input {w.shape}" for name, w in workloads.items()))
 # mode: (precision, TF32, channels_last)
 modes = {"fp32": ("fp32", False, False), "TF32": ("fp32", True, False), "AMP": (low_name, False, False)}
 if not on_gpu:
@@ -323,20 +321,11 @@ if not on_gpu:
 # The CNN also runs AMP with the channels_last layout (lesson 04's promise).
 model_modes = {"MLP": modes, "CNN": {**modes, "AMP + channels_last": (low_name, False, True)}}
 
-
-def measure(make_model, shape, name: str, tf32: bool, channels_last: bool) -> tuple[cg.BenchResult, float | None]:
-    """Step time and peak MiB of a fresh model on random inputs of ``shape`` (cg.time_train_step)."""
-    layout = torch.channels_last if channels_last else torch.contiguous_format
-    inputs = torch.randn(*shape, device=device).contiguous(memory_format=layout)
-    labels = torch.randint(0, 10, (shape[0],), device=device)
-    return cg.time_train_step(make_model().to(device, memory_format=layout), inputs, labels, precision=name,
-                              tf32=tf32, repeat=5 if on_gpu else 3)
-
-
 results = {}
-for model_name, (make_model, shape) in setups.items():
+for model_name, workload in workloads.items():
     for mode, (name, tf32, channels_last) in model_modes[model_name].items():
-        timing, peak_mib = measure(make_model, shape, name, tf32, channels_last)
+        # A fresh model on random inputs, timed with cg.time_train_step: the bench's experiment
+        timing, peak_mib = cg.bench.time_step(workload, device, name, tf32=tf32, channels_last=channels_last)
         results[model_name, mode] = (timing.median, peak_mib)
         memory = f"{peak_mib:8.1f} MiB" if peak_mib is not None else "   n/a (CPU)"
         print(f"{model_name} {mode:>18} ({name}): step {cg.format_seconds(timing.median):>9}, peak {memory}")
@@ -347,7 +336,7 @@ layout_gain = results["CNN", "AMP"][0] / results["CNN", "AMP + channels_last"][0
 tensor_cores = on_gpu and precision.name != "fp32"
 if tensor_cores:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    for ax, model_name in zip(axes, setups, strict=True):
+    for ax, model_name in zip(axes, workloads, strict=True):
         base = results[model_name, "fp32"][0]
         names = list(model_modes[model_name])
         speedups = [base / results[model_name, mode][0] for mode in names]
@@ -371,12 +360,13 @@ cg.compare_with_references("06.amp_mlp_speedup", amp_gain if tensor_cores else N
 
 # %% [markdown]
 # `cg.fit` takes the same choice: `cg.fit(..., precision="auto")` uses `cg.choose_precision`,
-# and creates a GradScaler for fp16.
+# and creates a GradScaler for fp16. `max_norm=` clips the gradients in every step, after
+# `scaler.unscale_` as in section 4.
 
 # %%
 model = cg.mlp(in_features, hidden=256).to(device)
 history = cg.fit(model, train_loader, test_loader, torch.optim.Adam(model.parameters(), 1e-3), device,
-                 epochs=2, precision="auto", progress=False)
+                 epochs=2, precision="auto", max_norm=1.0, progress=False)
 assert history.last["precision"] == precision.name
 assert history.last["test_acc"] > 0.8
 

@@ -41,9 +41,16 @@ from nbtools import (
     write_student_versions,
 )
 
+from colab_gpu.bench import Target
+
 ASSETS = Path(__file__).resolve().parent / "assets"
 BADGE_ASSETS = {COLAB_BADGE_SVG: "colab-badge.svg", KAGGLE_BADGE_SVG: "kaggle-badge.svg"}
 TITLE = "PyTorch on GPUs, the Colab way"
+
+
+# The course's own target (the GPU suite's report checks it; bench.py holds the experiments' targets).
+COURSE_TARGET = Target("the whole `make course` under 5 minutes (seconds)", at_most=300,
+                       reason="an instructor runs every lesson once before a workshop starts")
 
 
 @dataclass

@@ -25,21 +25,13 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from course import COURSE_TARGET
 from nbtools import BUILD, ROOT
+
+from colab_gpu.bench import TARGETS
 
 REPORTS = ROOT / "reports" / "gpu"
 JUNIT = BUILD / "junit"
-
-# (key, what the course promises, test on the measured value). Keys are bench row keys, plus "course".
-TARGETS = [
-    ("amp_peak", "bf16 MLP training reaches at least 50% of the measured bf16 matmul peak", lambda v: v >= 0.5),
-    ("amp", "AMP trains the matmul-heavy MLP at least 2x faster than fp32", lambda v: v >= 2),
-    ("cnn_cpu_gpu", "conv training at least 10x this machine's CPU", lambda v: v >= 10),
-    ("resident", "GPU-resident loader at least 5x a default DataLoader", lambda v: v >= 5),
-    ("fit", "fit within 10% of a minimal hand loop", lambda v: v <= 1.10),
-    ("course", "the whole `make course` under 5 minutes (seconds)", lambda v: v <= 300),
-]
-
 
 def run(command: list[str], env: dict[str, str]) -> tuple[int, float, str]:
     """Run a command from the repository root, echoing its output; return (code, seconds, stdout)."""
@@ -69,14 +61,17 @@ def slug(name: str) -> str:
 
 
 def evaluate_targets(bench_rows: list[dict], course_seconds: float | None) -> list[dict]:
-    """Each target with its measured value and whether it was met (None when it was not measured)."""
-    values = {row["key"]: row["ratio"] for row in bench_rows if row.get("status") == "ok"}
-    values["course"] = course_seconds
-    results = []
-    for key, promise, test in TARGETS:
-        value = values.get(key)
-        results.append({"key": key, "target": promise, "value": value, "met": None if value is None else test(value)})
-    return results
+    """Every target (bench.TARGETS, then the course's) with its measured value and whether it was met.
+
+    The bench rows carry their verdict (``met``, judged on the GPU that measured them); a target whose row is
+    missing or skipped is listed as not measured, so a report never silently drops a promise."""
+    rows = {row["key"]: row for row in bench_rows if row.get("status") == "ok"}
+    results = [{"key": key, "target": target.promise, "reason": target.reason,
+                "value": rows.get(key, {}).get("ratio"), "met": rows.get(key, {}).get("met")}
+               for key, target in TARGETS.items()]
+    met = None if course_seconds is None else COURSE_TARGET.met(course_seconds)
+    return results + [{"key": "course", "target": COURSE_TARGET.promise, "reason": COURSE_TARGET.reason,
+                       "value": course_seconds, "met": met}]
 
 
 def course_lessons(timings: Path) -> dict:
@@ -98,9 +93,10 @@ def write_report(doctor: dict, steps: dict, bench_rows: list[dict], targets: lis
         "", "## Steps (REQUIRE_CUDA=1)", "", "| step | result | seconds |", "|---|---|---:|",
         *[f"| `{name}` | {'passed' if code == 0 else 'FAILED'} | {seconds:.0f} |" for name, (code, seconds) in
           steps.items()],
-        "", "## Targets", "", "| target | measured | met |", "|---|---:|---|",
+        "", "## Targets (colab_gpu/bench.py and scripts/course.py)", "", "| target | measured | met | why |",
+        "|---|---:|---|---|",
         *[f"| {t['target']} | {t['value'] if t['value'] is not None else 'not measured'} | "
-          f"{ {True: 'yes', False: 'NO', None: '-'}[t['met']] } |" for t in targets],
+          f"{ {True: 'yes', False: 'NO', None: '-'}[t['met']] } | {t['reason']} |" for t in targets],
         "", "## Benchmarks (`python -m colab_gpu bench`)", "", "| benchmark | result | details |", "|---|---|---|",
         *[f"| {r['name']} | {r['ratio']} {r['unit']} | {r['note'] or ''} |" if r["status"] == "ok"
           else f"| {r['name']} | skipped | {r['note']} |" for r in bench_rows],

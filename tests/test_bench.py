@@ -64,6 +64,37 @@ def test_conv_step_child_applies_layout_and_flag(monkeypatch):
     assert seen == {"flag": True, "last": True} and first > 0 and len(times) == 2
 
 
+def test_targets_judge_the_measured_value_and_say_why():
+    at_least, at_most = bench.Target("x", "y", at_least=2), bench.Target("x", "y", at_most=1.1)
+    assert at_least.met(2) and not at_least.met(1.99) and at_most.met(1.1) and not at_most.met(1.2)
+    experiment_rows = {"cpu_gpu": ["mlp_cpu_gpu", "cnn_cpu_gpu"], "amp": ["amp", "amp_peak"],
+                       "resident": ["resident"], "fit": ["fit"]}
+    for name, experiment in bench.EXPERIMENTS.items():  # a target names a row its own experiment makes
+        assert set(experiment.targets) <= set(experiment_rows.get(name, [])), name
+        assert all(t.reason and (t.at_least is not None or t.at_most is not None) for t in experiment.targets.values())
+
+
+def test_run_benchmarks_judges_targets_only_on_a_gpu(monkeypatch):
+    row = bench.Row("fit", "fit", "cpu", "ok", 1.5, "x")
+    monkeypatch.setitem(bench.EXPERIMENTS, "fit", bench.Experiment(lambda device: bench.Row(**vars(row)),
+                                                                  bench.EXPERIMENTS["fit"].targets))
+    on_cpu = bench.run_benchmarks(CPU, ["fit"])[0]
+    assert on_cpu.target and on_cpu.met is None
+    on_gpu = bench.run_benchmarks(torch.device("cuda"), ["fit"])[0]  # the row is canned: nothing runs on cuda
+    assert on_gpu.met is False  # 1.5x is more than 10% over the hand loop
+
+
+def test_lessons_and_bench_share_the_experiment_functions():
+    rates = cg.sweep_workers(cg.fake_image_data(64, (1, 8, 8)), CPU, [0], batch_size=16)
+    assert set(rates) == {0} and rates[0] > 0
+    assert cg.worker_counts(2) == [0, 1, 2] and cg.worker_counts(16) == [0, 1, 2, 4, 8, 16]
+    loader = cg.DeviceLoader(torch.randn(64, 784), torch.randint(0, 10, (64,)), batch_size=32, device="cpu")
+    assert cg.time_loader_epochs({"resident": loader}, CPU)["resident"].median > 0
+    timing, peak = bench.time_step(bench.amp_workloads(CPU)["CNN"], CPU, "fp32", channels_last=True)
+    assert timing.median > 0 and peak is None  # the allocator peak is a GPU figure
+    assert bench.amp_workloads(torch.device("cuda"))["MLP"].shape == (8192, 1024)  # the AMP row's workload
+
+
 def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
     monkeypatch.setattr(bench, "cpu_count", lambda: 1)
     row = bench.workers_sweep(CPU, images=256)
@@ -79,14 +110,18 @@ def test_unknown_benchmark_names_what_exists():
 
 
 def test_cli_bench_writes_json_markdown_and_plot(tmp_path, monkeypatch, capsys):
-    fast = bench.BENCHMARKS["fit"]
-    monkeypatch.setitem(bench.BENCHMARKS, "fit", lambda device: fast(device, samples=256, epochs=1))
+    fast = bench.EXPERIMENTS["fit"]
+    quick = bench.Experiment(lambda device: fast.run(device, samples=256, epochs=1), fast.targets)
+    monkeypatch.setitem(bench.EXPERIMENTS, "fit", quick)
     assert main(["bench", "--device", "cpu", "--only", "fit", "amp", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "bench.json").read_text())
     assert [r["key"] for r in result["rows"]] == ["fit", "amp", "amp_peak"] and "runtime" in result
     assert result["rows"][1]["status"] == "skipped" and result["rows"][1]["note"]
     markdown = (tmp_path / "bench.md").read_text()
     assert "| fit vs hand loop" in markdown and "skipped" in markdown
+    # The target travels with its row; a CPU run shows the promise but does not judge it
+    assert result["rows"][0]["target"] == bench.TARGETS["fit"].promise and result["rows"][0]["met"] is None
+    assert "| fit within 10% of a minimal hand loop |" in markdown
     assert (tmp_path / "bench.png").read_bytes()[:4] == b"\x89PNG"
 
 

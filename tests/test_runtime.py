@@ -66,7 +66,7 @@ def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_ker
     assert gpu["kernels_in_this_torch"] is False
     tips = " ".join(cg.advice(report))
     assert "no kernel image is available" in tips and "GPU T4 x2" in tips and "GradScaler" not in tips
-    assert "kernels in this PyTorch  NO" in cg.format_report(report)
+    assert "kernels in this PyTorch  NO" in cg.format_runtime_report(report)
 
 
 def test_old_gpu_outside_kaggle_is_not_told_to_pick_a_kaggle_accelerator(fake_gpus, monkeypatch):
@@ -128,7 +128,7 @@ def test_platform_kaggle_and_local(monkeypatch):
     assert not cg.in_kaggle() and cg.notebook_platform() == "local"
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
     assert cg.in_kaggle() and cg.notebook_platform() == "Kaggle"
-    assert re.search(r"^Platform +Kaggle$", cg.format_report(cg.runtime_report()), re.M)
+    assert re.search(r"^Platform +Kaggle$", cg.format_runtime_report(cg.runtime_report()), re.M)
 
 
 def test_no_gpu_advice_names_colab_and_kaggle_menus(no_gpu):
@@ -136,9 +136,9 @@ def test_no_gpu_advice_names_colab_and_kaggle_menus(no_gpu):
     assert "Runtime > Change runtime type" in tips and "Settings > Accelerator > GPU T4 x2" in tips
 
 
-def test_format_report_shows_gpu_rows(fake_gpus):
+def test_format_runtime_report_shows_gpu_rows(fake_gpus):
     fake_gpus(T4)
-    text = cg.format_report(cg.runtime_report())
+    text = cg.format_runtime_report(cg.runtime_report())
     assert "Tesla T4" in text and "compute capability" in text and "15.0 GiB" in text
     assert "no (fp16 + GradScaler)" in text and "Advice:" in text
 
@@ -185,7 +185,7 @@ def test_cudnn_refusing_an_old_gpu_is_reported_not_raised(fake_gpus, monkeypatch
     assert report["cudnn"] is None
     assert report["cudnn_problem"] == "cuDNN version 92400 is not compatible with devices with SM < 7.5"
     assert any("convolutions will fail" in tip for tip in cg.advice(report))
-    assert "cuDNN" in runtime.format_report(report)
+    assert "cuDNN" in runtime.format_runtime_report(report)
 
 
 def test_one_core_is_advised_no_workers_like_the_loader_helper(no_gpu, monkeypatch):

@@ -199,3 +199,28 @@ def test_predict_returns_every_prediction_in_order():
     assert predictions.shape == (5,) and labels.tolist() == [0, 1, 0, 1, 1]
     with pytest.raises(ValueError, match="no batches"):
         cg.predict(model, [], "cpu")
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_train_step_clips_the_true_gradients_with_max_norm(scaled):
+    torch.manual_seed(0)
+    model = nn.Linear(8, 3)
+    start = [p.detach().clone() for p in model.parameters()]
+    inputs, labels = torch.randn(16, 8) * 100, torch.randint(0, 3, (16,))  # large inputs: a large gradient
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10) if scaled else None
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    cg.train_step(model, inputs, labels, optimizer, scaler=scaler, max_norm=0.5)
+    moved = torch.cat([(p.detach() - q).flatten() for p, q in zip(model.parameters(), start, strict=True)])
+    # SGD with lr=1 moves the weights by exactly the clipped gradient: norm 0.5, whatever the scale was
+    assert moved.norm().item() == pytest.approx(0.5, rel=1e-3)
+
+
+def test_fit_passes_max_norm_to_every_step(monkeypatch):
+    seen = []
+    real_clip = nn.utils.clip_grad_norm_
+    monkeypatch.setattr(nn.utils, "clip_grad_norm_", lambda params, norm: seen.append(norm) or real_clip(params, norm))
+    model = nn.Linear(4, 2)
+    batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,)))] * 3
+    cg.fit(model, batches, None, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=2, max_norm=1.0,
+           progress=False, verbose=False)
+    assert seen == [1.0] * 6

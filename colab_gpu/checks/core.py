@@ -17,7 +17,8 @@ HINT = "❌ Not yet:"
 
 class CheckResult:
     """A check's verdict: true when it passed. A notebook shows nothing more for it (the check already printed
-    its line), so a check cell does not end with a bare ``True``; ``assert cg.check_...(...)`` still works."""
+    its line), so a check cell does not end with a bare ``True``; ``assert cg.check_...(...)`` still works.
+    Taught in lesson 01."""
 
     def __init__(self, passed: bool, message: str) -> None:
         self.passed, self.message = bool(passed), message
@@ -32,8 +33,11 @@ class CheckResult:
         """Displayed as the last value of a cell: nothing, the verdict is printed already."""
 
 
-def report(passed: bool, success: str, hint: str) -> CheckResult:
-    """Print ``success`` or ``hint`` with a pass/fail mark; return the verdict."""
+def check_that(passed: bool, success: str, hint: str) -> CheckResult:
+    """The self-check every check_* ends with: print ``success`` or ``hint`` with a pass/fail mark; return it.
+
+    Taught in lesson 01.
+    """
     message = f"{PASS} {success}" if passed else f"{HINT} {hint}"
     print(message)
     return CheckResult(passed, message)
@@ -54,16 +58,18 @@ def check_on_device(obj: object, device: str | torch.device, name: str = "it") -
         >>> bool(check_on_device(torch.zeros(2), "cpu", name="x"))
         ✅ Correct: x is on cpu.
         True
+
+    Taught in lesson 01.
     """
     device = torch.device(device)
     if obj is None or obj is ...:
-        return report(False, "", f"{name} is not defined yet: complete the exercise cell and run it.")
+        return check_that(False, "", f"{name} is not defined yet: complete the exercise cell and run it.")
     if not isinstance(obj, (torch.Tensor, nn.Module)):
-        return report(False, "", f"{name} should be a tensor or a model, got {type(obj).__name__}.")
+        return check_that(False, "", f"{name} should be a tensor or a model, got {type(obj).__name__}.")
     actual = _device_of(obj)
     if actual is None:
-        return report(False, "", f"{name} has parameters on several devices: call .to(device) on the whole model.")
-    return report(
+        return check_that(False, "", f"{name} has parameters on several devices: call .to(device) on the whole model.")
+    return check_that(
         same_device(actual, device),
         f"{name} is on {device}.",
         f"{name} is on {actual}, expected {device}: use .to(device) (it returns the moved tensor; "
@@ -72,45 +78,33 @@ def check_on_device(obj: object, device: str | torch.device, name: str = "it") -
 
 
 def check_close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> CheckResult:
-    """Check that a tensor has the expected shape and values (compared on the CPU)."""
+    """Check that a tensor has the expected shape and values (compared on the CPU). Taught in lesson 04."""
     if not isinstance(actual, torch.Tensor):
-        return report(False, "", f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
+        return check_that(False, "", f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
     if actual.shape != expected.shape:
-        return report(False, "", f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
+        return check_that(False, "", f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
     passed = torch.allclose(actual.detach().cpu().float(), expected.detach().cpu().float(), atol=atol)
-    return report(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")
-
-
-def check_accuracy(accuracy: object, at_least: float, name: str = "accuracy") -> CheckResult:
-    """Check an accuracy given as a fraction in [0, 1] against a target, with a hint when it misses."""
-    if accuracy is None:
-        return report(False, "", f"{name} is not set yet: complete the exercise cell and run it.")
-    if isinstance(accuracy, torch.Tensor):
-        accuracy = accuracy.item()
-    if not isinstance(accuracy, (int, float)):
-        return report(False, "", f"{name} should be a number, got {type(accuracy).__name__}.")
-    if not 0 <= accuracy <= 1:
-        return report(False, "", f"{name} = {accuracy} is not a fraction between 0 and 1: did you give a percentage?")
-    return report(
-        accuracy >= at_least,
-        f"{name} = {accuracy:.1%} (target {at_least:.0%}).",
-        f"{name} = {accuracy:.1%} is below the target {at_least:.0%}: train longer or check the learning rate.",
-    )
+    return check_that(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")
 
 
 LABEL_CASES = (([0, 1, 9], 10, True), ([1, 2, 3, 10], 10, False), ([-1, 0], 10, False), ([4], 5, True))
 
 
 def check_label_validator(validator: object) -> CheckResult:
-    """Check a function ``validator(labels, num_classes) -> bool`` that catches out-of-range labels."""
+    """Check a function ``validator(labels, num_classes) -> bool`` that catches out-of-range labels.
+
+    Taught in lesson 09.
+    """
     if not callable(validator):
-        return report(False, "", "define valid_labels(labels, num_classes) returning True or False.")
+        return check_that(False, "", "define valid_labels(labels, num_classes) returning True or False.")
     for labels, classes, expected in LABEL_CASES:
         try:
             answer = validator(torch.tensor(labels), classes)
         except Exception as err:  # a learner's bug: a hint, not a crash
-            return report(False, "", f"valid_labels(tensor({labels}), {classes}) raised {type(err).__name__}: {err}")
+            return check_that(False, "",
+                              f"valid_labels(tensor({labels}), {classes}) raised {type(err).__name__}: {err}")
         if bool(answer) != expected:
-            return report(False, "", f"valid_labels(tensor({labels}), {classes}) returned {answer!r}; expected "
+            return check_that(False, "", f"valid_labels(tensor({labels}), {classes}) returned {answer!r}; expected "
                                      f"{expected}: valid labels are 0 .. num_classes - 1.")
-    return report(True, f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.", "")
+    return check_that(True, f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.",
+                      "")

@@ -7,24 +7,42 @@ import copy
 import torch
 from torch import nn
 
-from ..activations import measure_activations
-from ..memory import measure_peak
-from .core import CheckResult, report
+from ..activations import ActivationMemory, measure_activations
+from ..memory import PeakMemory, measure_peak
+from .core import CheckResult, check_that
 
 
 def check_released(probe: object, name: str = "the tensor") -> CheckResult:
-    """Check, through a ``weakref.ref`` to it, that an object was really freed."""
+    """Check, through a ``weakref.ref`` to it, that an object was really freed. Taught in lesson 07."""
     if not callable(probe):
-        return report(False, "", "pass a weakref.ref(...) to the object you want freed.")
+        return check_that(False, "", "pass a weakref.ref(...) to the object you want freed.")
     import gc
 
     gc.collect()
-    return report(
+    return check_that(
         probe() is None,
         f"{name} was freed: nothing refers to it any more.",
         f"{name} is still alive: something still refers to it. `del` every name and container that holds it, "
         "and clear IPython's output history and last traceback (cg.clear_notebook_references()).",
     )
+
+
+def _run_measured(fn, model: nn.Module, *args, exclude=()) -> tuple[object, ActivationMemory, PeakMemory]:
+    """``fn(model, *args)`` with what autograd keeps for backward and, on a GPU, the allocator's peak measured."""
+    device = next(model.parameters()).device  # inputs may wait on the CPU; the memory is the model's device's
+    with measure_peak(device) as peak, measure_activations(model, exclude=exclude) as saved:
+        result = fn(model, *args)
+    return result, saved, peak
+
+
+def _compare(what: str, saved: ActivationMemory, baseline: ActivationMemory, peak: PeakMemory,
+             baseline_peak: PeakMemory, digits: int) -> tuple[float, str]:
+    """The activation ratio and one sentence with both measurements (and both allocator peaks on a GPU)."""
+    ratio = saved.peak_bytes / baseline.peak_bytes
+    summary = f"{what}: {saved.peak_mib:.{digits}f} MiB instead of {baseline.peak_mib:.{digits}f} MiB ({ratio:.2f}x)"
+    if peak.peak_mib is not None:
+        summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {baseline_peak.peak_mib:.1f}"
+    return ratio, summary
 
 
 def check_memory_saving(step: object, reference: object, model: nn.Module, inputs: torch.Tensor,
@@ -35,28 +53,24 @@ def check_memory_saving(step: object, reference: object, model: nn.Module, input
     checkpointing recomputes under its own saved-tensor hooks, which this count cannot see: the exercise asks for
     gradient accumulation."""
     if not callable(step):
-        return report(False, "", "define my_step(model, inputs, labels) and rerun.")
+        return check_that(False, "", "define my_step(model, inputs, labels) and rerun.")
     results = {}
     for name, fn in (("reference", reference), ("yours", step)):
         clone = copy.deepcopy(model)
         clone.zero_grad(set_to_none=True)
-        with measure_peak(inputs.device) as peak, measure_activations(clone, exclude=(inputs, labels)) as saved:
-            fn(clone, inputs, labels)
+        _, saved, peak = _run_measured(fn, clone, inputs, labels, exclude=(inputs, labels))
         if any(p.grad is None for p in clone.parameters()):
-            return report(False, "", "after your step some parameters have no gradient: call backward().")
+            return check_that(False, "", "after your step some parameters have no gradient: call backward().")
         grads = torch.cat([p.grad.flatten() for p in clone.parameters()])
         results[name] = (grads, saved, peak)
     (expected, full, full_peak), (grads, saved, peak) = results["reference"], results["yours"]
     difference = ((grads - expected).norm() / expected.norm()).item()
     if difference > 1e-3:
-        return report(False, "", f"your gradients differ from the full batch's by {difference:.0%}: each of k "
+        return check_that(False, "", f"your gradients differ from the full batch's by {difference:.0%}: each of k "
                                  "pieces' losses must be divided by k (and zero_grad only once, before).")
-    ratio = saved.peak_bytes / full.peak_bytes
-    summary = (f"activations kept for backward: {saved.peak_mib:.1f} MiB instead of {full.peak_mib:.1f} MiB "
-               f"({ratio:.2f}x), same gradients")
-    if peak.peak_mib is not None:
-        summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {full_peak.peak_mib:.1f}"
-    return report(ratio <= at_most, summary + ".",
+    ratio, summary = _compare("activations kept for backward", saved, full, peak, full_peak, digits=1)
+    summary += ", same gradients"
+    return check_that(ratio <= at_most, summary + ".",
                   f"{summary}; aim for at most {at_most:g}x: process the batch in smaller pieces.")
 
 
@@ -67,27 +81,22 @@ def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Modu
     on a GPU the allocator's peak is printed too). An evaluation that keeps every batch's graph grows with the
     data set until a GPU runs out of memory."""
     if not callable(predict_fn):
-        return report(False, "", "define predict_all(model, images) and rerun.")
+        return check_that(False, "", "define predict_all(model, images) and rerun.")
     measured = {}
-    device = next(model.parameters()).device  # the images may wait on the CPU; the memory is the model's device's
     for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
-        with measure_peak(device) as peak, measure_activations(model) as saved:
-            outputs = fn(model, images)
-            needs_grad = getattr(outputs, "requires_grad", False)
-            outputs = outputs.detach() if isinstance(outputs, torch.Tensor) else outputs  # frees the graph
+        outputs, saved, peak = _run_measured(fn, model, images)
+        needs_grad = getattr(outputs, "requires_grad", False)
+        outputs = outputs.detach() if isinstance(outputs, torch.Tensor) else outputs  # frees a graph kept by mistake
         measured[name] = (outputs, saved, peak, needs_grad)
     (expected, leaky, leaky_peak, _), (outputs, saved, peak, needs_grad) = measured["leaky"], measured["yours"]
     if not isinstance(outputs, torch.Tensor) or outputs.shape != expected.shape:
-        return report(False, "", f"return the outputs of every image as one tensor of shape {tuple(expected.shape)}.")
+        return check_that(False, "", "return the outputs of every image as one tensor of shape "
+                                     f"{tuple(expected.shape)}.")
     if not torch.allclose(outputs.float(), expected.float(), rtol=1e-3, atol=1e-4):
-        return report(False, "", "your outputs differ from the model's: same model, same images, in order.")
-    ratio = saved.peak_bytes / leaky.peak_bytes
-    summary = (f"autograd kept {saved.peak_mib:.2f} MiB for backward instead of {leaky.peak_mib:.2f} MiB "
-               f"({ratio:.2f}x)")
-    if peak.peak_mib is not None:
-        summary += f"; allocator peak on {peak.device}: {peak.peak_mib:.1f} MiB instead of {leaky_peak.peak_mib:.1f}"
+        return check_that(False, "", "your outputs differ from the model's: same model, same images, in order.")
+    ratio, summary = _compare("autograd kept for backward", saved, leaky, peak, leaky_peak, digits=2)
     if needs_grad:
-        return report(False, "", f"{summary}, and your outputs still carry a graph: evaluate under "
+        return check_that(False, "", f"{summary}, and your outputs still carry a graph: evaluate under "
                                  "torch.inference_mode().")
-    return report(ratio <= at_most, summary + ".",
+    return check_that(ratio <= at_most, summary + ".",
                   f"{summary}; aim for at most {at_most:g}x: nothing in an evaluation needs a backward pass.")

@@ -9,22 +9,22 @@ import time
 import torch
 
 from ..parallel import launch_torchrun
-from .core import CheckResult, report
+from .core import CheckResult, check_that
 
 
 def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> CheckResult:
-    """Check the indices a rank gets from ``DistributedSampler(shuffle=False)``."""
+    """Check the indices a rank gets from ``DistributedSampler(shuffle=False)``. Taught in lesson 08."""
     from torch.utils.data.distributed import DistributedSampler
 
     expected = list(DistributedSampler(range(dataset_size), num_replicas=world_size, rank=rank, shuffle=False))
     if indices is None:
-        return report(False, "", "rank1_indices is not set yet: write the list of indices and rerun.")
+        return check_that(False, "", "rank1_indices is not set yet: write the list of indices and rerun.")
     if not isinstance(indices, (list, tuple)) or not all(isinstance(i, int) for i in indices):
-        return report(False, "", f"give a list of integers, got {indices!r}.")
+        return check_that(False, "", f"give a list of integers, got {indices!r}.")
     if len(indices) != len(expected):
-        return report(False, "", f"each of the {world_size} ranks gets ceil({dataset_size}/{world_size}) = "
+        return check_that(False, "", f"each of the {world_size} ranks gets ceil({dataset_size}/{world_size}) = "
                                  f"{len(expected)} indices (the data is padded), you gave {len(indices)}.")
-    return report(
+    return check_that(
         list(indices) == expected,
         f"rank {rank} of {world_size} gets {expected}.",
         f"rank {rank} takes every {world_size}th index starting at {rank}, after padding the data to "
@@ -39,11 +39,11 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
 
     path = Path(script)
     if not path.is_file():
-        return report(False, "", f"no script at {path}: run the %%writefile cell first.")
+        return check_that(False, "", f"no script at {path}: run the %%writefile cell first.")
     text = path.read_text()
     for call in ("init_process_group(", "destroy_process_group("):
         if call not in text:
-            return report(False, "", f"{path.name} never calls dist.{call}...): every process joins the group "
+            return check_that(False, "", f"{path.name} never calls dist.{call}...): every process joins the group "
                                      "after torchrun starts it, and leaves it before it exits.")
     out = path.with_name(f"{path.stem}_weights.pt")
     out.unlink(missing_ok=True)
@@ -51,18 +51,18 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
     try:
         launch_torchrun(path, nproc, "--backend", "gloo", "--out", str(out), timeout=timeout, echo=False)
     except subprocess.TimeoutExpired:
-        return report(False, "", f"the job did not finish in {timeout} s: does every process reach the same "
+        return check_that(False, "", f"the job did not finish in {timeout} s: does every process reach the same "
                                  "collectives (a barrier or all_reduce on one rank only waits forever)?")
     except RuntimeError as err:
         # The first exception a process printed ("NameError: ...", or "[rank0]: NameError: ..." from newer torchrun).
         found = re.search(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_.]*(?:Error|Exception): .*)$", str(err), re.M)
-        return report(False, "", f"the job failed: {found.group(1) if found else str(err).splitlines()[0]}")
+        return check_that(False, "", f"the job failed: {found.group(1) if found else str(err).splitlines()[0]}")
     seconds = time.perf_counter() - start
     if not out.is_file():
-        return report(False, "", f"the job ran but wrote no {out.name}: keep train(info, args) as it is.")
+        return check_that(False, "", f"the job ran but wrote no {out.name}: keep train(info, args) as it is.")
     mine, expected = torch.load(out, weights_only=True), torch.load(reference_weights, weights_only=True)
     gap = max((mine[k] - v).abs().max().item() for k, v in expected.items())
-    return report(gap <= 1e-6, f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
+    return check_that(gap <= 1e-6, f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
                                f"cg.ddp_setup's run (largest difference {gap:.1e}).",
                   f"the weights differ from cg.ddp_setup's run by up to {gap:.1e}: compare your setup() with "
                   "section 2's plain PyTorch, line by line.")

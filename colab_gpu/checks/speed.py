@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 from ..device import synchronize
 from ..feeding import measure_loader, suggest_num_workers
 from ..timing import interleaved_medians
-from .core import CheckResult, report
+from .core import CheckResult, check_that
 
 
 def check_timing(seconds: object, reference: object, name: str = "your time", factor: float = 3.0) -> CheckResult:
@@ -17,58 +17,64 @@ def check_timing(seconds: object, reference: object, name: str = "your time", fa
 
     The same work on the same device takes the same time, give or take noise: within ``factor`` passes. Far
     below is the classic GPU timing bug (the clock read before the GPU finished); far above, a timed warm-up.
+
+    Taught in lesson 02.
     """
     expected = getattr(reference, "median", reference)
     if seconds is None:
-        return report(False, "", f"{name} is not set yet: complete the exercise cell and run it.")
+        return check_that(False, "", f"{name} is not set yet: complete the exercise cell and run it.")
     if isinstance(seconds, torch.Tensor) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        return report(False, "", f"{name} should be a positive number of seconds, got {seconds!r}.")
+        return check_that(False, "", f"{name} should be a positive number of seconds, got {seconds!r}.")
     ratio = seconds / expected
     if ratio < 1 / factor:
-        return report(False, "", f"{name} = {seconds * 1e3:.3f} ms is {1 / ratio:.0f}x less than the work takes "
+        return check_that(False, "", f"{name} = {seconds * 1e3:.3f} ms is {1 / ratio:.0f}x less than the work takes "
                                  f"({expected * 1e3:.3f} ms): synchronize before reading the clock each time.")
     if ratio > factor:
-        return report(False, "", f"{name} = {seconds * 1e3:.3f} ms is {ratio:.0f}x more than the work takes "
+        return check_that(False, "", f"{name} = {seconds * 1e3:.3f} ms is {ratio:.0f}x more than the work takes "
                                  f"({expected * 1e3:.3f} ms): leave the first (warm-up) call out, report the median.")
-    return report(True, f"{name} = {seconds * 1e3:.3f} ms, the helper says {expected * 1e3:.3f} ms.", "")
+    return check_that(True, f"{name} = {seconds * 1e3:.3f} ms, the helper says {expected * 1e3:.3f} ms.", "")
 
 
 def check_loader_speed(loader: object, baseline: object, device: str | torch.device, *, samples: int,
                        at_least: float = 3.0, repeat: int = 3) -> CheckResult:
     """Measure ``loader`` against ``baseline`` on this runtime: both must deliver every one of ``samples`` samples
-    per epoch, and ``loader`` at least ``at_least`` times as many samples per second (best of ``repeat`` each)."""
+    per epoch, and ``loader`` at least ``at_least`` times as many samples per second (best of ``repeat`` each).
+    Taught in lesson 05."""
     if loader is None:
-        return report(False, "", "the loader is not set yet: complete the exercise cell and run it.")
+        return check_that(False, "", "the loader is not set yet: complete the exercise cell and run it.")
     try:
         delivered = sum(len(inputs) for inputs, _ in loader)
     except TypeError:
-        return report(False, "", f"expected something to iterate over in batches, got {type(loader).__name__}.")
+        return check_that(False, "", f"expected something to iterate over in batches, got {type(loader).__name__}.")
     if delivered != samples:
-        return report(False, "", f"one epoch delivered {delivered:,} samples instead of all {samples:,}.")
+        return check_that(False, "", f"one epoch delivered {delivered:,} samples instead of all {samples:,}.")
     yours = max(measure_loader(loader, device) for _ in range(repeat))
     reference = max(measure_loader(baseline, device) for _ in range(repeat))
     gain = yours / reference
-    return report(gain >= at_least,
+    return check_that(gain >= at_least,
                   f"{yours:,.0f} samples/s, {gain:.1f}x the default DataLoader's {reference:,.0f} on this runtime.",
                   f"{yours:,.0f} samples/s is {gain:.1f}x the default DataLoader's {reference:,.0f}; aim for "
                   f"{at_least:g}x: where does each batch's time go?")
 
 
 def check_loader_settings(loader: object, device: str | torch.device) -> CheckResult:
-    """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs."""
+    """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs.
+
+    Taught in lesson 05.
+    """
     if not isinstance(loader, DataLoader):
-        return report(False, "", f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
+        return check_that(False, "", f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
     advice = suggest_num_workers()
     on_gpu = torch.device(device).type == "cuda"
     if loader.num_workers != advice.num_workers:
-        return report(False, "", f"num_workers is {loader.num_workers}; this runtime suggests {advice}")
+        return check_that(False, "", f"num_workers is {loader.num_workers}; this runtime suggests {advice}")
     if loader.num_workers > 0 and not loader.persistent_workers:
-        return report(False, "", "set persistent_workers=True so workers are not re-created every epoch.")
+        return check_that(False, "", "set persistent_workers=True so workers are not re-created every epoch.")
     if loader.pin_memory != on_gpu:
         hint = ("set pin_memory=True: pinned pages make .to(device, non_blocking=True) asynchronous."
                 if on_gpu else "pin_memory only helps when copying to a GPU; leave it off on the CPU.")
-        return report(False, "", hint)
-    return report(True, f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.", "")
+        return check_that(False, "", hint)
+    return check_that(True, f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.", "")
 
 
 def check_prediction_speed(fast: object, slow: object, model: nn.Module, images: torch.Tensor,
@@ -77,14 +83,15 @@ def check_prediction_speed(fast: object, slow: object, model: nn.Module, images:
     the same predictions (99% of them: a GPU may pick other convolution algorithms for another batch size) and
     at least ``at_least`` times faster, on medians of ``repeat`` interleaved runs."""
     if not callable(fast):
-        return report(False, "", "define fast_predict(model, images) and rerun.")
+        return check_that(False, "", "define fast_predict(model, images) and rerun.")
     mine, reference = fast(model, images), slow(model, images)
     if not isinstance(mine, torch.Tensor) or mine.shape != reference.shape:
         shape = tuple(mine.shape) if isinstance(mine, torch.Tensor) else type(mine).__name__
-        return report(False, "", f"return one predicted class per image: shape {tuple(reference.shape)}, got {shape}.")
+        return check_that(False, "", f"return one predicted class per image: shape {tuple(reference.shape)}, "
+                                     f"got {shape}.")
     agree = (mine.cpu() == reference.cpu()).float().mean().item()
     if agree < 0.99:
-        return report(False, "", f"only {agree:.0%} of your predictions match: same model, eval mode, argmax "
+        return check_that(False, "", f"only {agree:.0%} of your predictions match: same model, eval mode, argmax "
                                  "over the classes (dim=1).")
 
     def timed(fn: object) -> object:
@@ -94,5 +101,5 @@ def check_prediction_speed(fast: object, slow: object, model: nn.Module, images:
     gain = medians["slow"] / medians["fast"]
     summary = (f"{len(images)} images in {medians['fast'] * 1e3:.1f} ms instead of {medians['slow'] * 1e3:.1f} ms: "
                f"{gain:.1f}x faster on {torch.device(device)}")
-    return report(gain >= at_least, summary + ".",
+    return check_that(gain >= at_least, summary + ".",
                   f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.")

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from ..capability import COURSE_GPUS, GpuCapability
-from ..train import train_epoch
-from .core import CheckResult, report
+from ..train import train_epoch, train_step
+from .core import CheckResult, check_that
 
 
 def _precision_cases() -> dict[str, tuple[tuple[int, int], str]]:
@@ -20,19 +20,23 @@ def _precision_cases() -> dict[str, tuple[tuple[int, int], str]]:
 
 
 def check_precision_rule(rule: object) -> CheckResult:
-    """Check a function ``rule(major, minor) -> "bf16" | "fp16" | "fp32"`` on the GPUs learners meet."""
+    """Check a function ``rule(major, minor) -> "bf16" | "fp16" | "fp32"`` on the GPUs learners meet.
+
+    Taught in lesson 06.
+    """
     if not callable(rule):
-        return report(False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' or 'fp32'.")
+        return check_that(False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' "
+                                     "or 'fp32'.")
     cases = _precision_cases()
     for gpu, ((major, minor), expected) in cases.items():
         try:
             answer = rule(major, minor)
         except Exception as err:  # a learner's bug: show it as a hint, do not crash the notebook
-            return report(False, "", f"precision_for({major}, {minor}) raised {type(err).__name__}: {err}")
+            return check_that(False, "", f"precision_for({major}, {minor}) raised {type(err).__name__}: {err}")
         if answer != expected:
-            return report(False, "", f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected "
+            return check_that(False, "", f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected "
                                      f"{expected!r}.")
-    return report(True, f"right for all {len(cases)} GPUs ({', '.join(cases)}).", "")
+    return check_that(True, f"right for all {len(cases)} GPUs ({', '.join(cases)}).", "")
 
 
 def _fresh_copy(model: nn.Module, device: str | torch.device) -> nn.Module:
@@ -97,14 +101,14 @@ def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, d
     epoch from fresh weights on this runtime: the loss must fall, in at most ``factor`` times ``train_epoch``'s time.
     """
     if not callable(train_epoch_fn):
-        return report(False, "", "define my_train_epoch(model, loader, optimizer, device) and rerun.")
+        return check_that(False, "", "define my_train_epoch(model, loader, optimizer, device) and rerun.")
     device = torch.device(device)
     batches = list(itertools.islice(loader, 3))  # enough for the dry run and the zero_grad test
     hint = _meta_dry_run(train_epoch_fn, model, batches)
     if hint:
-        return report(False, "", hint)
+        return check_that(False, "", hint)
     if _grads_accumulate(train_epoch_fn, model, batches, device):
-        return report(False, "", "the gradients add up over the steps: call optimizer.zero_grad() before "
+        return check_that(False, "", "the gradients add up over the steps: call optimizer.zero_grad() before "
                                  "loss.backward() in every step.")
     torch.manual_seed(0)
     yours = _fresh_copy(model, device)
@@ -118,21 +122,14 @@ def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, d
     summary = (f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps, {seconds:.2f} s; cg.train_epoch: "
                f"{expected.seconds:.2f} s on {device}.")
     if not last < first:
-        return report(False, "", f"the loss did not fall ({summary}) Is optimizer.step() called every step?")
-    return report(seconds <= factor * expected.seconds, summary,
+        return check_that(False, "", f"the loss did not fall ({summary}) Is optimizer.step() called every step?")
+    return check_that(seconds <= factor * expected.seconds, summary,
                   f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?")
 
 
 def _amp_step_reference(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
                         optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, max_norm: float) -> None:
-    with torch.autocast(inputs.device.type, dtype=torch.float16):
-        loss = nn.functional.cross_entropy(model(inputs), labels)
-    optimizer.zero_grad(set_to_none=True)
-    scaler.scale(loss).backward()
-    scaler.unscale_(optimizer)
-    nn.utils.clip_grad_norm_(model.parameters(), max_norm)
-    scaler.step(optimizer)
-    scaler.update()
+    train_step(model, inputs, labels, optimizer, autocast_dtype=torch.float16, scaler=scaler, max_norm=max_norm)
 
 
 AMP_HINTS = ((("already been called", "after step()"),
@@ -145,7 +142,7 @@ def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, 
     GradScaler and gradient clipping, run for ``steps`` steps on this runtime beside the right step, from the same
     weights and batches. The weights must move alike (within 5% of the right step's change)."""
     if not callable(step):
-        return report(False, "", "define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
+        return check_that(False, "", "define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
     device = torch.device(device)
     torch.manual_seed(0)
     start = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
@@ -160,17 +157,17 @@ def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, 
                 fn(model, inputs, labels, optimizer, scaler, max_norm)
         except RuntimeError as err:
             hint = next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
-            return report(False, "", hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
+            return check_that(False, "", hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
         moved[name] = torch.cat([(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(),
                                                                    strict=True)]).detach()
     change = moved["yours"].norm().item() / moved["right"].norm().item()
     difference = (moved["yours"] - moved["right"]).norm().item() / moved["right"].norm().item()
     summary = f"after {steps} steps your weights moved {change:.2f}x as far as the right step's on {device}"
     if change < 0.1:
-        return report(False, "", f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
+        return check_that(False, "", f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
                                  "max_norm? Call scaler.unscale_(optimizer) before clipping.")
     if change > 1.5:
-        return report(False, "", f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step "
+        return check_that(False, "", f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step "
                                  "exceeds max_norm.")
-    return report(difference < 0.05, f"{summary}, {difference:.1e} apart.",
+    return check_that(difference < 0.05, f"{summary}, {difference:.1e} apart.",
                   f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.")

@@ -112,17 +112,13 @@ print(f"this runtime has {cores} CPU cores")
 # - `prefetch_factor` is how many batches each worker prepares ahead (default 2).
 #
 # We measure samples per second for worker counts up to the number of cores. Each setting
-# gets one warm-up epoch (starting the workers), then one timed epoch.
+# gets one warm-up epoch (starting the workers), then one timed epoch: `cg.sweep_workers` is
+# that loop over `cg.worker_loader` and `cg.measure_loader` (read it with `cg.sweep_workers??`),
+# the same experiment `python -m colab_gpu bench` runs.
 
 # %%
-sweep = sorted({0, 1, 2, min(4, cores), min(8, cores), cores})
-samples_per_s = {}
-for workers in sweep:
-    loader = cg.worker_loader(jpegs, 128, device=device, num_workers=workers)
-    cg.measure_loader(loader, device)  # warm-up: starts the workers
-    samples_per_s[workers] = cg.measure_loader(loader, device)
-    print(f"num_workers={workers:2d}: {samples_per_s[workers]:7,.0f} samples/s")
-    del loader  # stops its persistent workers
+sweep = cg.worker_counts(cores)  # 0, 1, 2, then up to the number of cores
+samples_per_s = cg.sweep_workers(jpegs, device, sweep, verbose=True)
 
 gain = max(samples_per_s.values()) / samples_per_s[0]
 best = max(samples_per_s, key=samples_per_s.get)
@@ -219,7 +215,7 @@ my_prediction = None  # your guess of the epoch speed-up from a GPU-resident loa
 # %%
 from torch.utils.data import DataLoader
 
-n = 60_000 if on_gpu else 12_000
+n = cg.feeding.epoch_samples(device)  # FashionMNIST's 60,000 on a GPU, fewer on a CPU (the bench's size)
 fake = cg.fake_image_data(n, (1, 28, 28))
 images_cpu, labels_cpu = fake.tensors
 
@@ -227,11 +223,11 @@ default_loader = DataLoader(fake, batch_size=256, shuffle=True)  # num_workers=0
 resident_loader = cg.DeviceLoader(images_cpu, labels_cpu, batch_size=256, device=device)
 print(f"on the device: {resident_loader.inputs.device}, {resident_loader.inputs.nbytes / 1e6:.0f} MB")
 
-epoch_seconds = {}
-for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader)):
-    result = cg.time_train_epoch(cg.mlp(784, hidden=512).to(device), loader, device)  # a fresh MLP each
-    epoch_seconds[name] = result.median
+# A fresh lesson-03 MLP per loader, one epoch each after a warm-up (the bench's "resident" row)
+timings = cg.time_loader_epochs({"DataLoader": default_loader, "DeviceLoader": resident_loader}, device)
+for name, result in timings.items():
     print(f"{name:>12}: one epoch of {n:,} samples in {result}")
+epoch_seconds = {name: result.median for name, result in timings.items()}
 
 resident_gain = epoch_seconds["DataLoader"] / epoch_seconds["DeviceLoader"]
 print(f"the GPU-resident loader makes the training epoch {resident_gain:.1f}x faster")
