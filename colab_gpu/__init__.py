@@ -10,10 +10,11 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 04 CNN: ``timing`` (a conv step in a fresh process); ``bench`` lists the course's experiments and targets
   (``bench_output`` writes them);
 - 05 feeding: ``feeding`` (workers, pinned memory, DeviceLoader, and the bench's loader experiments);
-- 06 mixed precision: ``precision`` (from ``capability``'s rule), ``bench.time_step`` (the AMP experiment);
+- 06 mixed precision: ``precision`` (from ``capability``'s rule), ``workloads`` (the AMP experiment's models);
 - 07 memory: ``memory``, ``activations`` (what autograd keeps, on any device);
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
 - 09 errors: ``errors`` (shows_error);
+- 10 profiler: ``profiling`` (a profile reduced to what to fix, and which lesson fixes it);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 
@@ -21,7 +22,7 @@ Names keep one meaning: a *report* is a dict of facts about this runtime (``runt
 ``print_*``/``format_*`` show one, and ``check_that`` is the verdict every self-check ends with.
 """
 
-from . import bench
+from . import bench, workloads
 from .activations import ActivationMemory, measure_activations
 from .capability import kernels_for
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
@@ -38,6 +39,7 @@ from .checks import (
     check_on_device,
     check_precision_rule,
     check_prediction_speed,
+    check_profile_labels,
     check_released,
     check_shard,
     check_that,
@@ -111,6 +113,7 @@ from .precision import (
     tf32_enabled,
     tf32_mode,
 )
+from .profiling import ProfileSummary, profile_training_steps, summarize_profile
 from .references import compare_with_references, reference_figures
 from .runtime import (
     advice,
@@ -151,6 +154,7 @@ __all__ = [
     "History",
     "ImageData",
     "PeakMemory",
+    "ProfileSummary",
     "ShownError",
     "Precision",
     "WorkerAdvice",
@@ -173,6 +177,7 @@ __all__ = [
     "check_on_device",
     "check_precision_rule",
     "check_prediction_speed",
+    "check_profile_labels",
     "check_released",
     "check_shard",
     "check_that",
@@ -222,6 +227,7 @@ __all__ = [
     "plot_memory_timeline",
     "predict",
     "print_runtime_report",
+    "profile_training_steps",
     "reference_figures",
     "rank0_print",
     "require_cuda_if_asked",
@@ -238,6 +244,7 @@ __all__ = [
     "small_cnn",
     "speedup",
     "suggest_num_workers",
+    "summarize_profile",
     "sweep_workers",
     "synchronize",
     "tf32_enabled",
@@ -250,4 +257,5 @@ __all__ = [
     "train_step",
     "worker_counts",
     "worker_loader",
+    "workloads",
 ]

@@ -1,10 +1,10 @@
 """The course's experiments, each a ratio measured side by side in the same run, with its target and reason.
 
 `EXPERIMENTS` lists them; a row the course promises a figure for on a GPU carries a `Target` (why, and the
-bound). Lessons 05 and 06 call the same experiment functions (``cg.sweep_workers``, ``cg.time_loader_epochs``,
-``cg.bench.time_step``) that ``python -m colab_gpu bench`` runs; their primitives live in timing.py: lesson or
-bench -> experiment -> primitive. bench_output.py writes the rows (JSON for the GPU suite, markdown, a plot).
-Rows that need a GPU are skipped, with the reason, on a CPU runtime.
+bound). Lessons call the same experiment functions that ``python -m colab_gpu bench`` runs (05:
+``cg.sweep_workers``, ``cg.time_loader_epochs``; 06: ``cg.workloads.time_step``; 10: ``cg.profile_training_steps``)
+over the primitives in timing.py: lesson or bench -> experiment -> primitive. bench_output.py writes the rows
+(JSON for the GPU suite, markdown, a plot). Rows that need a GPU are skipped, with the reason, on a CPU runtime.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from .feeding import (
     time_loader_epochs,
     worker_counts,
 )
-from .models import mlp, small_cnn
+from .models import mlp
 from .precision import choose_precision, tf32_mode
+from .profiling import profile_training_steps, summarize_profile
 from .runtime import cpu_count
-from .timing import BenchResult, interleaved_medians, matmul_tflops, time_train_step
+from .timing import interleaved_medians, matmul_tflops
 from .train import fit
+from .workloads import CNN_STEP, MLP_STEP, amp_workloads, time_step
 
 
 @dataclass
@@ -61,15 +63,6 @@ class Target:
 
     def met(self, value: float) -> bool:
         return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
-
-
-@dataclass(frozen=True)
-class Workload:
-    """A model and a batch shape whose training step an experiment times (lesson 06 times the same ones)."""
-
-    name: str
-    make_model: Callable[[], nn.Module]
-    shape: tuple[int, ...]
 
 
 def hand_loop_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
@@ -150,34 +143,6 @@ def host_to_device(device: torch.device) -> Row:
                {"pinned_gbps": pinned, "pageable_gbps": pageable, "mib": 256})
 
 
-def time_step(workload: Workload, device: torch.device, precision: str = "fp32", *, tf32: bool = False,
-              channels_last: bool = False) -> tuple[BenchResult, float | None]:
-    """Step time and peak MiB (GPU only) of a fresh ``workload`` model on random inputs (lesson 06; bench rows).
-
-    ``tf32=False`` measures IEEE float32; ``channels_last`` puts the model and the batch in that layout."""
-    device = torch.device(device)
-    layout = torch.channels_last if channels_last else torch.contiguous_format
-    torch.manual_seed(0)
-    inputs = torch.randn(*workload.shape, device=device).contiguous(memory_format=layout)
-    labels = torch.randint(0, 10, (workload.shape[0],), device=device)
-    model = workload.make_model().to(device, memory_format=layout)
-    return time_train_step(model, inputs, labels, precision=precision, tf32=tf32,
-                           repeat=5 if device.type == "cuda" else 3)
-
-
-MLP_STEP = Workload("MLP 784-512-512-10", lambda: mlp(784, hidden=512), (256, 1, 28, 28))
-CNN_STEP = Workload("small CNN, width 32", lambda: small_cnn(3, 10, width=32), (256, 3, 32, 32))
-
-
-def amp_workloads(device: torch.device) -> dict[str, Workload]:
-    """Lesson 06's two models: a matmul-heavy MLP (tensor cores' best case) and the CNN; small on a CPU."""
-    if torch.device(device).type == "cuda":
-        return {"MLP": Workload("MLP 1024-4096x3, batch 8192", lambda: mlp(1024, hidden=4096, depth=3), (8192, 1024)),
-                "CNN": CNN_STEP}
-    return {"MLP": Workload("MLP 256-512x3, batch 256", lambda: mlp(256, hidden=512, depth=3), (256, 256)),
-            "CNN": Workload("small CNN, width 16, batch 32", lambda: small_cnn(3, 10, width=16), (32, 3, 32, 32))}
-
-
 def cpu_vs_gpu_rows(device: torch.device) -> list[Row]:
     """The same MLP and CNN training steps on this machine's CPU and on its GPU."""
     if device.type != "cuda":
@@ -244,6 +209,22 @@ def resident_vs_dataloader(device: torch.device) -> Row:
                {"dataloader_s": seconds["DataLoader"], "deviceloader_s": seconds["DeviceLoader"], "samples": n})
 
 
+def gpu_busy_rows(device: torch.device) -> Row:
+    """Share of the step time the GPU was busy (lesson 10's profile), DeviceLoader vs default DataLoader."""
+    if device.type != "cuda":
+        return skipped("gpu_busy", "GPU-busy share of a training step, DeviceLoader vs DataLoader", device, NEEDS_GPU)
+    data = fake_image_data(epoch_samples(device), (1, 28, 28))
+    busy = {}
+    for name, loader in (("DataLoader", DataLoader(data, batch_size=256, shuffle=True)),
+                         ("DeviceLoader", DeviceLoader(*data.tensors, batch_size=256, device=device))):
+        torch.manual_seed(0)
+        model = mlp(784, hidden=512).to(device)
+        prof = profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), device, steps=10)
+        busy[name] = summarize_profile(prof).gpu_busy
+    return Row("gpu_busy", "GPU-busy share of a training step, DeviceLoader vs DataLoader", str(device), "ok",
+               round(busy["DeviceLoader"] / busy["DataLoader"], 2), "x", {f"{k}_busy": v for k, v in busy.items()})
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One bench entry: the function that measures its rows and the targets some of those rows carry."""
@@ -269,6 +250,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "resident": Experiment(resident_vs_dataloader, {"resident": Target(
         "GPU-resident loader at least 5x a default DataLoader", at_least=5,
         reason="a DataLoader makes 60,000 Python calls an epoch that a resident loader replaces by 235 slices")}),
+    "gpu_busy": Experiment(gpu_busy_rows),
     "fit": Experiment(fit_vs_hand_loop, {"fit": Target(
         "fit within 10% of a minimal hand loop", at_most=1.10,
         reason="the course's helpers must not cost what the lessons teach to save")}),

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu import bench
+from colab_gpu import bench, workloads
 from colab_gpu.cli import main
 
 CPU = torch.device("cpu")
@@ -90,9 +90,9 @@ def test_lessons_and_bench_share_the_experiment_functions():
     assert cg.worker_counts(2) == [0, 1, 2] and cg.worker_counts(16) == [0, 1, 2, 4, 8, 16]
     loader = cg.DeviceLoader(torch.randn(64, 784), torch.randint(0, 10, (64,)), batch_size=32, device="cpu")
     assert cg.time_loader_epochs({"resident": loader}, CPU)["resident"].median > 0
-    timing, peak = bench.time_step(bench.amp_workloads(CPU)["CNN"], CPU, "fp32", channels_last=True)
+    timing, peak = workloads.time_step(workloads.amp_workloads(CPU)["CNN"], CPU, "fp32", channels_last=True)
     assert timing.median > 0 and peak is None  # the allocator peak is a GPU figure
-    assert bench.amp_workloads(torch.device("cuda"))["MLP"].shape == (8192, 1024)  # the AMP row's workload
+    assert workloads.amp_workloads(torch.device("cuda"))["MLP"].shape == (8192, 1024)  # the AMP row's workload
 
 
 def test_workers_and_resident_rows_run_on_cpu(monkeypatch):

@@ -1,4 +1,4 @@
-"""Checks of speed exercises: the learner's code measured on this runtime (lessons 02, 04, 05)."""
+"""Checks of speed exercises: the learner's code measured on this runtime (lessons 02, 04, 05, 10)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from torch.utils.data import DataLoader
 
 from ..device import synchronize
 from ..feeding import measure_loader, suggest_num_workers
+from ..profiling import summarize_profile
 from ..timing import interleaved_medians
 from .core import CheckResult, check_that
 
@@ -103,3 +104,29 @@ def check_prediction_speed(fast: object, slow: object, model: nn.Module, images:
                f"{gain:.1f}x faster on {torch.device(device)}")
     return check_that(gain >= at_least, summary + ".",
                   f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.")
+
+
+PHASES = ("data", "forward", "backward", "step")
+
+
+def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
+    """Check a learner's profile of a training loop (lesson 10): finished, with scheduled steps, and each of the
+    phases "data", "forward", "backward" and "step" labelled with ``record_function`` so that together they
+    cover at least ``at_least`` of the step time (measured by `summarize_profile`)."""
+    if prof is None or not hasattr(prof, "events"):
+        return check_that(False, "", "set prof to the torch.profiler.profile object of your `with` block.")
+    try:
+        summary = summarize_profile(prof, PHASES)
+    except (AssertionError, ValueError) as err:  # PyTorch asserts when no step was ever recorded
+        message = str(err).splitlines()[0] if isinstance(err, ValueError) else f"PyTorch says: {err}."
+        return check_that(False, "", f"{message} Call prof.step() once per training step, with more steps than "
+                                     "the schedule's wait + warmup + active (and repeat=1).")
+    missing = [phase for phase in PHASES if phase not in summary.shares]
+    if missing:
+        return check_that(False, "", f"no time under {', '.join(map(repr, missing))}: wrap that part of the step "
+                                     "in `with record_function(...)`.")
+    covered = sum(summary.shares.values())
+    shares = ", ".join(f"{label} {share:.0%}" for label, share in summary.shares.items())
+    return check_that(covered >= at_least, f"{summary.steps} steps of {summary.step_ms:.2f} ms: {shares}.",
+                      f"your labels cover {covered:.0%} of the step ({shares}); put the whole step, from "
+                      "fetching the batch to optimizer.step(), inside the four labels.")

@@ -316,9 +316,9 @@ my_prediction = None  # your guess of the AMP speed-up over fp32 for the MLP, e.
 
 # %%
 on_gpu = device.type == "cuda"
-# The models and sizes the bench's AMP row times (cg.bench.amp_workloads): large on a GPU, small on a CPU.
-workloads = cg.bench.amp_workloads(device)
-print("; ".join(f"{name}: {w.name}, input {w.shape}" for name, w in workloads.items()))
+# The models and sizes the bench's AMP row times (cg.workloads.amp_workloads): large on a GPU, small on a CPU.
+setups = cg.workloads.amp_workloads(device)
+print("; ".join(f"{name}: {w.name}, input {w.shape}" for name, w in setups.items()))
 # mode: (precision, TF32, channels_last)
 modes = {"fp32": ("fp32", False, False), "TF32": ("fp32", True, False), "AMP": (low_name, False, False)}
 if not on_gpu:
@@ -327,10 +327,10 @@ if not on_gpu:
 model_modes = {"MLP": modes, "CNN": {**modes, "AMP + channels_last": (low_name, False, True)}}
 
 results = {}
-for model_name, workload in workloads.items():
+for model_name, workload in setups.items():
     for mode, (name, tf32, channels_last) in model_modes[model_name].items():
         # A fresh model on random inputs, timed with cg.time_train_step: the bench's experiment
-        timing, peak_mib = cg.bench.time_step(workload, device, name, tf32=tf32, channels_last=channels_last)
+        timing, peak_mib = cg.workloads.time_step(workload, device, name, tf32=tf32, channels_last=channels_last)
         results[model_name, mode] = (timing.median, peak_mib)
         memory = f"{peak_mib:8.1f} MiB" if peak_mib is not None else "   n/a (CPU)"
         print(f"{model_name} {mode:>18} ({name}): step {cg.format_seconds(timing.median):>9}, peak {memory}")
@@ -341,7 +341,7 @@ layout_gain = results["CNN", "AMP"][0] / results["CNN", "AMP + channels_last"][0
 tensor_cores = on_gpu and precision.name != "fp32"
 if tensor_cores:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    for ax, model_name in zip(axes, workloads, strict=True):
+    for ax, model_name in zip(axes, setups, strict=True):
         base = results[model_name, "fp32"][0]
         names = list(model_modes[model_name])
         speedups = [base / results[model_name, mode][0] for mode in names]

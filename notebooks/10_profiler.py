@@ -1,0 +1,326 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 · Find the bottleneck: torch.profiler
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/10_profiler.ipynb)
+# [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/10_profiler.ipynb)
+#
+# **What you will learn**
+# - to profile a few training steps with `torch.profiler`: CPU and CUDA activities, a
+#   `schedule`, and `record_function` labels for data, forward, backward and the optimizer step;
+# - to read `key_averages()` sorted the useful way, and to open a trace in Perfetto;
+# - to see the classic bottlenecks in a profile (a slow input pipeline, a host-device sync
+#   every step, many tiny operations) and fix each, measured before and after;
+# - why `nvidia-smi`'s "GPU utilisation" is not efficiency.
+#
+# **Time:** 40 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
+
+# %%
+# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
+# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
+# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+import importlib
+import subprocess
+import sys
+
+COLAB_GPU = "0.14.0"
+try:
+    import colab_gpu
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
+    found = None
+if found != COLAB_GPU:
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install colab-gpu=={COLAB_GPU} (is this runtime online? "
+                           f"On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+    for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
+        del sys.modules[name]  # a different version imported above: the import below loads the new one
+    importlib.invalidate_caches()
+print(f"colab_gpu {COLAB_GPU}:", "already installed" if found == COLAB_GPU else f"installed (found: {found})")
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+on_gpu = device.type == "cuda"
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# ## 1. Why profile
+#
+# "My GPU utilisation is low, what do I change?" Timing the whole step (lesson 02) says *how
+# long*; a profile says *where* the time goes. A training step has four parts: fetching the
+# batch, the forward pass, the backward pass and the optimizer step. On a GPU the CPU only
+# *queues* kernels and the GPU runs them later (lesson 02's timeline), so a profile records
+# two timelines: what the CPU did (Python, PyTorch operators, CUDA API calls) and what the
+# GPU ran (kernels, copies). The fix depends on which part is slow, and on which timeline.
+#
+# ## 2. Profile a few steps
+#
+# `torch.profiler.profile` records everything inside its `with` block. Three details matter:
+# - `activities`: `ProfilerActivity.CPU`, plus `ProfilerActivity.CUDA` on a GPU;
+# - a `schedule`: skip `wait` steps, run `warmup` steps (the profiler's own start-up is not
+#   measured), then record `active` steps, once (`repeat=1`); `prof.step()` ends each step;
+# - `record_function("name")` labels a region, so the table and the trace show it by name.
+
+# %%
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.utils.data import DataLoader
+from torchvision.transforms import v2
+
+cg.seed_everything(0)
+data = cg.load_cifar10("data")
+images, labels = data.train_images[:2048], data.train_labels[:2048]  # uint8 images, as stored
+model = cg.small_cnn(3, 10, width=32 if on_gpu else 16).to(device)
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+augment = v2.Compose([v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True)])
+loader = DataLoader(cg.EncodedImages(images, labels, augment), batch_size=128, shuffle=True)  # decode per sample
+
+activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+             acc_events=True) as prof:  # acc_events: keep every cycle's events (torch 2.11 warns otherwise)
+    batches = iter(loader)
+    for _ in range(1 + 1 + 3):
+        with record_function("data"):
+            inputs, targets = next(batches)
+            inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+        with record_function("forward"):
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        with record_function("backward"):
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with record_function("step"):
+            optimizer.step()
+        prof.step()
+print(f"profiled {len(images)} JPEG images in batches of 128 on {device}")
+
+# %% [markdown]
+# (On a CPU runtime with PyTorch's CUDA build, the profiler may print a line about
+# `gpuGetDeviceCount`: it looked for a GPU and found none. It is harmless.)
+#
+# ## 3. Read the table
+#
+# `prof.key_averages()` groups the events by name. Sort by **self** time (the time spent in
+# an operator itself, not in the operators it calls) on the device that matters: the GPU's
+# kernels on a GPU, the CPU otherwise. "Total" times count a region and everything inside it,
+# so our four labels and `ProfilerStep*` sit at the top of a total-time sort and hide the
+# operators.
+
+# %%
+sort_by = "self_device_time_total" if on_gpu else "self_cpu_time_total"
+print(prof.key_averages().table(sort_by=sort_by, row_limit=12))
+
+# %% [markdown]
+# ## 4. The trace: the two timelines
+#
+# `export_chrome_trace` writes a JSON trace. Download it (Colab: the Files panel on the left)
+# and drop it on <https://ui.perfetto.dev> (or `chrome://tracing`): one row per CPU thread,
+# one per CUDA stream, every operator and kernel a bar, our labels on top. Traces are large;
+# keep them out of git (this course ignores `traces/`). A profile exports once: a second
+# `export_chrome_trace` on the same profile raises "Trace is already saved".
+
+# %%
+from pathlib import Path
+
+trace = Path("traces") / "10_first_profile.json"
+trace.parent.mkdir(exist_ok=True)
+prof.export_chrome_trace(str(trace))
+print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://ui.perfetto.dev")
+
+# %% [markdown]
+# ## 5. A profile as a few numbers
+#
+# The table has hundreds of rows. `cg.summarize_profile` reduces a profile to what a learner
+# can act on: time per step; the share of each label; **host reads** of tensor values per
+# step (`.item()`, `print(loss)`, `if loss < x:`: on a GPU each one waits for every queued
+# kernel, lesson 03); operator calls per step; and on a GPU the kernel launches per step and
+# the share of the step time the GPU was busy. It names the biggest bottleneck and the
+# lesson that fixes it.
+
+# %%
+first = cg.summarize_profile(prof)
+print(first)
+
+# %% [markdown]
+# ## 6. Bottleneck 1: the input pipeline
+#
+# Decoding and augmenting JPEGs one sample at a time in the main process is lesson 05's slow
+# pipeline. The fix from lesson 05: decode once and keep the data set on the device
+# (`cg.DeviceLoader`). `cg.profile_training_steps` runs the same labelled loop as section 2
+# (it is the experiment the bench's "gpu_busy" row runs), so only the loader changes.
+# **Predict first:** what share of the step is "data" after the fix?
+
+# %%
+my_prediction = None  # your guess of the "data" share after the fix, e.g. 0.2
+
+
+def profile_with(loader, **options) -> cg.ProfileSummary:
+    """Five labelled steps of a fresh copy of this lesson's CNN (Adam) fed by ``loader``, summarized."""
+    torch.manual_seed(0)
+    fresh = cg.small_cnn(3, 10, width=32 if on_gpu else 16).to(device)
+    run = cg.profile_training_steps(fresh, loader, torch.optim.Adam(fresh.parameters(), lr=1e-3), device,
+                                    **options)
+    return cg.summarize_profile(run)
+
+
+decoded = images.float() / 255  # decoded once: the uint8 images scaled to 0..1
+resident = cg.DeviceLoader(decoded, labels, batch_size=128, device=device)
+slow, fast = profile_with(loader), profile_with(resident)
+for name, summary in (("JPEG DataLoader", slow), ("DeviceLoader", fast)):
+    print(f"{name:>15}: {summary.step_ms:7.2f} ms per step, data {summary.shares.get('data', 0):.0%} of it")
+print(f"data share after the fix: {fast.shares.get('data', 0):.1%} (your prediction: {my_prediction})")
+# Decoding 128 JPEGs costs far more than slicing a tensor that is already there, on any runtime.
+assert fast.shares.get("data", 0) < slow.shares["data"]
+assert fast.step_ms < slow.step_ms
+
+# %% [markdown]
+# ## 7. Bottleneck 2: a host-device sync every step
+#
+# Lesson 03's mistake: `losses.append(loss.item())` in the loop. On a GPU the CPU stops at
+# every `.item()` until the GPU has finished the step, so it can no longer queue the next
+# step's kernels ahead. The profile counts those reads exactly, on every runtime; the cost in
+# time shows on a GPU.
+
+# %%
+reading = profile_with(resident, read_loss_every_step=True)
+print(f"loss.item() every step: {reading.host_reads_per_step:g} host read(s) per step, {reading.step_ms:.2f} ms")
+print(f"summed on the device:   {fast.host_reads_per_step:g} host read(s) per step, {fast.step_ms:.2f} ms")
+assert reading.host_reads_per_step == 1 and fast.host_reads_per_step == 0
+print("advice:", reading.advice())
+
+# %% [markdown]
+# ## 8. Bottleneck 3: many tiny operations
+#
+# Every PyTorch operator costs a few microseconds of Python and dispatch on the CPU, and on a
+# GPU one or more kernel launches. A small model with many parameters tensors pays that per
+# tensor. The optimizer is the classic case: `torch.optim.Adam(..., foreach=False)` updates
+# each parameter tensor with its own handful of operators; `foreach=True` (PyTorch's default
+# when every parameter is on a GPU) updates them all with one operator per step of the
+# formula, and `fused=True` (GPU) with a single kernel. Count the operator calls per step.
+
+# %%
+def optimizer_ops(**options) -> cg.ProfileSummary:
+    torch.manual_seed(0)
+    fresh = cg.small_cnn(3, 10, width=32 if on_gpu else 16).to(device)
+    adam = torch.optim.Adam(fresh.parameters(), lr=1e-3, **options)
+    return cg.summarize_profile(cg.profile_training_steps(fresh, resident, adam, device))
+
+
+per_tensor, grouped = optimizer_ops(foreach=False), optimizer_ops(foreach=True)
+tensors = sum(1 for _ in model.parameters())
+print(f"{tensors} parameter tensors; operator calls per step: foreach=False {per_tensor.ops_per_step:g}, "
+      f"foreach=True {grouped.ops_per_step:g}")
+if on_gpu:
+    print(f"kernel launches per step: {per_tensor.launches_per_step:g} vs {grouped.launches_per_step:g}; "
+          f"GPU busy {per_tensor.gpu_busy:.0%} vs {grouped.gpu_busy:.0%}")
+assert grouped.ops_per_step < per_tensor.ops_per_step
+
+# %% [markdown]
+# Lesson 11's `torch.compile` goes further: it fuses the operators of the forward and backward
+# passes into fewer, larger kernels.
+#
+# ## 9. GPU utilisation from outside, and why it is not efficiency
+#
+# In a terminal (Colab: **Terminal** in the left bar; Kaggle: a second notebook cell that you
+# stop), `nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv -l 1` prints the
+# "GPU utilisation" every second; Colab's **Resources** panel plots the same counter. It is the
+# share of time **at least one kernel** was running: the `gpu_busy` figure above. A single tiny
+# kernel that uses 1 of an H100's 132 streaming multiprocessors counts as 100% busy. High
+# utilisation means the GPU is never idle, not that it is working at its speed: compare your
+# model's FLOP/s with the matmul peak (lesson 06) for that.
+
+# %%
+if on_gpu:
+    import subprocess
+
+    query = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv"]
+    smi = subprocess.run(query, capture_output=True, text=True)
+    print(smi.stdout or smi.stderr)
+    print(f"profiled GPU-busy share with the DeviceLoader: {fast.gpu_busy:.0%}")
+else:
+    print("CPU runtime: no nvidia-smi here. On a GPU runtime this cell prints the utilisation counter, and "
+          "every summary above adds kernel launches per step and the share of the step the GPU was busy.")
+
+# %% [markdown]
+# ## 10. Common error: "Profiler must be initialized before getting key averages"
+#
+# A profile with a `schedule` records only its `active` steps, and `prof.step()` is what moves
+# it along. Forget `prof.step()`, or run fewer steps than `wait + warmup + active`, and the
+# profile holds nothing: reading it fails.
+
+# %%
+with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as empty:
+    for inputs, targets in list(resident)[:3]:
+        loss = torch.nn.functional.cross_entropy(model(inputs), targets)  # ...and no empty.step()
+with cg.shows_error(AssertionError, match="must be initialized",
+                    fix="call prof.step() at the end of every step, for more steps than wait + warmup + active"):
+    empty.key_averages()
+
+# %% [markdown]
+# ## Exercise: label a training loop
+#
+# The loop below trains lesson 04's CNN from the DeviceLoader, inside a profiler. Label its
+# four phases with `record_function` ("data", "forward", "backward", "step") and end each
+# step with `prof.step()`, so that `cg.summarize_profile` can split the time.
+# `cg.check_profile_labels` checks that every phase has time and that together they cover
+# most of the step.
+
+# %%
+prof = None  # your profiler goes here
+
+# %% tags=["solution"]
+exercise_model = cg.small_cnn(3, 10, width=16).to(device)
+exercise_optimizer = torch.optim.SGD(exercise_model.parameters(), lr=0.01)
+with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+             acc_events=True) as prof:
+    batches = iter(resident)
+    for _ in range(5):
+        with record_function("data"):
+            inputs, targets = next(batches)
+        with record_function("forward"):
+            loss = torch.nn.functional.cross_entropy(exercise_model(inputs), targets)
+        with record_function("backward"):
+            exercise_optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+        with record_function("step"):
+            exercise_optimizer.step()
+        prof.step()
+
+# %%
+cg.check_profile_labels(prof)
+
+# %% [markdown]
+# ## Summary
+#
+# - Profile a few steps, not a whole epoch: `profile(activities=[CPU, CUDA],
+#   schedule=schedule(wait=1, warmup=1, active=3, repeat=1))`, `prof.step()` after each step,
+#   `record_function("...")` around data, forward, backward and step.
+# - `key_averages().table(sort_by="self_device_time_total")` on a GPU (`"self_cpu_time_total"`
+#   on a CPU); `export_chrome_trace` and <https://ui.perfetto.dev> for the two timelines.
+# - `cg.summarize_profile(prof)`: time per step, the share of each label, host reads and
+#   operator calls per step, on a GPU launches and the busy share, and which lesson fixes the
+#   biggest cost.
+# - Slow data: lesson 05. A `.item()` per step: lesson 03. Many tiny operations: `foreach`
+#   and fused optimizers, larger batches, `torch.compile` (lesson 11).
+# - "GPU utilisation" is the share of time some kernel runs, not how fast it runs.
+#
+# Next: `torch.compile`, which fuses many small operators into fewer kernels (lesson 11, the
+# course's next lesson, is being written).

@@ -1,0 +1,106 @@
+"""Lesson 10's profile summary: measured with the real profiler on the CPU, GPU arithmetic on synthetic spans."""
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+
+import colab_gpu as cg
+from colab_gpu import bench
+from colab_gpu.profiling import HOST_READ, Span, _covered_us, summarize_spans
+
+CPU = torch.device("cpu")
+
+
+def tiny_run(**kwargs):
+    torch.manual_seed(0)
+    model = cg.mlp(64, hidden=32)
+    loader = cg.DeviceLoader(torch.randn(96, 64), torch.randint(0, 10, (96,)), batch_size=32, device="cpu")
+    return cg.profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), CPU, steps=4,
+                                     **kwargs)
+
+
+def test_a_real_profile_is_summarized_per_step():
+    summary = cg.summarize_profile(tiny_run())  # 3 batches per epoch: the loader starts over
+    assert summary.steps == 4 and summary.step_ms > 0
+    assert set(summary.shares) == {"data", "forward", "backward", "step"} and 0.5 < sum(summary.shares.values()) <= 1
+    assert summary.host_reads_per_step == 0  # Adam reads its CPU step counters: not a host read of a device value
+    assert summary.ops_per_step > 10 and summary.gpu_busy is None and summary.launches_per_step is None
+    assert "4 profiled steps" in str(summary) and "biggest bottleneck" in str(summary)
+
+
+def test_reads_of_cpu_values_by_the_optimizer_or_a_dataset_are_not_host_reads():
+    spans = [Span("ProfilerStep*", False, 0, 100), Span(HOST_READ, False, 10, 11, True, in_framework=True),
+             Span(HOST_READ, False, 20, 21, True)]
+    assert summarize_spans(spans).host_reads_per_step == 1  # CPU runtime: the loop's own read only
+    images = torch.randint(0, 256, (64, 3, 8, 8), dtype=torch.uint8)
+    jpegs = torch.utils.data.DataLoader(cg.EncodedImages(images, torch.randint(0, 10, (64,)),
+                                                         lambda x: x.float() / 255), batch_size=16)
+    model = cg.small_cnn(3, 10, width=4)
+    prof = cg.profile_training_steps(model, jpegs, torch.optim.Adam(model.parameters()), CPU, steps=2)
+    assert cg.summarize_profile(prof).host_reads_per_step == 0  # __getitem__ reads each label: not a sync
+
+
+def test_a_loss_read_every_step_is_counted_and_named():
+    summary = cg.summarize_profile(tiny_run(read_loss_every_step=True))
+    assert summary.host_reads_per_step == 1
+    assert "Lesson 03" in summary.advice()
+
+
+def test_gpu_share_counts_overlapping_kernels_once_and_advice_follows_the_biggest_cost():
+    assert _covered_us([(0, 10), (5, 15), (20, 30)]) == 25
+    spans = [Span("ProfilerStep*", False, 0, 100), Span("ProfilerStep*", False, 100, 200),
+             Span("data", False, 0, 60), Span("data", False, 100, 160),
+             Span("cudaLaunchKernel", False, 70, 71), Span("sgemm", True, 70, 90), Span("sgemm", True, 80, 95),
+             Span(HOST_READ, False, 96, 97, True, synchronizes=True), Span(HOST_READ, False, 196, 197, True)]
+    summary = summarize_spans(spans)
+    assert summary.gpu_busy == pytest.approx(25 / 200) and summary.launches_per_step == 0.5
+    # On a GPU only reads that synchronize count (the second reads a CPU value)
+    assert summary.shares == {"data": pytest.approx(0.6)} and summary.host_reads_per_step == 0.5
+    assert "Lesson 05" in summary.advice()  # 60% of the step waits for data
+    idle = summarize_spans([s for s in spans if s.name != "data"])
+    assert "lesson 11" in idle.advice() and "idle 88%" in idle.advice()
+    busy = summarize_spans(spans[:2] + [Span("sgemm", True, 0, 190)])
+    assert "Lesson 06" in busy.advice() and "busy 95%" in busy.advice()
+
+
+def test_a_profile_without_steps_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"repeat=1\).*call prof.step\(\) at the end of every step"):
+        summarize_spans([Span("aten::mm", False, 0, 1)])
+
+
+def test_check_profile_labels_passes_a_labelled_loop_and_names_what_is_missing(capsys):
+    assert cg.check_profile_labels(tiny_run())
+    assert not cg.check_profile_labels(None)
+    assert "set prof" in capsys.readouterr().out
+    model = torch.nn.Linear(8, 2)
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=2, repeat=1)) as prof:
+        for _ in range(3):
+            with record_function("forward"):
+                loss = model(torch.randn(4, 8)).sum()
+            loss.backward()
+            prof.step()
+    assert not cg.check_profile_labels(prof)
+    assert "no time under 'data', 'backward', 'step'" in capsys.readouterr().out
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=5, warmup=1, active=2)) as never:
+        for _ in range(2):  # fewer steps than the schedule waits: nothing was recorded
+            never.step()
+    assert not cg.check_profile_labels(never)
+    assert "Call prof.step() once per training step" in capsys.readouterr().out
+
+
+def test_the_gpu_busy_row_is_skipped_on_a_cpu():
+    row = bench.gpu_busy_rows(CPU)
+    assert row.status == "skipped" and "needs a CUDA GPU" in row.note
+
+
+@pytest.mark.gpu
+def test_a_gpu_profile_records_kernels_and_launches():
+    device = cg.get_device("cuda")
+    torch.manual_seed(0)
+    model = cg.mlp(784, hidden=512).to(device)
+    loader = cg.DeviceLoader(torch.randn(1024, 784), torch.randint(0, 10, (1024,)), batch_size=256, device=device)
+    prof = cg.profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), device, steps=4,
+                                     read_loss_every_step=True)
+    summary = cg.summarize_profile(prof)
+    assert summary.launches_per_step > 5 and 0 < summary.gpu_busy <= 1
+    assert summary.host_reads_per_step == 1
