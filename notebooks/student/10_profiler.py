@@ -192,9 +192,9 @@ slow, fast = profile_with(loader), profile_with(resident)
 for name, summary in (("JPEG DataLoader", slow), ("DeviceLoader", fast)):
     print(f"{name:>15}: {summary.step_ms:7.2f} ms per step, data {summary.shares.get('data', 0):.0%} of it")
 print(f"data share after the fix: {fast.shares.get('data', 0):.1%} (your prediction: {my_prediction})")
-# Decoding 128 JPEGs costs far more than slicing a tensor that is already there, on any runtime.
+# Decoding 128 JPEGs costs far more than slicing a tensor that is already there, on any runtime. (The step
+# times are printed, not asserted: three steps each, on a machine that may be busy with something else.)
 assert fast.shares.get("data", 0) < slow.shares["data"]
-assert fast.step_ms < slow.step_ms
 
 # %% [markdown]
 # ## 7. Bottleneck 2: a host-device sync every step
