@@ -209,7 +209,7 @@ def resident_vs_dataloader(device: torch.device) -> Row:
                {"dataloader_s": seconds["DataLoader"], "deviceloader_s": seconds["DeviceLoader"], "samples": n})
 
 
-def gpu_busy_rows(device: torch.device) -> Row:
+def gpu_busy_row(device: torch.device) -> Row:
     """Share of the step time the GPU was busy (lesson 10's profile), DeviceLoader vs default DataLoader."""
     if device.type != "cuda":
         return skipped("gpu_busy", "GPU-busy share of a training step, DeviceLoader vs DataLoader", device, NEEDS_GPU)
@@ -250,7 +250,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     "resident": Experiment(resident_vs_dataloader, {"resident": Target(
         "GPU-resident loader at least 5x a default DataLoader", at_least=5,
         reason="a DataLoader makes 60,000 Python calls an epoch that a resident loader replaces by 235 slices")}),
-    "gpu_busy": Experiment(gpu_busy_rows),
+    "gpu_busy": Experiment(gpu_busy_row),
     "fit": Experiment(fit_vs_hand_loop, {"fit": Target(
         "fit within 10% of a minimal hand loop", at_most=1.10,
         reason="the course's helpers must not cost what the lessons teach to save")}),

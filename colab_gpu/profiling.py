@@ -56,7 +56,7 @@ def spans_of(prof) -> list[Span]:
             parent = parent.cpu_parent
         top_level = event.name.startswith("aten::") and not (ancestors and ancestors[0].startswith("aten::"))
         in_framework = any(a.startswith(FRAMEWORK_READS) for a in ancestors)
-        synchronizes = any(_calls(child, SYNCS) for child in event.cpu_children)
+        synchronizes = event.name == HOST_READ and any(_calls(child, SYNCS) for child in event.cpu_children)
         spans.append(Span(event.name, event.device_type != DeviceType.CPU, event.time_range.start,
                           event.time_range.end, top_level, in_framework, synchronizes))
     return spans

@@ -89,7 +89,7 @@ def test_check_profile_labels_passes_a_labelled_loop_and_names_what_is_missing(c
 
 
 def test_the_gpu_busy_row_is_skipped_on_a_cpu():
-    row = bench.gpu_busy_rows(CPU)
+    row = bench.gpu_busy_row(CPU)
     assert row.status == "skipped" and "needs a CUDA GPU" in row.note
 
 

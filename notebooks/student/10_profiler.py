@@ -177,13 +177,12 @@ print(first)
 my_prediction = None  # your guess of the "data" share after the fix, e.g. 0.2
 
 
-def profile_with(loader, **options) -> cg.ProfileSummary:
+def profile_with(loader, adam_options: dict | None = None, **options) -> cg.ProfileSummary:
     """Five labelled steps of a fresh copy of this lesson's CNN (Adam) fed by ``loader``, summarized."""
     torch.manual_seed(0)
     fresh = cg.small_cnn(3, 10, width=32 if on_gpu else 16).to(device)
-    run = cg.profile_training_steps(fresh, loader, torch.optim.Adam(fresh.parameters(), lr=1e-3), device,
-                                    **options)
-    return cg.summarize_profile(run)
+    adam = torch.optim.Adam(fresh.parameters(), lr=1e-3, **(adam_options or {}))
+    return cg.summarize_profile(cg.profile_training_steps(fresh, loader, adam, device, **options))
 
 
 decoded = images.float() / 255  # decoded once: the uint8 images scaled to 0..1
@@ -219,17 +218,11 @@ print("advice:", reading.advice())
 # tensor. The optimizer is the classic case: `torch.optim.Adam(..., foreach=False)` updates
 # each parameter tensor with its own handful of operators; `foreach=True` (PyTorch's default
 # when every parameter is on a GPU) updates them all with one operator per step of the
-# formula, and `fused=True` (GPU) with a single kernel. Count the operator calls per step.
+# formula, and `fused=True` (GPU) with fewer, fused kernels. Count the operator calls per step.
 
 # %%
-def optimizer_ops(**options) -> cg.ProfileSummary:
-    torch.manual_seed(0)
-    fresh = cg.small_cnn(3, 10, width=32 if on_gpu else 16).to(device)
-    adam = torch.optim.Adam(fresh.parameters(), lr=1e-3, **options)
-    return cg.summarize_profile(cg.profile_training_steps(fresh, resident, adam, device))
-
-
-per_tensor, grouped = optimizer_ops(foreach=False), optimizer_ops(foreach=True)
+per_tensor = profile_with(resident, {"foreach": False})
+grouped = profile_with(resident, {"foreach": True})
 tensors = sum(1 for _ in model.parameters())
 print(f"{tensors} parameter tensors; operator calls per step: foreach=False {per_tensor.ops_per_step:g}, "
       f"foreach=True {grouped.ops_per_step:g}")
@@ -248,7 +241,7 @@ assert grouped.ops_per_step < per_tensor.ops_per_step
 # stop), `nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv -l 1` prints the
 # "GPU utilisation" every second; Colab's **Resources** panel plots the same counter. It is the
 # share of time **at least one kernel** was running: the `gpu_busy` figure above. A single tiny
-# kernel that uses 1 of an H100's 132 streaming multiprocessors counts as 100% busy. High
+# kernel that occupies 1 of a GPU's streaming multiprocessors (an H100 SXM has 132) counts as busy. High
 # utilisation means the GPU is never idle, not that it is working at its speed: compare your
 # model's FLOP/s with the matmul peak (lesson 06) for that.
 
@@ -289,7 +282,17 @@ with cg.shows_error(AssertionError, match="must be initialized",
 # most of the step.
 
 # %%
-prof = None  # your profiler goes here
+exercise_model = cg.small_cnn(3, 10, width=16).to(device)
+exercise_optimizer = torch.optim.SGD(exercise_model.parameters(), lr=0.01)
+with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+             acc_events=True) as prof:
+    batches = iter(resident)
+    for _ in range(5):
+        inputs, targets = next(batches)
+        loss = torch.nn.functional.cross_entropy(exercise_model(inputs), targets)
+        exercise_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        exercise_optimizer.step()
 
 # %%
 cg.check_profile_labels(prof)
