@@ -15,6 +15,7 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
 - 09 errors: ``errors`` (shows_error);
 - 10 profiler: ``profiling`` (a profile reduced to what to fix, and which lesson fixes it);
+- 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 
@@ -30,6 +31,7 @@ from .checks import (
     CheckResult,
     check_amp_step,
     check_close,
+    check_compiles_once,
     check_ddp_script,
     check_evaluation_memory,
     check_label_validator,
@@ -46,6 +48,7 @@ from .checks import (
     check_timing,
     check_train_loop,
 )
+from .compiling import CompileSupport, GraphCounter, compile_model, compile_support
 from .data import (
     ImageData,
     fake_image_data,
@@ -145,12 +148,14 @@ __all__ = [
     "BenchResult",
     "CheckpointError",
     "CheckResult",
+    "CompileSupport",
     "ConvStepTiming",
     "DeviceLoader",
     "DeviceNotAvailableError",
     "DistInfo",
     "EncodedImages",
     "EpochStats",
+    "GraphCounter",
     "History",
     "ImageData",
     "PeakMemory",
@@ -168,6 +173,7 @@ __all__ = [
     "benchmark",
     "check_amp_step",
     "check_close",
+    "check_compiles_once",
     "check_ddp_script",
     "check_evaluation_memory",
     "check_label_validator",
@@ -186,6 +192,8 @@ __all__ = [
     "choose_precision",
     "cleanup",
     "compare_with_references",
+    "compile_model",
+    "compile_support",
     "clear_notebook_references",
     "copy_bandwidth",
     "count_parameters",

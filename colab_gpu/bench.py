@@ -2,7 +2,8 @@
 
 `EXPERIMENTS` lists them; a row the course promises a figure for on a GPU carries a `Target` (why, and the
 bound). Lessons call the same experiment functions that ``python -m colab_gpu bench`` runs (05:
-``cg.sweep_workers``, ``cg.time_loader_epochs``; 06: ``cg.workloads.time_step``; 10: ``cg.profile_training_steps``)
+``cg.sweep_workers``, ``cg.time_loader_epochs``; 06: ``cg.workloads.time_step``; 10: ``cg.profile_training_steps``;
+11: ``cg.workloads.time_compiled_step``)
 over the primitives in timing.py: lesson or bench -> experiment -> primitive. bench_output.py writes the rows
 (JSON for the GPU suite, markdown, a plot). Rows that need a GPU are skipped, with the reason, on a CPU runtime.
 """
@@ -13,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 from torch.utils.data import DataLoader
 
+from .compiling import compile_support
 from .data import fake_image_data, load_digits
-from .device import synchronize
 from .feeding import (
     DeviceLoader,
     EncodedImages,
@@ -33,7 +33,15 @@ from .profiling import profile_training_steps, summarize_profile
 from .runtime import cpu_count
 from .timing import interleaved_medians, matmul_tflops
 from .train import fit
-from .workloads import CNN_STEP, MLP_STEP, amp_workloads, time_step
+from .workloads import (
+    CNN_STEP,
+    MLP_STEP,
+    TINY_STEP,
+    amp_workloads,
+    hand_loop_epoch,
+    time_compiled_step,
+    time_step,
+)
 
 
 @dataclass
@@ -63,20 +71,6 @@ class Target:
 
     def met(self, value: float) -> bool:
         return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
-
-
-def hand_loop_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer,
-                    device: torch.device) -> None:
-    """The minimal training loop: no metrics, no checks. The baseline `fit` is compared with."""
-    model.train()
-    for inputs, labels in loader:
-        inputs = inputs.to(device, non_blocking=True)
-        labels = labels.to(device, non_blocking=True)
-        loss = nn.functional.cross_entropy(model(inputs), labels)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-    synchronize(device)
 
 
 def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs: int = 5,
@@ -225,6 +219,27 @@ def gpu_busy_row(device: torch.device) -> Row:
                round(busy["DeviceLoader"] / busy["DataLoader"], 2), "x", {f"{k}_busy": v for k, v in busy.items()})
 
 
+def compile_rows(device: torch.device) -> list[Row]:
+    """Compiled vs eager training steps (lesson 11): the MLP in the default mode; on a GPU also a launch-bound
+    tiny MLP with ``mode="reduce-overhead"`` (CUDA graphs: one launch replays the whole step's kernels)."""
+    cases = {"compile": ("torch.compile vs eager, MLP training step", MLP_STEP, "default"),
+             "compile_graphs": ("torch.compile reduce-overhead vs eager, tiny launch-bound MLP step", TINY_STEP,
+                                "reduce-overhead")}
+    support, rows = compile_support(device), []
+    for key, (name, workload, mode) in cases.items():
+        if not support.ok or (mode == "reduce-overhead" and device.type != "cuda"):
+            rows.append(skipped(key, name, device, support.reason if not support.ok else "CUDA graphs need a GPU"))
+            continue
+        eager, eager_peak = time_step(workload, device)
+        compiled = time_compiled_step(workload, device, mode)
+        rows.append(Row(key, name, str(device), "ok", round(eager.median / compiled.step.median, 2), "x",
+                        {"eager_s": eager.median, "compiled_s": compiled.step.median, "mode": mode,
+                         "first_call_s": compiled.first_call_s, "eager_peak_mib": eager_peak,
+                         "compiled_peak_mib": compiled.peak_mib, "model": workload.name},
+                        note=f"first call (compile) {compiled.first_call_s:.1f} s"))
+    return rows
+
+
 @dataclass(frozen=True)
 class Experiment:
     """One bench entry: the function that measures its rows and the targets some of those rows carry."""
@@ -251,6 +266,14 @@ EXPERIMENTS: dict[str, Experiment] = {
         "GPU-resident loader at least 5x a default DataLoader", at_least=5,
         reason="a DataLoader makes 60,000 Python calls an epoch that a resident loader replaces by 235 slices")}),
     "gpu_busy": Experiment(gpu_busy_row),
+    "compile": Experiment(compile_rows, {
+        "compile": Target("compiled MLP training step at least 1.3x eager after warm-up", at_least=1.3,
+                          reason="Inductor fuses each layer's bias, activation and their backward into the "
+                                 "matmuls' neighbours: below 1.3x the compile time is rarely repaid"),
+        "compile_graphs": Target("reduce-overhead at least 2x eager on a launch-bound tiny model", at_least=2,
+                                 reason="a tiny step is dozens of microsecond kernels each paying a launch; "
+                                        "a CUDA graph replays them all from one launch"),
+    }),
     "fit": Experiment(fit_vs_hand_loop, {"fit": Target(
         "fit within 10% of a minimal hand loop", at_most=1.10,
         reason="the course's helpers must not cost what the lessons teach to save")}),

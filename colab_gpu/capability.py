@@ -3,13 +3,14 @@
 Every hardware question the course asks is answered here, and `doctor` (runtime.py), `choose_precision`
 (precision.py) and `suggest_num_workers` (feeding.py) derive their answers from these rules:
 
+- torch.compile's GPU code generator: Triton needs compute capability >= 7.0 (a P100 cannot compile, a T4 can);
 - number formats, from the compute capability (the GPU's architecture version):
   >= 8.0 (A100, L4, H100): native bf16 and TF32 tensor cores; 7.x (V100, T4): fp16 tensor cores, bf16 only
   emulated (``torch.cuda.is_bf16_supported()`` still says True there); below 7.0 (P100): no tensor cores;
 - old-GPU support: whether this PyTorch build has machine code for the GPU at all (`kernels_for`);
 - DataLoader workers: one per core the process may use, capped at 8 (Colab has 2 vCPUs).
 
-Lessons 01 (compute capability, kernels), 05 (workers) and 06 (precision) teach these rules.
+Lessons 01 (compute capability, kernels), 05 (workers), 06 (precision) and 11 (compile) teach these rules.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import torch
 AMPERE = (8, 0)
 #: Compute capability from which GPUs have fp16 tensor cores (Volta).
 VOLTA = (7, 0)
+#: Triton, which writes torch.compile's GPU kernels, supports compute capability 7.0 (Volta) and newer.
+TRITON_MIN = VOLTA
 #: Colab offers at most this many CPU cores on its free and Pro runtimes.
 COLAB_VCPUS = 2
 #: More DataLoader workers than this rarely helps and costs memory.
@@ -53,6 +56,11 @@ class GpuCapability:
     @property
     def fp16_tensor_cores(self) -> bool:
         return self.compute_capability >= VOLTA
+
+    @property
+    def triton(self) -> bool:
+        """Whether Triton, torch.compile's GPU code generator, supports this GPU."""
+        return self.compute_capability >= TRITON_MIN
 
     def precision(self) -> tuple[str, bool, str]:
         """(format, whether it needs a GradScaler, why): the mixed-precision rule for this GPU."""

@@ -44,7 +44,9 @@ def _is_library(filename: str) -> bool:
     if filename.startswith("<frozen"):
         return True
     resolved = str(Path(filename).resolve()) if not filename.startswith("<") else filename
-    return resolved.startswith(_LIBRARY_DIRS) or "site-packages" in resolved or "dist-packages" in resolved
+    generated = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "torchinductor_"  # code torch.compile wrote
+    return (resolved.startswith(_LIBRARY_DIRS) or "site-packages" in resolved or "dist-packages" in resolved
+            or generated in resolved)
 
 
 def raising_line(tb: TracebackType | None) -> str | None:

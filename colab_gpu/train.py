@@ -8,11 +8,9 @@ Written for speed on a GPU:
   step, unless the optimizer is fused (``torch.optim.Adam(..., fused=True)``), which checks on the
   device;
 - batches are copied with ``non_blocking=True``, asynchronous when the loader pins memory;
-- hooks for later lessons: autocast dtype and GradScaler (mixed precision), and a per-epoch
-  callback (checkpoints).
+- hooks for later lessons: mixed precision, checkpoints, ``torch.compile`` (``fit(compile=True)``).
 
-Batches are moved to ``device`` by these functions (documented behaviour); the model must
-already be there, otherwise a clear error says so.
+Batches are moved to ``device`` by these functions; the model must already be there (else a clear error).
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ import torch
 from torch import nn
 
 from .checkpoint import load_checkpoint, save_checkpoint
+from .compiling import compile_model
 from .device import Batch, same_device
 from .history import EpochStats, History
 from .precision import Precision, make_scaler, require_scaler_fits, resolve_precision
@@ -204,6 +203,7 @@ def fit(
     resume: bool = True,
     progress: bool = True,
     verbose: bool = True,
+    compile: bool = False,
 ) -> History:
     """Train for ``epochs`` epochs, evaluating after each; return the `History`. Taught in lesson 03.
 
@@ -230,6 +230,8 @@ def fit(
             uninterrupted run) instead of starting over. ``epochs`` is the total, not the remainder.
         progress: show a tqdm progress bar per epoch.
         verbose: print one line per epoch.
+        compile: train and evaluate through ``torch.compile(model)`` (lesson 11), or in eager mode with a
+            one-line reason where this runtime cannot compile (`compile_model`). Checkpoints hold ``model``'s keys.
 
     Example:
         >>> model = nn.Linear(4, 2)
@@ -249,6 +251,7 @@ def fit(
     scaler = scaler or make_scaler(precision, device)
     autocast_dtype = precision.dtype
     history = History()
+    runner = compile_model(model, device) if compile else model  # shares model's parameters
     loader_generator = getattr(train_loader, "generator", None)
     first_epoch = 1
     if checkpoint is not None and resume and Path(checkpoint).exists():
@@ -259,7 +262,7 @@ def fit(
         if verbose:
             print(f"resumed from {checkpoint} after epoch {saved['epoch']}")
     for epoch in range(first_epoch, epochs + 1):
-        train = train_epoch(model, train_loader, optimizer, device, loss_fn=loss_fn,
+        train = train_epoch(runner, train_loader, optimizer, device, loss_fn=loss_fn,
                             autocast_dtype=autocast_dtype, scaler=scaler, scheduler=batch_scheduler,
                             max_norm=max_norm, progress=progress)
         if scheduler is not None and batch_scheduler is None:
@@ -267,7 +270,7 @@ def fit(
         row = {"epoch": epoch, "precision": precision.name, "train_loss": train.loss, "train_acc": train.accuracy,
                "seconds": train.seconds, "samples_per_s": train.samples_per_s}
         if test_loader is not None:
-            test = evaluate(model, test_loader, device, loss_fn=loss_fn, autocast_dtype=autocast_dtype)
+            test = evaluate(runner, test_loader, device, loss_fn=loss_fn, autocast_dtype=autocast_dtype)
             row.update(test_loss=test.loss, test_acc=test.accuracy)
         history.rows.append(row)
         if checkpoint is not None:

@@ -1,13 +1,15 @@
-"""The models and batch sizes the course's experiments time (bench.py's rows; lesson 06 times the same ones)."""
+"""The models and batch sizes the course's experiments time (bench.py's rows; lessons 06 and 11 time the same ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from .device import synchronize
 from .models import mlp, small_cnn
 from .timing import BenchResult, time_train_step
 
@@ -26,18 +28,79 @@ def time_step(workload: Workload, device: torch.device, precision: str = "fp32",
     """Step time and peak MiB (GPU only) of a fresh ``workload`` model on random inputs (lesson 06; bench rows).
 
     ``tf32=False`` measures IEEE float32; ``channels_last`` puts the model and the batch in that layout."""
+    model, inputs, labels = _prepared(workload, device, channels_last)
+    return time_train_step(model, inputs, labels, precision=precision, tf32=tf32, repeat=_repeats(inputs.device))
+
+
+def _prepared(workload: Workload, device: torch.device, channels_last: bool = False):
+    """A fresh, seeded ``workload`` model on ``device`` with its random batch and labels."""
     device = torch.device(device)
     layout = torch.channels_last if channels_last else torch.contiguous_format
     torch.manual_seed(0)
     inputs = torch.randn(*workload.shape, device=device).contiguous(memory_format=layout)
     labels = torch.randint(0, 10, (workload.shape[0],), device=device)
-    model = workload.make_model().to(device, memory_format=layout)
-    return time_train_step(model, inputs, labels, precision=precision, tf32=tf32,
-                           repeat=5 if device.type == "cuda" else 3)
+    return workload.make_model().to(device, memory_format=layout), inputs, labels
+
+
+def _repeats(device: torch.device) -> int:
+    return 5 if device.type == "cuda" else 3
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    """A compiled training step: the first call (capture and compile, seconds), then its steady step time."""
+
+    mode: str
+    first_call_s: float
+    step: BenchResult
+    peak_mib: float | None
+
+
+def time_compiled_step(workload: Workload, device: torch.device, mode: str = "default", precision: str = "fp32", *,
+                       tf32: bool = False) -> CompiledStep:
+    """The first call and the steady step time of ``torch.compile(model, mode=mode)`` (lesson 11; bench rows).
+
+    Compare ``step`` with `time_step` of the same workload and settings: same model, batch and SGD step, eager.
+    The first call (forward and backward, in ``precision``) compiles both; the steps after it reuse them.
+    """
+    from .precision import resolve_precision, restored_backend_settings, set_tf32
+    from .train import _autocast
+
+    model, inputs, labels = _prepared(workload, device)
+    compiled = torch.compile(model, mode=None if mode == "default" else mode)
+    with restored_backend_settings():
+        set_tf32(tf32)  # the settings the steps are timed with: the first call compiles for them
+        synchronize(inputs.device)
+        start = time.perf_counter()
+        with _autocast(inputs.device, resolve_precision(precision, inputs.device).dtype):
+            loss = nn.functional.cross_entropy(compiled(inputs), labels)
+        loss.backward()
+        synchronize(inputs.device)
+        first_call_s = time.perf_counter() - start
+    model.zero_grad(set_to_none=True)
+    step, peak = time_train_step(compiled, inputs, labels, precision=precision, tf32=tf32,
+                                 repeat=_repeats(inputs.device))
+    return CompiledStep(mode, first_call_s, step, peak)
+
+
+def hand_loop_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.Optimizer,
+                    device: torch.device) -> None:
+    """The minimal training loop: no metrics, no checks. The baseline `fit` is compared with."""
+    model.train()
+    for inputs, labels in loader:
+        inputs = inputs.to(device, non_blocking=True)
+        labels = labels.to(device, non_blocking=True)
+        loss = nn.functional.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    synchronize(device)
 
 
 MLP_STEP = Workload("MLP 784-512-512-10", lambda: mlp(784, hidden=512), (256, 1, 28, 28))
 CNN_STEP = Workload("small CNN, width 32", lambda: small_cnn(3, 10, width=32), (256, 3, 32, 32))
+#: Launch-bound: eight narrow layers on 32 samples, microseconds of math per kernel (CUDA graphs' best case).
+TINY_STEP = Workload("tiny MLP 64-64x8, batch 32", lambda: mlp(64, hidden=64, depth=8), (32, 64))
 
 
 def amp_workloads(device: torch.device) -> dict[str, Workload]:
@@ -47,3 +110,11 @@ def amp_workloads(device: torch.device) -> dict[str, Workload]:
                 "CNN": CNN_STEP}
     return {"MLP": Workload("MLP 256-512x3, batch 256", lambda: mlp(256, hidden=512, depth=3), (256, 256)),
             "CNN": Workload("small CNN, width 16, batch 32", lambda: small_cnn(3, 10, width=16), (32, 3, 32, 32))}
+
+
+def compile_workloads(device: torch.device) -> dict[str, Workload]:
+    """Lesson 11's models for compiled vs eager: the MLP and the CNN on a GPU; on a CPU the MLP only, smaller
+    (compiling the CNN's forward and backward for a CPU takes more than half a minute on two cores)."""
+    if torch.device(device).type == "cuda":
+        return {"MLP": MLP_STEP, "CNN": CNN_STEP}
+    return {"MLP": Workload("MLP 784-256-256-10, batch 128", lambda: mlp(784, hidden=256), (128, 1, 28, 28))}

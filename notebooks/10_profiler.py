@@ -323,5 +323,4 @@ cg.check_profile_labels(prof)
 #   and fused optimizers, larger batches, `torch.compile` (lesson 11).
 # - "GPU utilisation" is the share of time some kernel runs, not how fast it runs.
 #
-# Next: `torch.compile`, which fuses many small operators into fewer kernels (lesson 11, the
-# course's next lesson, is being written).
+# Next: lesson 11, `torch.compile`, which fuses many small operators into fewer kernels.

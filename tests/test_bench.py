@@ -68,7 +68,8 @@ def test_targets_judge_the_measured_value_and_say_why():
     at_least, at_most = bench.Target("x", "y", at_least=2), bench.Target("x", "y", at_most=1.1)
     assert at_least.met(2) and not at_least.met(1.99) and at_most.met(1.1) and not at_most.met(1.2)
     experiment_rows = {"cpu_gpu": ["mlp_cpu_gpu", "cnn_cpu_gpu"], "amp": ["amp", "amp_peak"],
-                       "resident": ["resident"], "fit": ["fit"]}
+                       "resident": ["resident"], "fit": ["fit"],
+                       "compile": ["compile", "compile_graphs"]}
     for name, experiment in bench.EXPERIMENTS.items():  # a target names a row its own experiment makes
         assert set(experiment.targets) <= set(experiment_rows.get(name, [])), name
         assert all(t.reason and (t.at_least is not None or t.at_most is not None) for t in experiment.targets.values())
@@ -105,7 +106,7 @@ def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
 
 
 def test_unknown_benchmark_names_what_exists():
-    with pytest.raises(ValueError, match=r"Unknown benchmark\(s\) \['nope'\]; available: \['amp', 'cpu_gpu'"):
+    with pytest.raises(ValueError, match=r"Unknown benchmark\(s\) \['nope'\]; available: \['amp', 'compile', 'cpu_gpu'"):
         bench.run_benchmarks(CPU, ["nope"])
 
 

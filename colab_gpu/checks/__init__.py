@@ -18,6 +18,7 @@ from .core import (
 from .memory import check_evaluation_memory, check_memory_saving, check_released
 from .parallel import check_ddp_script, check_shard
 from .speed import (
+    check_compiles_once,
     check_loader_settings,
     check_loader_speed,
     check_prediction_speed,
@@ -27,7 +28,7 @@ from .speed import (
 from .training import check_amp_step, check_precision_rule, check_train_loop
 
 __all__ = [
-    "HINT", "PASS", "CheckResult", "check_amp_step", "check_close", "check_ddp_script",
+    "HINT", "PASS", "CheckResult", "check_amp_step", "check_close", "check_compiles_once", "check_ddp_script",
     "check_evaluation_memory", "check_label_validator", "check_loader_settings", "check_loader_speed",
     "check_memory_saving", "check_on_device", "check_precision_rule", "check_prediction_speed", "check_profile_labels",
     "check_released",

@@ -1,11 +1,15 @@
-"""Checks of speed exercises: the learner's code measured on this runtime (lessons 02, 04, 05, 10)."""
+"""Checks of speed exercises: the learner's code measured on this runtime (lessons 02, 04, 05, 10, 11)."""
 
 from __future__ import annotations
+
+import contextlib
+import io
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ..compiling import GraphCounter
 from ..device import synchronize
 from ..feeding import measure_loader, suggest_num_workers
 from ..profiling import summarize_profile
@@ -130,3 +134,32 @@ def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
     return check_that(covered >= at_least, f"{summary.steps} steps of {summary.step_ms:.2f} ms: {shares}.",
                       f"your labels cover {covered:.0%} of the step ({shares}); put the whole step, from "
                       "fetching the batch to optimizer.step(), inside the four labels.")
+
+
+def check_compiles_once(model: object, loader: object, device: str | torch.device = "cpu", *,
+                        dynamic: bool | None = None) -> CheckResult:
+    """Check that one epoch through ``torch.compile(model, dynamic=dynamic)`` captures exactly one graph (lesson 11):
+    no graph break in ``model.forward`` and no recompilation for a batch of another size. Counted with
+    `GraphCounter`, forward and backward, without Inductor: seconds on any runtime."""
+    if not isinstance(model, nn.Module):
+        return check_that(False, "", f"pass your model (an nn.Module), got {type(model).__name__}.")
+    torch._dynamo.reset()  # forget earlier compilations, and the batch sizes Dynamo already learned to be dynamic
+    counter = GraphCounter()
+    compiled = torch.compile(model, backend=counter, dynamic=dynamic)
+    per_call, sizes = 0, []
+    with contextlib.redirect_stdout(io.StringIO()):  # a debugging print in forward would print every batch
+        for inputs, labels in loader:
+            outputs = compiled(inputs.to(device))
+            nn.functional.cross_entropy(outputs, labels.to(device)).backward()
+            per_call = per_call or counter.compiles  # graphs captured by the first call: more than 1 is a break
+            sizes.append(len(inputs))
+    model.zero_grad(set_to_none=True)
+    if not sizes:
+        return check_that(False, "", "the loader gave no batch: is the data set empty?")
+    if per_call > 1:
+        return check_that(False, "", f"forward breaks into {per_call} graphs: run torch._dynamo.explain(model)(inputs) "
+                                     "to see where, and take the print or .item() out of forward.")
+    batch_sizes = sorted(set(sizes), reverse=True)
+    return check_that(counter.compiles == 1, f"{len(sizes)} batches, one graph captured once: no break, no recompile.",
+                      f"{counter.compiles} compilations for batches of {batch_sizes} samples: the last batch is "
+                      "smaller; use drop_last=True in the DataLoader, or compile with dynamic=True.")

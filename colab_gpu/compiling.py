@@ -1,0 +1,154 @@
+"""torch.compile on the course's runtimes: can this one compile, compile or fall back to eager, count compilations.
+
+``torch.compile(model)`` returns at once; the work happens at the first call: Dynamo captures the Python code
+into graphs, AOTAutograd derives the backward, and Inductor writes kernels (Triton on a GPU, C++ on a CPU) and
+compiles them. A missing piece (no C++ compiler, no Triton, a GPU Triton does not support) therefore shows up as
+an error in the middle of the first training step. `compile_support` asks the questions before that, and
+`compile_model` returns the eager model with a one-line reason instead of a traceback. `GraphCounter` is a
+backend that only counts what Dynamo captured: graph breaks and recompilations made visible without compiling.
+Taught in lesson 11.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .capability import TRITON_MIN, gpu_capability
+
+
+@dataclass(frozen=True)
+class CompileSupport:
+    """Whether ``torch.compile`` works for one device on this runtime, and if not, why and what to do (lesson 11)."""
+
+    device: str
+    ok: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def cxx_compilers() -> list[str]:
+    """The C++ compilers Inductor would try for CPU code (``torch._inductor.config.cpp.cxx``) that exist here."""
+    from torch._inductor import config
+
+    names = [os.environ.get("CXX") if name is None else name for name in config.cpp.cxx]
+    return [name for name in names if name and shutil.which(name)]
+
+
+def _missing_piece(device: torch.device) -> str | None:
+    """Why ``torch.compile`` cannot work on ``device`` here, judged without compiling; None when nothing is missing."""
+    if not torch._dynamo.is_dynamo_supported():
+        return (f"torch {torch.__version__} cannot compile on Python {sys.version_info.major}."
+                f"{sys.version_info.minor}: upgrade torch (`pip install -U torch`) or train in eager mode.")
+    if device.type == "cuda":
+        gpu = gpu_capability(device)
+        if not gpu.triton:
+            return (f"{gpu.name} (CC {gpu.cc}) is too old for Triton, which writes torch.compile's GPU kernels "
+                    f"(it needs CC >= {TRITON_MIN[0]}.{TRITON_MIN[1]}): on Kaggle pick the T4 x2 accelerator.")
+        if importlib.util.find_spec("triton") is None:
+            return "Triton is not installed (`pip install triton`; it ships with Linux CUDA wheels of torch)."
+    elif device.type == "cpu" and not cxx_compilers():
+        return ("no C++ compiler found (Inductor writes C++ for the CPU): install g++ "
+                "(`apt install g++`, Xcode's command-line tools on a Mac), or train in eager mode.")
+    return None
+
+
+_SMOKE_TESTED: dict[tuple, str | None] = {}
+
+
+def _two_operations(x: torch.Tensor) -> torch.Tensor:
+    return torch.sin(x) + 1
+
+
+def _smoke_test(device: torch.device) -> str | None:
+    """Compile and run a two-operation function on ``device``: the first error line, or None when it works."""
+    from torch._inductor import config
+
+    key = (str(device), tuple(config.cpp.cxx))
+    if key not in _SMOKE_TESTED:
+        # A CUDA build of torch on a machine without a GPU warns about CUDA_HOME the first time it builds C++;
+        # that says nothing about the CPU code being compiled here.
+        quiet = logging.getLogger("torch.utils.cpp_extension")
+        level, quiet.level = quiet.level, logging.ERROR
+        try:
+            example = [torch.ones(4, device=device)]
+            # Inductor itself, caches off: a cached kernel would pass without the compiler the model will need.
+            with config.patch(fx_graph_cache=False):
+                torch._inductor.compile(torch.fx.symbolic_trace(_two_operations), example)(*example)
+            _SMOKE_TESTED[key] = None
+        except Exception as error:  # noqa: BLE001 - every failure means "cannot compile here"; its text says why
+            _SMOKE_TESTED[key] = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+        finally:
+            quiet.level = level
+    return _SMOKE_TESTED[key]
+
+
+def compile_support(device: str | torch.device) -> CompileSupport:
+    """Whether ``torch.compile`` works on ``device`` here: the known requirements, then a tiny real compile.
+
+    The tiny compile runs once per device and process (a few seconds the first time: Inductor starts up).
+    Taught in lesson 11.
+    """
+    device = torch.device(device)
+    reason = _missing_piece(device)
+    if reason is None:
+        failure = _smoke_test(device)
+        if failure is not None:
+            reason = f"a two-operation test function did not compile: {failure}"
+    if reason is not None:
+        return CompileSupport(str(device), False, reason)
+    backend = "Triton kernels" if device.type == "cuda" else f"C++ ({cxx_compilers()[0]})"
+    return CompileSupport(str(device), True, f"torch {torch.__version__} compiles for {device} with {backend}.")
+
+
+def compile_model(model: nn.Module, device: str | torch.device, *, mode: str | None = None,
+                  dynamic: bool | None = None, verbose: bool = True) -> nn.Module:
+    """``torch.compile(model, mode=..., dynamic=...)`` where this runtime can compile; else ``model``, and why.
+
+    The compiled module shares ``model``'s parameters: train either one, save ``model.state_dict()`` (the
+    compiled module's keys start with ``_orig_mod.``). Taught in lesson 11.
+    """
+    support = compile_support(device)
+    if not support.ok:
+        if verbose:
+            print(f"torch.compile is not available here, training in eager mode (same results, no speed-up): "
+                  f"{support.reason}")
+        return model
+    return torch.compile(model, mode=mode, dynamic=dynamic)
+
+
+class GraphCounter:
+    """A ``torch.compile`` backend that runs each captured graph eagerly and keeps it: ``compiles`` counts them.
+
+    Every graph break and every recompilation hands the backend one more graph, so
+    ``torch.compile(model, backend=counter)`` shows both in seconds, without Inductor. Taught in lesson 11.
+    """
+
+    def __init__(self) -> None:
+        self.graphs: list[torch.fx.GraphModule] = []
+
+    def __call__(self, graph: torch.fx.GraphModule, example_inputs: list) -> object:
+        self.graphs.append(graph)
+        return graph.forward
+
+    @property
+    def compiles(self) -> int:
+        return len(self.graphs)
+
+    def input_shapes(self) -> list[list[tuple]]:
+        """The shapes of each graph's tensor inputs (symbolic sizes print as s0, s1, ...)."""
+        shapes = []
+        for graph in self.graphs:
+            placeholders = [node for node in graph.graph.nodes if node.op == "placeholder"]
+            values = [node.meta.get("example_value") for node in placeholders]
+            shapes.append([tuple(v.shape) for v in values if isinstance(v, torch.Tensor)])
+        return shapes

@@ -1,0 +1,177 @@
+"""torch.compile support, the eager fallback, graph counting and fit(compile=True) (lesson 11), on the CPU."""
+
+import contextlib
+import io
+
+import pytest
+import torch
+from torch import nn
+from torch._inductor import config as inductor_config
+from torch.utils.data import DataLoader, TensorDataset
+
+import colab_gpu as cg
+from colab_gpu import bench, compiling, workloads
+from colab_gpu.capability import GpuCapability
+
+CPU = torch.device("cpu")
+NO_COMPILER = {"cpp.cxx": ("no-such-compiler++",)}
+
+
+class DebugPrint(nn.Module):
+    """A debugging print of a tensor's value in forward: the classic graph break."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Flatten(), nn.Linear(12, 8), nn.ReLU())
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        hidden = self.body(x)
+        print("mean activation:", hidden.mean().item())
+        return self.head(hidden)
+
+
+class Clean(DebugPrint):
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def loader(samples=50, batch_size=16, **kwargs):
+    data = TensorDataset(torch.randn(samples, 3, 4), torch.randint(0, 3, (samples,)))
+    return DataLoader(data, batch_size=batch_size, **kwargs)
+
+
+def quietly(fn, *args, **kwargs):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        return fn(*args, **kwargs), out.getvalue()
+
+
+def test_this_cpu_compiles_and_says_with_what():
+    support = cg.compile_support("cpu")
+    assert support and support.device == "cpu" and "C++" in support.reason
+
+
+def test_a_missing_cxx_compiler_is_named_before_any_compiling(monkeypatch):
+    monkeypatch.setattr(compiling, "_smoke_test", lambda device: pytest.fail("no compile may be tried"))
+    with inductor_config.patch(NO_COMPILER):
+        support = cg.compile_support("cpu")
+    assert not support and "no C++ compiler" in support.reason and "g++" in support.reason
+
+
+def test_a_toolchain_that_fails_anyway_is_caught_by_the_smoke_test(monkeypatch):
+    monkeypatch.setattr(compiling, "cxx_compilers", lambda: ["g++"])  # looks fine, but is not there
+    with inductor_config.patch(NO_COMPILER):
+        support = cg.compile_support("cpu")
+    assert not support and "did not compile" in support.reason and "C++ compiler" in support.reason
+
+
+@pytest.mark.parametrize("gpu,has_triton,expected", [
+    (GpuCapability("Tesla P100-PCIE-16GB", (6, 0)), True, "too old for Triton"),
+    (GpuCapability("Tesla T4", (7, 5)), False, "Triton is not installed"),
+])
+def test_gpu_rules_come_from_the_capability(monkeypatch, gpu, has_triton, expected):
+    monkeypatch.setattr(compiling, "gpu_capability", lambda device: gpu)
+    monkeypatch.setattr(compiling.importlib.util, "find_spec", lambda name: object() if has_triton else None)
+    reason = compiling._missing_piece(torch.device("cuda"))
+    assert expected in reason and (gpu.triton or "CC 6.0" in reason and "T4 x2" in reason)
+
+
+def test_gpus_triton_supports_from_t4():
+    assert GpuCapability("T4", (7, 5)).triton and GpuCapability("V100", (7, 0)).triton
+    assert not GpuCapability("P100", (6, 0)).triton
+
+
+def test_a_python_dynamo_does_not_support_says_to_upgrade(monkeypatch):
+    monkeypatch.setattr(torch._dynamo, "is_dynamo_supported", lambda: False)
+    assert "upgrade torch" in cg.compile_support("cpu").reason
+
+
+def test_compile_model_falls_back_to_the_eager_model_with_the_reason():
+    model = nn.Linear(4, 2)
+    with inductor_config.patch(NO_COMPILER):
+        same, printed = quietly(cg.compile_model, model, "cpu")
+    assert same is model and "training in eager mode" in printed and "no C++ compiler" in printed
+    compiled = cg.compile_model(model, "cpu")
+    assert compiled is not model and compiled._orig_mod is model
+
+
+def test_graph_counter_sees_a_recompile_for_a_smaller_last_batch_and_none_when_dynamic():
+    torch._dynamo.reset()
+    counter = cg.GraphCounter()
+    model = torch.compile(Clean(), backend=counter)
+    for inputs, _ in loader(50, 16):  # 16, 16, 16, 2
+        model(inputs)
+    assert counter.compiles == 2 and counter.input_shapes()[0][0] == (16, 3, 4)
+    torch._dynamo.reset()
+    counter = cg.GraphCounter()
+    model = torch.compile(Clean(), backend=counter, dynamic=True)
+    for inputs, _ in loader(50, 16):
+        model(inputs)
+    assert counter.compiles == 1
+
+
+def test_check_compiles_once_names_the_break_then_the_recompile_then_passes():
+    broken, _ = quietly(cg.check_compiles_once, DebugPrint(), loader())
+    assert not broken and "breaks into 2 graphs" in broken.message and "explain" in broken.message
+    recompiled, _ = quietly(cg.check_compiles_once, Clean(), loader())
+    assert not recompiled and "[16, 2]" in recompiled.message and "drop_last=True" in recompiled.message
+    assert quietly(cg.check_compiles_once, Clean(), loader(drop_last=True))[0]
+    assert quietly(cg.check_compiles_once, Clean(), loader(), dynamic=True)[0]
+    assert not quietly(cg.check_compiles_once, "model", loader())[0]
+
+
+def test_fit_compiled_trains_like_eager_and_checkpoints_the_plain_keys(tmp_path):
+    histories, models = {}, {}
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        models[compiled] = Clean()
+        histories[compiled] = cg.fit(models[compiled], loader(64, 16), loader(32, 16), torch.optim.SGD(
+            models[compiled].parameters(), 0.1), "cpu", epochs=2, progress=False, verbose=False, compile=compiled,
+            checkpoint=tmp_path / f"run{compiled}.pt")
+    eager, compiled = histories[False], histories[True]
+    assert [r["train_loss"] for r in compiled.rows] == pytest.approx([r["train_loss"] for r in eager.rows], rel=1e-4)
+    for a, b in zip(models[False].parameters(), models[True].parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    saved = torch.load(tmp_path / "runTrue.pt", weights_only=False)
+    assert not any(key.startswith("_orig_mod.") for key in saved["model"])
+
+
+def test_fit_without_a_compiler_trains_in_eager_mode_and_says_why():
+    torch.manual_seed(0)
+    model = Clean()
+    with inductor_config.patch(NO_COMPILER):
+        history, printed = quietly(cg.fit, model, loader(), None, torch.optim.SGD(model.parameters(), 0.1), "cpu",
+                                   epochs=1, progress=False, verbose=False, compile=True)
+    assert len(history) == 1 and "no C++ compiler" in printed
+
+
+def test_compiled_step_times_the_first_call_apart_from_the_steps():
+    timed = workloads.time_compiled_step(workloads.TINY_STEP, CPU)
+    assert timed.mode == "default" and len(timed.step.times) == 3 and timed.peak_mib is None
+    assert timed.first_call_s > timed.step.median  # the first call captured and compiled forward and backward
+
+
+def test_compile_rows_on_cpu(monkeypatch):
+    monkeypatch.setattr(bench, "MLP_STEP", workloads.TINY_STEP)  # a small model: the row's logic, not its figure
+    rows = bench.compile_rows(CPU)
+    assert [(r.key, r.status) for r in rows] == [("compile", "ok"), ("compile_graphs", "skipped")]
+    assert rows[0].ratio > 0 and rows[0].details["first_call_s"] > 0 and "CUDA graphs" in rows[1].note
+    with inductor_config.patch(NO_COMPILER):
+        rows = bench.compile_rows(CPU)
+    assert all(r.status == "skipped" and "no C++ compiler" in r.note for r in rows)
+
+
+def test_a_compile_error_is_shown_at_the_learners_line_not_in_generated_code():
+    def scaled_sine(x):
+        return torch.sin(x) * 3
+
+    with inductor_config.patch(NO_COMPILER):
+        (_, printed) = quietly(_show_compile_error, scaled_sine)
+    assert "raised by: torch.compile(fn)(torch.ones(4))" in printed and "async_compile" not in printed
+
+
+def _show_compile_error(fn):
+    with cg.shows_error(RuntimeError, match="C\\+\\+ compiler"):
+        torch.compile(fn)(torch.ones(4))
+    return None
