@@ -41,6 +41,8 @@ def cxx_compilers() -> list[str]:
     from torch._inductor import config
 
     names = [os.environ.get("CXX") if name is None else name for name in config.cpp.cxx]
+    if sys.platform == "win32":
+        names.append("cl")  # on Windows Inductor uses MSVC's cl, whatever config.cpp.cxx says
     return [name for name in names if name and shutil.which(name)]
 
 
