@@ -13,7 +13,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 06 mixed precision: ``precision`` (from ``capability``'s rule), ``workloads`` (the AMP experiment's models);
 - 07 memory: ``memory``, ``activations`` (what autograd keeps, on any device);
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
-- 09 errors: ``errors`` (shows_error);
+- 09 errors: ``errors`` (shows_error), ``atlas`` (the errors learners meet), ``explain`` (cg.explain and
+  ``%load_ext colab_gpu``);
 - 10 profiler: ``profiling`` (a profile reduced to what to fix, and which lesson fixes it);
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
@@ -23,8 +24,9 @@ Names keep one meaning: a *report* is a dict of facts about this runtime (``runt
 ``print_*``/``format_*`` show one, and ``check_that`` is the verdict every self-check ends with.
 """
 
-from . import bench, workloads
+from . import atlas, bench, workloads
 from .activations import ActivationMemory, measure_activations
+from .atlas import AtlasEntry
 from .capability import kernels_for
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
@@ -68,6 +70,9 @@ from .device import (
     synchronize,
 )
 from .errors import ShownError, shows_error
+from .explain import explain
+from .explain import load_ipython_extension as load_ipython_extension  # %load_ext colab_gpu
+from .explain import unload_ipython_extension as unload_ipython_extension
 from .feeding import (
     DeviceLoader,
     EncodedImages,
@@ -144,6 +149,7 @@ __version__ = "0.16.0"
 
 __all__ = [
     "ActivationMemory",
+    "AtlasEntry",
     "BatchSizeSearch",
     "BenchResult",
     "CheckpointError",
@@ -167,6 +173,7 @@ __all__ = [
     "all_reduce_mean",
     "allocated_timeline",
     "allocator_settings",
+    "atlas",
     "available_devices",
     "bar_seconds",
     "bench",
@@ -204,6 +211,7 @@ __all__ = [
     "ddp_teardown",
     "default_checkpoint_dir",
     "evaluate",
+    "explain",
     "fake_image_data",
     "figure_names",
     "figure_svg",

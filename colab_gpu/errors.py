@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from .atlas import ENTRIES
+from .explain import extension_loaded, find_entry
+
 _LIBRARY_DIRS = tuple(
     str(Path(path).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib")
     if (path := sysconfig.get_paths().get(key))
@@ -57,6 +60,18 @@ def raising_line(tb: TracebackType | None) -> str | None:
         if not _is_library(filename):
             found = linecache.getline(filename, lineno, frame.f_globals).strip() or found
     return found
+
+
+def _atlas_entry(error: BaseException, key: str | None):
+    """The atlas entry ``error`` matches; with ``key``, it must be that one (else PyTorch changed its wording)."""
+    entry = find_entry(error)
+    if key is not None and (entry is None or entry.key != key):
+        known = {e.key for e in ENTRIES}
+        raise AssertionError(f"the atlas entry {key!r} does not recognise {type(error).__name__}: "
+                             f"{_first_lines(str(error), 2)} (recognised as: {entry.key if entry else None}). "
+                             + ("Has PyTorch changed the message? Update colab_gpu/atlas.py." if key in known else
+                                f"No such entry; the atlas has {sorted(known)}.")) from error
+    return entry
 
 
 def _replay(captured: list[str]) -> None:
@@ -101,7 +116,8 @@ def _output_captured() -> Iterator[list[str]]:
 
 @contextmanager
 def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...], match: str | None = None, *,
-                fix: str | None = None, raises: bool = True, quiet_children: bool = False) -> Iterator[ShownError]:
+                fix: str | None = None, raises: bool = True, quiet_children: bool = False,
+                atlas: str | None = None) -> Iterator[ShownError]:
     """Run a block that must raise ``expected`` (message matching the regex ``match``), show it, go on.
 
     Every lesson shows its common error with it, from lesson 01; lesson 09 collects them.
@@ -113,6 +129,8 @@ def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...],
     then run without error. Any other exception, or no exception when one is expected, fails the cell.
     ``quiet_children=True`` captures what the block and the processes it starts print (a crashing child's
     traceback) and shows one line instead: how many lines, and the last error line among them.
+    ``atlas="key"``: the error must be the atlas's entry ``key`` (lesson 09; a changed wording fails the cell), and
+    the entry's cause and fix are printed. With ``%load_ext colab_gpu`` any error the atlas knows is explained.
 
     Example:
         >>> with shows_error(ZeroDivisionError, match="division by zero"):
@@ -135,6 +153,7 @@ def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...],
             _replay(captured)
             raise AssertionError(f"expected {names} matching {match!r}, got {type(err).__name__}: "
                                  f"{_first_lines(str(err), 3)}") from err
+        entry = _atlas_entry(err, atlas)
         shown.error = err
         sys.last_type, sys.last_value, sys.last_traceback = type(err), err, err.__traceback__
         if sys.version_info >= (3, 12):
@@ -149,6 +168,8 @@ def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...],
             print(f"    the block and its child processes printed {len(captured)} lines; {summary}")
         if fix:
             print(f"Fix: {fix}")
+        if entry is not None and (atlas is not None or extension_loaded()):
+            print(f"colab_gpu explains: {entry.format()}")
         print("(an expected error: the notebook goes on)")
         return
     except BaseException:

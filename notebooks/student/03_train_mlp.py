@@ -154,6 +154,13 @@ assert last_five < first, "the loss should go down during the first epoch"
 # labels read from a CSV file or a NumPy array often arrive as floats. The message depends on the
 # device and the PyTorch release ("expected scalar type Long but found Float" on a CPU, "... not
 # implemented for 'Float'" on a GPU); every version names the wrong type, `Float`.
+#
+# `%load_ext colab_gpu` loads the course's error explainer: from here on, an error the course's
+# atlas knows (lesson 09) is followed by its cause and fix, whether the notebook shows it on
+# purpose, as below, or you meet it for real.
+
+# %%
+# %load_ext colab_gpu
 
 # %%
 inputs, labels = next(iter(train_loader))

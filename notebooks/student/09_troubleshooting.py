@@ -26,13 +26,14 @@
 # *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
 #
 # **What you will learn**
-# - to recognise the most common GPU errors in PyTorch on Colab by their real messages;
-# - the fix for each: no GPU runtime, device mismatch, CUDA out of memory, CUDA in DataLoader
-#   workers, the device-side assert from bad labels, deprecated AMP calls, and driver / CUDA /
-#   cuDNN version mismatches.
+# - to find an error by its exact message: this lesson is an atlas of the messages learners meet
+#   when PyTorch meets a GPU, grouped by when they happen, each with its cause and its fix;
+# - to reproduce most of them on purpose (on every runtime, a CPU one included), so that you
+#   recognise them when they are not on purpose;
+# - to let the course explain them for you: `cg.explain(error)` and `%load_ext colab_gpu`.
 #
-# **Time:** 30 minutes. **Prerequisites:** lessons 01 to 07 (each error is taught in its lesson;
-# this is the reference to come back to).
+# **Time:** 45 minutes. **Prerequisites:** lessons 01 to 08 (each error is taught in its lesson;
+# this is the reference to come back to: search this page for your message).
 
 # %%
 # Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
@@ -68,35 +69,76 @@ on_gpu = device.type == "cuda"
 print(f"PyTorch {torch.__version__}, computing on: {device}")
 
 # %% [markdown]
-# ## 1. "No CUDA GPUs are available" / "Found no NVIDIA driver on your system" / "Torch not compiled with CUDA enabled"
+# ## How to use this atlas
 #
-# **Cause:** the runtime has no GPU (Colab's default), or the GPU quota is used up. Asking for
-# `"cuda"` anyway fails on the first tensor. The message depends on what is missing: no GPU
-# visible ("No CUDA GPUs are available"), no NVIDIA driver at all ("Found no NVIDIA driver on
-# your system", a CPU runtime with Colab's CUDA build of PyTorch), or a CPU-only build of
-# PyTorch ("Torch not compiled with CUDA enabled", a laptop or a Mac). To show it on every
-# runtime, GPU ones included, we run the line in a fresh Python process that is told to see no
-# GPU (`CUDA_VISIBLE_DEVICES=""`):
+# Search this page (Ctrl+F, or the course site's search) for the first line of your error, without
+# the numbers that change (sizes, indices, process ids). Each heading below is a message as
+# PyTorch (or Colab and Kaggle) prints it. Under it, a cell raises the error on purpose inside
+# `cg.shows_error(..., atlas="key")`, which shows it the way a notebook would, checks that it is
+# still the message this atlas knows (a new PyTorch that changes the wording fails this lesson's
+# test), prints its cause and fix from the course's one list of errors (`cg.atlas`), and lets
+# "Run all" go on. Errors only a GPU, a crashed process or a platform's banner can produce are
+# quoted from PyTorch's source (or the platform) and explained with `cg.explain("message")`,
+# which also works on an error you paste.
 
 # %%
 import os
 import subprocess
+import sys
 
+import torch.nn.functional as F
+from torch import nn
+
+print(f"the atlas knows {len(cg.atlas.ENTRIES)} errors in {len(cg.atlas.GROUPS)} groups:",
+      ", ".join(cg.atlas.GROUPS.values()))
+
+# %% [markdown]
+# ## 1. Setup and install
+#
+# ### "No CUDA GPUs are available"
+#
+# The runtime has no GPU (Colab's default), or the GPU quota is used up, and the code asks for
+# `"cuda"` anyway. The message depends on what is missing: no GPU visible ("No CUDA GPUs are
+# available"), no NVIDIA driver at all (a CPU runtime with Colab's CUDA build of PyTorch), or a
+# CPU-only build of PyTorch (a laptop or a Mac). To show it on every runtime, GPU ones included,
+# the line runs in a fresh Python process that is told to see no GPU (`CUDA_VISIBLE_DEVICES=""`):
+
+# %%
 hide_gpus = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # this child process sees no GPU
 child = subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1, device='cuda')"],
                        env=hide_gpus, capture_output=True, text=True)
 no_gpu_error = child.stderr.strip().splitlines()[-1]
 print(no_gpu_error)
-no_gpu_messages = ("No CUDA GPUs are available", "Found no NVIDIA driver on your system",
-                   "Torch not compiled with CUDA enabled")
-assert child.returncode != 0 and any(message in no_gpu_error for message in no_gpu_messages)
+entry = cg.explain(no_gpu_error)
+assert child.returncode != 0 and entry.key in ("no-gpu", "no-driver", "no-cuda-build")
 
 # %% [markdown]
-# **Fix:** Runtime > Change runtime type > T4 GPU, then rerun from the top. In code, never hard-code
-# `"cuda"`: `cg.get_device()` picks what exists. A close cousin on a GPU runtime is asking for a
-# GPU index that does not exist (`"cuda:1"` on a one-GPU T4): "CUDA error: invalid device
-# ordinal". Asking `cg.get_device` for a device that does not exist says what does and how to
-# get a GPU:
+# ### "Found no NVIDIA driver on your system"
+
+# %%
+cg.explain("Found no NVIDIA driver on your system")
+
+# %% [markdown]
+# ### "Torch not compiled with CUDA enabled"
+
+# %%
+cg.explain("Torch not compiled with CUDA enabled")
+
+# %% [markdown]
+# ### "CUDA error: no kernel image is available for execution on the device"
+#
+# The GPU is visible but this build of PyTorch has no machine code for it (lesson 01, section 3):
+# Kaggle's P100 with a current PyTorch. `cg.kernels_for` answers it from the build's list:
+
+# %%
+cg.explain("CUDA error: no kernel image is available for execution on the device")
+print("a P100 (compute capability 6.0) in this build:", cg.kernels_for((6, 0), torch.cuda.get_arch_list()))
+
+# %% [markdown]
+# ### "CUDA error: invalid device ordinal"
+#
+# A GPU index that does not exist (`"cuda:1"` on a one-GPU T4). Asking `cg.get_device` for it says
+# what exists instead:
 
 # %%
 try:
@@ -105,149 +147,10 @@ except cg.DeviceNotAvailableError as err:
     message = str(err)
 print(message)
 assert "Runtime > Change runtime type" in message or "only has" in message
+cg.explain("CUDA error: invalid device ordinal")
 
 # %% [markdown]
-# ## 2. "Expected all tensors to be on the same device"
-#
-# **Cause:** one input of an operation is on another device: usually the batch was not moved to
-# the model's device. Lesson 02, section 4 reproduces it (on a GPU runtime, with this message).
-#
-# **Fix:** move every batch where the model is, inside the loop: `x = x.to(device, non_blocking=True)`.
-# Check a model's device with `next(model.parameters()).device`:
-
-# %%
-model = torch.nn.Linear(4, 2).to(device)
-print("the model is on:", next(model.parameters()).device)
-out = model(torch.randn(3, 4).to(device))
-assert out.device == device
-
-# %% [markdown]
-# ## 3. "CUDA out of memory. Tried to allocate ..."
-#
-# **Cause:** the batch (activations), the model, or tensors kept alive by the notebook do not fit
-# (lesson 07). On a CPU runtime the equivalent is `DefaultCPUAllocator: can't allocate memory`.
-
-# %%
-too_much = 2 * torch.cuda.get_device_properties(device).total_memory if on_gpu else 2**50
-allocated_before = torch.cuda.memory_allocated(device) if on_gpu else None
-with cg.shows_error(RuntimeError, match="out of memory|can't allocate memory"):
-    torch.empty(too_much, dtype=torch.uint8, device=device)
-
-# %% [markdown]
-# **Fix:** free what the failed cell and the notebook hold (`cg.cleanup(device)`), then use a
-# smaller batch (`cg.find_max_batch_size`), mixed precision (lesson 06), gradient accumulation or
-# activation checkpointing (lesson 07). If the message says a lot is "reserved but unallocated",
-# set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` before the first CUDA call (lesson 07
-# explains why this name and not the newer `PYTORCH_ALLOC_CONF`, and how to confirm it took effect).
-
-# %%
-cg.cleanup(device)
-print(cg.format_memory(device))
-if on_gpu:
-    assert torch.cuda.memory_allocated(device) == allocated_before, "the failed allocation left nothing behind"
-
-# %% [markdown]
-# ## 4. "Cannot re-initialize CUDA in forked subprocess"
-#
-# **Cause:** a `Dataset` creates CUDA tensors in `__getitem__` while `DataLoader` workers (forked
-# processes) are on, after the notebook already used CUDA (lesson 05). It fails only on a GPU
-# runtime; on a CPU runtime there is no CUDA to re-initialize and the cell runs.
-
-# %%
-from torch.utils.data import DataLoader, Dataset
-
-
-class CudaInWorkers(Dataset):
-    def __len__(self):
-        return 8
-
-    def __getitem__(self, i):
-        return torch.tensor([float(i)], device=device)  # wrong: CUDA inside a worker
-
-
-with cg.shows_error(RuntimeError, match="CUDA", raises=on_gpu):  # a CPU runtime has no CUDA to re-initialize
-    list(DataLoader(CudaInWorkers(), batch_size=4, num_workers=2))
-
-# %% [markdown]
-# **Fix:** return CPU tensors from the dataset and move whole batches in the training loop (with
-# `pin_memory=True` and `non_blocking=True`), or keep the data on the GPU and skip workers
-# (`cg.DeviceLoader`).
-#
-# ## 5. "CUDA error: device-side assert triggered"
-#
-# **Cause:** a kernel on the GPU checked something and failed, most often a **label outside
-# `0 .. num_classes-1`** in `cross_entropy` (labels 1..10 instead of 0..9), or an index out of
-# range in an embedding. The message is vague, often reported at a later line (CUDA is
-# asynchronous), and it **breaks the CUDA context**: every later GPU call fails until you restart
-# the runtime. So on a GPU we run it in a separate process; the same bug on the CPU gives the
-# clear message right away.
-
-# %%
-import torch.nn.functional as F
-
-logits = torch.randn(4, 10)  # 10 classes: valid labels are 0..9
-labels = torch.tensor([1, 4, 9, 10])  # 10 is one too many
-with cg.shows_error(IndexError, match="out of bounds"):
-    F.cross_entropy(logits, labels)
-
-# %%
-import os
-import subprocess
-import textwrap
-
-if on_gpu:
-    script = textwrap.dedent("""
-        import torch, torch.nn.functional as F
-        logits = torch.randn(4, 10, device="cuda")
-        F.cross_entropy(logits, torch.tensor([1, 4, 9, 10], device="cuda"))
-        torch.cuda.synchronize()
-    """)
-    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                           env={**os.environ, "CUDA_LAUNCH_BLOCKING": "1"})
-    lines = [line for line in child.stderr.splitlines() if "assert" in line.lower() or "Error" in line]
-    print("\n".join(lines[-4:]))
-    assert child.returncode != 0 and "device-side assert" in child.stderr
-else:
-    print("CPU runtime: the cell above shows the CPU's clear message ('Target 10 is out of bounds'); "
-          "on a GPU the same bug is 'CUDA error: device-side assert triggered'.")
-
-# %% [markdown]
-# **Fix:** check the labels before training: `assert labels.min() >= 0 and labels.max() < num_classes`.
-# To find the failing line on a GPU, rerun with `CUDA_LAUNCH_BLOCKING=1` (errors then surface at
-# the call that caused them) or run one batch on the CPU. After the assert, restart the runtime.
-
-# %%
-fixed = labels - 1  # labels were 1..10; the classes are 0..9
-assert fixed.min() >= 0 and fixed.max() < logits.shape[1]
-print("loss with valid labels:", F.cross_entropy(logits, fixed).item())
-
-# %% [markdown]
-# ## 6. "FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated"
-#
-# **Cause:** code written for PyTorch 1.x. The `torch.cuda.amp` namespace still works but warns,
-# and will go away. Here is the real warning (the scaler is disabled, so nothing else happens):
-
-# %% tags=["deprecated-demo"]
-import warnings
-
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    torch.cuda.amp.GradScaler(enabled=False)  # the deprecated spelling, on purpose
-print(f"{caught[0].category.__name__}: {caught[0].message}")
-assert caught and issubclass(caught[0].category, FutureWarning)
-
-# %% [markdown]
-# **Fix:** `torch.amp.GradScaler("cuda")` and `torch.autocast("cuda", dtype=torch.float16)` (lesson 06).
-
-# %%
-with warnings.catch_warnings(record=True) as caught:
-    warnings.simplefilter("always")
-    scaler = torch.amp.GradScaler(device.type, enabled=False)
-assert not [w for w in caught if issubclass(w.category, FutureWarning)]
-print("torch.amp.GradScaler: no warning")
-
-# %% [markdown]
-# ## 7. Driver, CUDA and cuDNN versions
+# ### "The NVIDIA driver on your system is too old"
 #
 # Three pieces must fit together:
 # - the **NVIDIA driver** (installed on the machine; `nvidia-smi` shows it and the newest CUDA
@@ -261,10 +164,8 @@ print("torch.amp.GradScaler: no warning")
 #   minor version;
 # - **cuDNN**, shipped inside PyTorch's wheels (`torch.backends.cudnn.version()`).
 #
-# Messages when they do not fit: "The NVIDIA driver on your system is too old", "CUDA driver
-# version is insufficient for CUDA runtime version", "cuDNN version incompatibility". On Colab
-# the usual cause is `pip install torch` (or a package that depends on a newer torch) replacing
-# Colab's matching build with one compiled for a newer CUDA. **Fix:** do not reinstall torch on
+# On Colab the usual cause is `pip install torch` (or a package that depends on a newer torch)
+# replacing Colab's matching build with one compiled for a newer CUDA: do not reinstall torch on
 # Colab (this course's setup cell installs only `colab_gpu`); if it happened, Runtime >
 # Disconnect and delete runtime, then rerun. Your runtime's versions:
 
@@ -273,6 +174,453 @@ report = cg.runtime_report()
 print("PyTorch:", report["torch"], "| built for CUDA:", report["cuda_runtime"], "| cuDNN:", report["cudnn"],
       "| driver:", report["driver"] or "none (no GPU)")
 assert report["torch"] == torch.__version__
+cg.explain("The NVIDIA driver on your system is too old")
+
+# %% [markdown]
+# ## 2. Moving tensors and models
+#
+# ### "Expected all tensors to be on the same device"
+#
+# One input of an operation is on another device: usually the batch was not moved to the model's
+# device. Lesson 02, section 4 reproduces it on a GPU runtime. Check a model's device with
+# `next(model.parameters()).device`:
+
+# %%
+model = nn.Linear(4, 2).to(device)
+print("the model is on:", next(model.parameters()).device)
+assert model(torch.randn(3, 4).to(device)).device == device
+cg.explain("Expected all tensors to be on the same device")
+
+# %% [markdown]
+# ### "mat1 and mat2 shapes cannot be multiplied"
+
+# %%
+with cg.shows_error(RuntimeError, atlas="shapes-multiplied"):
+    nn.Linear(28 * 28, 10)(torch.randn(4, 3 * 32 * 32))  # an MLP for FashionMNIST fed CIFAR-10 images
+
+# %% [markdown]
+# ### "mat1 and mat2 must have the same dtype"
+
+# %%
+import numpy as np
+
+features = torch.from_numpy(np.random.rand(3, 4))  # NumPy's default: float64
+with cg.shows_error(RuntimeError, atlas="same-dtype"):
+    nn.Linear(4, 2)(features)
+
+# %% [markdown]
+# ### "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
+#
+# The classic form names a GPU input and a CPU model; the same check fires for a dtype mismatch,
+# which every runtime can show:
+
+# %%
+with cg.shows_error(RuntimeError, atlas="input-weight-type"):
+    nn.Conv2d(3, 8, 3)(torch.randn(1, 3, 16, 16, dtype=torch.float64))
+
+# %% [markdown]
+# ### "can't convert cuda:0 device type tensor to numpy"
+#
+# On a GPU the message names `cuda:0`; a `meta` tensor (shape and dtype, no data anywhere) raises
+# the same message on every runtime:
+
+# %%
+with cg.shows_error(TypeError, atlas="numpy-device"):
+    torch.ones(3, device="meta").numpy()
+
+# %% [markdown]
+# ### "Can't call numpy() on Tensor that requires grad"
+
+# %%
+weights = torch.ones(3, requires_grad=True)
+with cg.shows_error(RuntimeError, atlas="numpy-grad"):
+    (weights * 2).numpy()
+
+# %% [markdown]
+# ### "view size is not compatible with input tensor's size and stride"
+#
+# Flattening a `channels_last` batch (lesson 04) with `view`:
+
+# %%
+images = torch.randn(2, 3, 8, 8).contiguous(memory_format=torch.channels_last)
+with cg.shows_error(RuntimeError, atlas="view-stride"):
+    images.view(2, -1)
+assert images.reshape(2, -1).shape == (2, 192)  # the fix
+
+# %% [markdown]
+# ## 3. Training
+#
+# ### "element 0 of tensors does not require grad and does not have a grad_fn"
+
+# %%
+model = nn.Linear(4, 2)
+inputs, targets = torch.randn(3, 4), torch.tensor([0, 1, 0])
+with torch.no_grad():  # left over from an evaluation cell
+    loss = F.cross_entropy(model(inputs), targets)
+with cg.shows_error(RuntimeError, atlas="no-grad-fn"):
+    loss.backward()
+
+# %% [markdown]
+# ### "Trying to backward through the graph a second time"
+
+# %%
+running = 0
+with cg.shows_error(RuntimeError, atlas="backward-twice"):
+    for _ in range(2):
+        loss = F.cross_entropy(model(inputs), targets)
+        running = running + loss  # the fix: running + loss.detach()
+        running.backward()
+
+# %% [markdown]
+# ### "one of the variables needed for gradient computation has been modified by an inplace operation"
+
+# %%
+hidden = torch.sigmoid(model(inputs))  # sigmoid saves its output for the backward pass
+hidden.mul_(2)  # ...which this overwrites
+with cg.shows_error(RuntimeError, atlas="inplace-modified"):
+    hidden.sum().backward()
+
+# %% [markdown]
+# ### "expected target dtype to be Long or Byte, but got Float"
+
+# %%
+with cg.shows_error(RuntimeError, atlas="target-dtype"):
+    F.cross_entropy(model(inputs), targets.float())
+
+# %% [markdown]
+# ### "0D or 1D target tensor expected, multi-target not supported"
+
+# %%
+with cg.shows_error(RuntimeError, atlas="multi-target"):
+    F.cross_entropy(model(inputs), targets.view(-1, 1))  # labels of shape (batch, 1)
+
+# %% [markdown]
+# ### "CUDA error: device-side assert triggered"
+#
+# A kernel on the GPU checked something and failed, most often a **label outside
+# `0 .. num_classes-1`** in `cross_entropy` (labels 1..10 instead of 0..9), or an index out of
+# range in an embedding. The message is vague, often reported at a later line (CUDA is
+# asynchronous), and it **breaks the CUDA context**: every later GPU call fails until you restart
+# the runtime. So on a GPU it runs in a separate process; the same bug on the CPU gives the clear
+# message right away, and the atlas knows both.
+
+# %%
+logits = torch.randn(4, 10)  # 10 classes: valid labels are 0..9
+labels = torch.tensor([1, 4, 9, 10])  # 10 is one too many
+with cg.shows_error(IndexError, atlas="device-assert"):
+    F.cross_entropy(logits, labels)
+
+# %%
+import textwrap
+
+if on_gpu:
+    script = textwrap.dedent("""
+        import torch, torch.nn.functional as F
+        logits = torch.randn(4, 10, device="cuda")
+        F.cross_entropy(logits, torch.tensor([1, 4, 9, 10], device="cuda"))
+        torch.cuda.synchronize()
+    """)
+    child = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env={**os.environ, "CUDA_LAUNCH_BLOCKING": "1"})
+    lines = [line for line in child.stderr.splitlines() if "assert" in line.lower() or "Error" in line]
+    print("\n".join(lines[-4:]))
+    assert child.returncode != 0 and cg.explain(child.stderr, show=False).key == "device-assert"
+else:
+    print("CPU runtime: the cell above shows the CPU's clear message ('Target 10 is out of bounds'); "
+          "on a GPU the same bug is 'CUDA error: device-side assert triggered'.")
+fixed = labels - 1  # labels were 1..10; the classes are 0..9
+assert fixed.min() >= 0 and fixed.max() < logits.shape[1]
+print("loss with valid labels:", F.cross_entropy(logits, fixed).item())
+
+# %% [markdown]
+# ### "Boolean value of Tensor with more than one value is ambiguous"
+
+# %%
+with cg.shows_error(RuntimeError, atlas="ambiguous-bool"):
+    if logits.argmax(dim=1) == labels:  # several answers: which one decides?
+        print("all correct")
+
+# %% [markdown]
+# ## 4. Data loading and workers
+#
+# ### "stack expects each tensor to be equal size"
+
+# %%
+from torch.utils.data import DataLoader, Dataset
+
+mixed_sizes = [(torch.zeros(3, 32, 32), 0), (torch.zeros(3, 28, 28), 1)]  # photos of different sizes
+with cg.shows_error(RuntimeError, atlas="stack-sizes"):
+    next(iter(DataLoader(mixed_sizes, batch_size=2)))
+
+# %% [markdown]
+# ### "DataLoader worker (pid(s) ...) exited unexpectedly"
+#
+# The worker's own error is printed above this line: read that one first.
+
+# %%
+cg.explain("RuntimeError: DataLoader worker (pid(s) 6662) exited unexpectedly")
+
+# %% [markdown]
+# ### "Can't get attribute 'worker' on <module '__main__'>"
+#
+# Lesson 08 shows it from a real child process (a function defined in the notebook, sent to a
+# process started with "spawn").
+
+# %%
+cg.explain("AttributeError: Can't get attribute 'worker' on <module '__main__' (built-in)>")
+
+# %% [markdown]
+# ### "Cannot re-initialize CUDA in forked subprocess"
+#
+# A `Dataset` creates CUDA tensors in `__getitem__` while `DataLoader` workers (forked processes)
+# are on, after the notebook already used CUDA (lesson 05). It fails only on a GPU runtime; on a
+# CPU runtime there is no CUDA to re-initialize and the cell runs.
+
+# %%
+class CudaInWorkers(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch.tensor([float(i)], device=device)  # wrong: CUDA inside a worker
+
+
+with cg.shows_error(RuntimeError, raises=on_gpu, atlas="fork-cuda"):  # a CPU runtime has no CUDA to re-initialize
+    list(DataLoader(CudaInWorkers(), batch_size=4, num_workers=2))
+if not on_gpu:
+    cg.explain("Cannot re-initialize CUDA in forked subprocess")
+
+# %% [markdown]
+# ## 5. Memory
+#
+# ### "CUDA out of memory. Tried to allocate"
+#
+# The batch (activations), the model, or tensors kept alive by the notebook do not fit
+# (lesson 07). On a CPU runtime the equivalent is `DefaultCPUAllocator: can't allocate memory`.
+
+# %%
+too_much = 2 * torch.cuda.get_device_properties(device).total_memory if on_gpu else 2**50
+allocated_before = torch.cuda.memory_allocated(device) if on_gpu else None
+with cg.shows_error(RuntimeError, atlas="cuda-oom"):
+    torch.empty(too_much, dtype=torch.uint8, device=device)
+
+# %% [markdown]
+# Free what the failed cell and the notebook hold (`cg.cleanup(device)`), then use a smaller
+# batch (`cg.find_max_batch_size`), mixed precision (lesson 06), gradient accumulation or
+# activation checkpointing (lesson 07). If the message says a lot is "reserved but unallocated",
+# set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` before the first CUDA call (lesson 07
+# explains why this name and not the newer `PYTORCH_ALLOC_CONF`, and how to confirm it took effect).
+
+# %%
+cg.cleanup(device)
+print(cg.format_memory(device))
+if on_gpu:
+    assert torch.cuda.memory_allocated(device) == allocated_before, "the failed allocation left nothing behind"
+
+# %% [markdown]
+# ### "CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+
+# %%
+cg.explain("CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+
+# %% [markdown]
+# ## 6. Precision
+#
+# ### "`torch.cuda.amp.GradScaler(args...)` is deprecated"
+#
+# Code written for PyTorch 1.x. The `torch.cuda.amp` namespace still works but warns (a
+# `FutureWarning`, not an error), and will go away. Here is the real warning (the scaler is
+# disabled, so nothing else happens), then the spelling that does not warn:
+
+# %% tags=["deprecated-demo"]
+import warnings
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    torch.cuda.amp.GradScaler(enabled=False)  # the deprecated spelling, on purpose
+warning = f"{caught[0].category.__name__}: {caught[0].message}"
+print(warning)
+assert issubclass(caught[0].category, FutureWarning) and cg.explain(warning).key == "gradscaler-deprecated"
+
+# %%
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    scaler = torch.amp.GradScaler(device.type, enabled=False)
+assert not [w for w in caught if issubclass(w.category, FutureWarning)]
+print("torch.amp.GradScaler: no warning")
+
+# %% [markdown]
+# ### "Got unsupported ScalarType BFloat16"
+
+# %%
+with cg.shows_error(TypeError, atlas="bf16-numpy"):
+    torch.ones(3, dtype=torch.bfloat16).numpy()  # an output computed under bf16 autocast
+
+# %% [markdown]
+# ### "value cannot be converted to type at::Half without overflow"
+
+# %%
+scores = torch.zeros(4, dtype=torch.float16)
+padding = torch.tensor([False, False, True, True])
+with cg.shows_error(RuntimeError, atlas="half-overflow"):
+    scores.masked_fill(padding, -1e9)  # the fix: torch.finfo(scores.dtype).min
+print(scores.masked_fill(padding, torch.finfo(scores.dtype).min))
+
+# %% [markdown]
+# ### "Attempting to unscale FP16 gradients."
+
+# %%
+half_model = nn.Linear(2, 2).half()  # the whole model in float16: not what mixed precision means
+half_optimizer = torch.optim.SGD(half_model.parameters(), lr=0.1)
+half_scaler = torch.amp.GradScaler("cpu")
+half_scaler.scale(half_model(torch.ones(1, 2, dtype=torch.float16)).float().sum()).backward()
+with cg.shows_error(ValueError, atlas="unscale-fp16"):
+    half_scaler.unscale_(half_optimizer)
+
+# %% [markdown]
+# ## 7. Saving and loading
+#
+# ### "Weights only load failed"
+
+# %%
+import io
+
+buffer = io.BytesIO()
+torch.save({"weights": model.state_dict(), "class_counts": np.array([60, 40])}, buffer)  # a NumPy array inside
+buffer.seek(0)
+with cg.shows_error(Exception, atlas="weights-only"):  # pickle.UnpicklingError
+    torch.load(buffer)
+
+# %% [markdown]
+# ### "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False"
+
+# %%
+cg.explain("RuntimeError: Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False")
+
+# %% [markdown]
+# ### 'Unexpected key(s) in state_dict: "module.weight"'
+#
+# Weights saved from a `DataParallel` or DDP wrapper (lesson 08; a `torch.compile` wrapper adds
+# `_orig_mod.` the same way, lesson 11):
+
+# %%
+wrapped = nn.DataParallel(nn.Linear(4, 2))
+with cg.shows_error(RuntimeError, atlas="state-dict-keys"):
+    nn.Linear(4, 2).load_state_dict(wrapped.state_dict())
+print(nn.Linear(4, 2).load_state_dict(wrapped.module.state_dict()))  # the fix: the inner model's weights
+
+# %% [markdown]
+# ### "size mismatch for weight: copying a param with shape"
+
+# %%
+with cg.shows_error(RuntimeError, atlas="size-mismatch"):
+    nn.Linear(4, 3).load_state_dict(nn.Linear(4, 2).state_dict())  # 3 classes now, 2 when saved
+
+# %% [markdown]
+# ## 8. Multi-GPU and torchrun
+#
+# ### "Default process group has not been initialized"
+
+# %%
+import torch.distributed as dist
+
+with cg.shows_error(ValueError, atlas="no-process-group"):
+    dist.all_reduce(torch.ones(1))  # a DDP script run with python instead of torchrun
+
+# %% [markdown]
+# ### "environment variable RANK expected, but not set"
+
+# %%
+with cg.shows_error(ValueError, atlas="env-rank"):
+    dist.init_process_group("gloo", init_method="env://")  # torchrun sets RANK, WORLD_SIZE, MASTER_ADDR, ...
+
+# %% [markdown]
+# ### "EADDRINUSE: address already in use"
+#
+# A rendezvous port held by a previous run that is still alive; here, two stores on one port:
+
+# %%
+import socket
+
+with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]  # a port that was free a moment ago
+first = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+with cg.shows_error(RuntimeError, atlas="address-in-use"):  # torch.distributed.DistNetworkError
+    dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+del first
+
+# %% [markdown]
+# ### "Expected to have finished reduction in the prior iteration before starting a new one"
+
+# %%
+cg.explain("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.")
+
+# %% [markdown]
+# ## 9. torch.compile
+#
+# ### "No working C++ compiler found"
+#
+# Reproduced by pointing Inductor at a compiler that does not exist (lesson 11, section 9):
+
+# %%
+from torch._inductor import config as inductor_config
+
+
+def scaled_cosine(x):
+    return torch.cos(x) * 2
+
+
+with inductor_config.patch({"cpp.cxx": ("no-such-compiler++",)}):
+    with cg.shows_error(RuntimeError, atlas="no-cxx"):
+        torch.compile(scaled_cosine)(torch.ones(4))  # a CPU tensor: C++ code, on every runtime
+
+# %% [markdown]
+# ### "which is too old to be supported by the triton GPU compiler"
+
+# %%
+cg.explain("RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supported by the triton GPU compiler, "
+           "which is used as the backend. Triton only supports devices of CUDA Capability >= 7.0")
+
+# %% [markdown]
+# ## 10. Notebook platforms (Colab and Kaggle)
+#
+# These are banners and pip messages, not Python exceptions; paste them into `cg.explain`.
+#
+# ### "You cannot currently connect to a GPU due to usage limits in Colab"
+
+# %%
+cg.explain("You cannot currently connect to a GPU due to usage limits in Colab")
+
+# %% [markdown]
+# ### "Your session crashed after using all available RAM"
+
+# %%
+cg.explain("Your session crashed after using all available RAM")
+
+# %% [markdown]
+# ### "Could not find a version that satisfies the requirement"
+
+# %%
+cg.explain("ERROR: Could not find a version that satisfies the requirement colab-gpu (from versions: none)")
+
+# %% [markdown]
+# ## 11. Let the course explain: `cg.explain` and `%load_ext colab_gpu`
+#
+# `cg.explain(error)` takes an exception (or its text) and prints the atlas's cause and fix; an
+# error the atlas does not know returns None and prints nothing. `%load_ext colab_gpu` does it
+# for every error in the notebook: after the usual traceback of an error the atlas knows, it
+# prints the explanation (and `cg.shows_error` adds it to the errors it shows). Lesson 03 uses it
+# from its first error on. `%unload_ext colab_gpu` switches it off.
+
+# %%
+# %load_ext colab_gpu
+
+# %%
+with cg.shows_error(RuntimeError):  # no atlas= here: the extension recognises the error by itself
+    nn.Linear(4, 2)(torch.randn(3, 5))
+unknown = KeyError("label")
+assert cg.explain(unknown) is None  # unknown errors pass through untouched
 
 # %% [markdown]
 # ## Exercise
@@ -291,7 +639,7 @@ cg.check_label_validator(valid_labels)
 # ### Exercise 2: fix an out-of-memory bug, and prove it
 #
 # A classmate's `predict_all` runs out of GPU memory on a large test set, even with small
-# batches: memory grows with every batch. Find why (section 3's causes, and lesson 07), fix it,
+# batches: memory grows with every batch. Find why (section 5's causes, and lesson 07), fix it,
 # and keep the outputs the same. The check measures what autograd keeps for backward while your
 # function runs (`cg.measure_activations`, on every runtime), against the classmate's version.
 
@@ -314,12 +662,13 @@ cg.check_evaluation_memory(predict_all, leaky_predict_all, eval_model, eval_imag
 # %% [markdown]
 # ## Summary
 #
-# | message | usual cause | fix |
-# |---|---|---|
-# | No CUDA GPUs are available / no NVIDIA driver / not compiled with CUDA | no GPU | Runtime > Change runtime type |
-# | Expected all tensors to be on the same device | batch not moved | `x.to(device)` in the loop |
-# | CUDA out of memory | big batch, leaked refs, graphs kept in evaluation | `cg.cleanup`, smaller batch, no_grad |
-# | Cannot re-initialize CUDA in forked subprocess | CUDA tensors in `Dataset` workers | CPU tensors in workers |
-# | device-side assert triggered | label out of range | check labels; `CUDA_LAUNCH_BLOCKING=1`; restart |
-# | `torch.cuda.amp` FutureWarning | old API | `torch.amp.GradScaler("cuda")`, `torch.autocast` |
-# | driver too old / version mismatch | torch reinstalled on Colab | don't reinstall torch; new runtime |
+# - Search this page for the first line of your message; every heading is a message as PyTorch
+#   or the platform prints it, with its cause and fix underneath, grouped by when it happens.
+# - The ones learners meet first: no GPU runtime (setup), tensors on two devices and shape or dtype
+#   mismatches (moving tensors), float or out-of-range labels (training), workers and CUDA
+#   (data), out of memory, deprecated `torch.cuda.amp` names (precision), `weights_only` and
+#   `module.` keys (saving), process groups and ports (multi-GPU).
+# - `cg.explain(error)` prints the cause and fix of an error (or pasted message) the atlas knows;
+#   `%load_ext colab_gpu` does it for every error of the notebook.
+# - The atlas lives in `colab_gpu/atlas.py`: one list that this lesson, `cg.explain` and the
+#   extension share.

@@ -1,0 +1,109 @@
+"""The error atlas and its recogniser (lesson 09): every heading recognised, unrelated errors left alone."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import colab_gpu as cg
+from colab_gpu.atlas import ENTRIES, GROUPS
+from colab_gpu.explain import find_entry
+
+LESSON_09 = Path(__file__).resolve().parents[1] / "notebooks" / "09_troubleshooting.py"
+
+
+def test_the_atlas_covers_at_least_25_errors_in_every_group():
+    assert len(ENTRIES) >= 25 and len({e.key for e in ENTRIES}) == len(ENTRIES)
+    assert {e.group for e in ENTRIES} == set(GROUPS)
+    assert all(e.cause and e.fix and re.search(r"lesson \d\d", e.read) for e in ENTRIES)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.key)
+def test_every_message_is_recognised_as_its_own_entry(entry):
+    assert find_entry(entry.message) is entry
+    assert find_entry(f"RuntimeError: {entry.message}") is entry  # as an exception prints it
+
+
+@pytest.mark.parametrize("error", [
+    ValueError("invalid literal for int() with base 10: 'abc'"), KeyError("label"), ZeroDivisionError("division"),
+    RuntimeError("The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0"),
+    TypeError("unsupported operand type(s) for +: 'int' and 'str'"), FileNotFoundError("data/train.csv"),
+    AttributeError("'Tensor' object has no attribute 'append'"), IndexError("list index out of range"),
+    ImportError("cannot import name 'x' from 'y'"), AssertionError("shapes differ"),
+])
+def test_unrelated_errors_pass_through(error, capsys):
+    assert cg.explain(error) is None and capsys.readouterr().out == ""
+
+
+def test_explain_prints_the_cause_and_fix_of_a_real_error(capsys):
+    with pytest.raises(RuntimeError) as caught:
+        nn.Linear(784, 10)(torch.randn(4, 3072))
+    entry = cg.explain(caught.value)
+    out = capsys.readouterr().out
+    assert entry.key == "shapes-multiplied" and "Cause:" in out and "Fix:" in out and "lesson 03" in out
+
+
+def test_an_error_raised_from_a_known_one_is_explained_by_its_cause():
+    try:
+        try:
+            torch.ones(2, requires_grad=True).numpy()
+        except RuntimeError as inner:
+            raise ValueError("preprocessing failed") from inner
+    except ValueError as outer:
+        assert find_entry(outer).key == "numpy-grad"
+
+
+def test_shows_error_checks_the_atlas_entry_and_prints_it(capsys):
+    with cg.shows_error(RuntimeError, atlas="numpy-grad"):
+        torch.ones(2, requires_grad=True).numpy()
+    assert "colab_gpu explains: Can't call numpy()" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="does not recognise.*Has PyTorch changed the message"):
+        with cg.shows_error(RuntimeError, atlas="no-grad-fn"):
+            torch.ones(2, requires_grad=True).numpy()
+    with pytest.raises(AssertionError, match="No such entry"):
+        with cg.shows_error(RuntimeError, atlas="nope"):
+            torch.ones(2, requires_grad=True).numpy()
+
+
+class FakeShell:
+    """The two methods of IPython's InteractiveShell the extension uses."""
+
+    def __init__(self):
+        self.custom, self.handler, self.shown = (), None, []
+
+    def set_custom_exc(self, exc_tuple, handler):
+        self.custom, self.handler = exc_tuple, handler
+
+    def showtraceback(self, exc_tuple=None, tb_offset=None):
+        self.shown.append(exc_tuple[1])
+
+
+def test_the_extension_shows_the_traceback_then_the_explanation(capsys):
+    shell = FakeShell()
+    cg.load_ipython_extension(shell)
+    try:
+        assert shell.custom == (Exception,) and cg.explain.__module__ == "colab_gpu.explain"
+        known, unknown = RuntimeError("CUDA error: device-side assert triggered"), KeyError("x")
+        for error in (known, unknown):
+            shell.handler(shell, type(error), error, None)
+        assert shell.shown == [known, unknown]  # IPython's traceback, always
+        assert capsys.readouterr().out.count("colab_gpu explains:") == 1  # the explanation, only when known
+        with cg.shows_error(RuntimeError):  # while loaded, shows_error explains known errors too
+            torch.ones(2, requires_grad=True).numpy()
+        assert "colab_gpu explains: Can't call numpy()" in capsys.readouterr().out
+    finally:
+        cg.unload_ipython_extension(shell)
+    assert shell.custom == () and shell.handler is None
+
+
+def test_lesson_09_shows_every_entry_under_its_message():
+    text = LESSON_09.read_text()
+    sections = re.split(r"^# ### (?=[\"'])", text, flags=re.M)[1:]  # a quoted heading: a message
+    by_message = {section.splitlines()[0].strip()[1:-1]: section for section in sections}
+    assert sorted(by_message) == sorted(e.message for e in ENTRIES)
+    for entry in ENTRIES:  # reproduced: raised and checked against the entry; quoted: explained from its text
+        shown = by_message[entry.message]
+        checked = f'atlas="{entry.key}"' in shown or f'.key == "{entry.key}"' in shown
+        assert (checked if entry.reproduced else "cg.explain(" in shown), entry.key
