@@ -47,9 +47,13 @@ lint: $(ENV_READY)
 	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 
+# The unit tests run in UNIT_WORKERS processes (pytest-xdist) where it is installed: many of them wait on child
+# processes (pip, torchrun, a fresh Python), so two workers on two cores take about half the time. nbval stays
+# serial: the lessons are CPU-bound, and two at once on two cores are slower than one after the other.
+UNIT_WORKERS ?= 2
 unit: $(ENV_READY)
 	@bash scripts/ensure_browser.sh
-	$(PY) -m pytest tests $(call junit,unit)
+	$(PY) -m pytest tests $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(UNIT_WORKERS)") $(call junit,unit)
 
 nbval: $(ENV_READY)
 	$(PY) -m pytest $(NBVAL) notebooks $(call junit,nbval)

@@ -20,6 +20,13 @@ def fake_oom_step(capacity: int, calls: list):
     return step
 
 
+@pytest.fixture
+def instant_cleanup(monkeypatch):
+    """The search's logic without its cleanup after each failure (a full gc.collect, tested on its own below)."""
+    monkeypatch.setattr(memory, "cleanup", lambda device, notebook=True: None)
+
+
+@pytest.mark.usefixtures("instant_cleanup")
 @pytest.mark.parametrize("capacity", [1, 5, 64, 100, 1000, 50_000])
 def test_find_max_batch_size_against_a_fake_oom(capacity):
     calls = []
@@ -31,6 +38,7 @@ def test_find_max_batch_size_against_a_fake_oom(capacity):
     assert found.suggested <= max(1, 0.9 * found.largest_fit)
 
 
+@pytest.mark.usefixtures("instant_cleanup")
 def test_find_max_batch_size_stops_bisecting_at_the_resolution():
     calls = []
     found = cg.find_max_batch_size(fake_oom_step(6000, calls), "cpu", start=64, limit=2**18)
@@ -42,6 +50,7 @@ def test_find_max_batch_size_stops_bisecting_at_the_resolution():
     assert exact.largest_fit == 6000 and len(fine) > len(calls)
 
 
+@pytest.mark.usefixtures("instant_cleanup")
 def test_find_max_batch_size_suggests_a_margin_below_the_edge_and_says_why():
     found = cg.find_max_batch_size(fake_oom_step(1000, []), "cpu", start=64, margin=0.2)
     assert found.suggested % 8 == 0 and found.suggested <= 0.8 * found.largest_fit
@@ -52,6 +61,7 @@ def test_find_max_batch_size_suggests_a_margin_below_the_edge_and_says_why():
     assert no_margin.largest_fit == 1000 and no_margin.suggested == 1000
 
 
+@pytest.mark.usefixtures("instant_cleanup")
 def test_find_max_batch_size_stops_at_the_limit():
     found = cg.find_max_batch_size(fake_oom_step(10**9, []), "cpu", limit=512)
     assert found.largest_fit == 512 and found.first_oom is None
@@ -65,6 +75,7 @@ def test_find_max_batch_size_cleans_up_after_each_failure(monkeypatch):
     assert len(cleanups) >= 3
 
 
+@pytest.mark.usefixtures("instant_cleanup")
 def test_find_max_batch_size_bad_input():
     with pytest.raises(RuntimeError, match="Even batch_size=1 runs out of memory"):
         cg.find_max_batch_size(fake_oom_step(0, []), "cpu")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import copy
 import itertools
-import time
 
 import torch
 from torch import nn
 
 from ..capability import COURSE_GPUS, GpuCapability
+from ..timing import interleaved_medians
 from ..train import train_epoch, train_step
 from .core import CheckResult, check_that
 
@@ -92,13 +92,17 @@ def _grads_accumulate(train_epoch_fn: object, model: nn.Module, batches: list, d
                    for g, p in zip(left, model.parameters(), strict=True))
 
 
+TIMED_BATCHES = 50  # check_train_loop times this many batches, three times each way
+
+
 def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, device: str | torch.device, *,
                      factor: float = 3.0) -> CheckResult:
     """Check a learner's ``train_epoch_fn(model, loader, optimizer, device) -> losses`` (lesson 03).
 
     First on the ``meta`` device (shapes, no data): batches must be moved to ``device``, no value read per step, one
     loss per batch returned. Then on ``device`` with a learning rate of 0: ``zero_grad`` every step. Then one real
-    epoch from fresh weights on this runtime: the loss must fall, in at most ``factor`` times ``train_epoch``'s time.
+    epoch from fresh weights on this runtime: the loss must fall; then, both warm, the median time of three passes
+    over the same 50 batches must be at most ``factor`` times ``train_epoch``'s.
     """
     if not callable(train_epoch_fn):
         return check_that(False, "", "define my_train_epoch(model, loader, optimizer, device) and rerun.")
@@ -112,19 +116,23 @@ def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, d
                                  "loss.backward() in every step.")
     torch.manual_seed(0)
     yours = _fresh_copy(model, device)
-    start = time.perf_counter()
-    losses = train_epoch_fn(yours, loader, torch.optim.Adam(yours.parameters(), lr=1e-3), device).cpu()
-    seconds = time.perf_counter() - start  # .cpu() above waited for the GPU
-    torch.manual_seed(0)
-    helper = _fresh_copy(model, device)
-    expected = train_epoch(helper, loader, torch.optim.Adam(helper.parameters(), lr=1e-3), device, progress=False)
+    your_optimizer = torch.optim.Adam(yours.parameters(), lr=1e-3)
+    losses = train_epoch_fn(yours, loader, your_optimizer, device).cpu()  # the first epoch: does it learn?
     first, last = losses[0].item(), losses[-5:].mean().item()
-    summary = (f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps, {seconds:.2f} s; cg.train_epoch: "
-               f"{expected.seconds:.2f} s on {device}.")
     if not last < first:
-        return check_that(False, "", f"the loss did not fall ({summary}) Is optimizer.step() called every step?")
-    return check_that(seconds <= factor * expected.seconds, summary,
-                  f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?")
+        return check_that(False, "", f"the loss did not fall ({first:.3f} -> {last:.3f} in {len(losses)} steps). "
+                                     "Is optimizer.step() called every step?")
+    helper = _fresh_copy(model, device)
+    helper_optimizer = torch.optim.Adam(helper.parameters(), lr=1e-3)
+    timed = list(itertools.islice(loader, TIMED_BATCHES))  # the same batches for both, no loader in the timing
+    train_epoch(helper, timed, helper_optimizer, device, progress=False)  # both warm now
+    seconds = interleaved_medians({  # .cpu() and train_epoch's one read wait for the GPU
+        "yours": lambda: train_epoch_fn(yours, timed, your_optimizer, device).cpu(),
+        "helper": lambda: train_epoch(helper, timed, helper_optimizer, device, progress=False)}, repeat=3)
+    summary = (f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps; {len(timed)} steps took "
+               f"{seconds['yours']:.3f} s, cg.train_epoch {seconds['helper']:.3f} s on {device} (medians of 3).")
+    return check_that(seconds["yours"] <= factor * seconds["helper"], summary,
+                      f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?")
 
 
 def _amp_step_reference(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
