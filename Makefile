@@ -59,7 +59,7 @@ nbval: $(ENV_READY)
 	$(PY) -m pytest $(NBVAL) notebooks $(call junit,nbval)
 
 course: $(ENV_READY)
-	$(PY) scripts/course.py
+	@$(PY) scripts/course.py
 
 notebooks: $(ENV_READY)
 	$(PY) scripts/execute_notebooks.py

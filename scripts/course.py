@@ -17,6 +17,7 @@ import html
 import json
 import re
 import shutil
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +28,8 @@ from nbtools import (
     BUILD,
     COLAB_BADGE_SVG,
     KAGGLE_BADGE_SVG,
-    ROOT,
     STUDENT,
+    Execution,
     badge_markdown,
     badge_url,
     course_config,
@@ -155,20 +156,33 @@ def terminal_table(lessons: list[Lesson]) -> str:
     return "\n".join([header, "-" * len(header), *body, f"{'total':<{width}}  {'':<{dev}}  {total:7.1f}"])
 
 
+def failure_details(run: Execution) -> str:
+    """What a failing lesson prints under its line: the failing cell's source and its error."""
+    source = textwrap.indent(run.failed_cell or "(no cell: the kernel failed)", "    | ")
+    error = textwrap.indent(run.traceback or run.error or "", "    ")
+    return f"  the failing cell:\n{source}\n  its error:\n{error}"
+
+
 def main() -> int:
-    written = write_student_versions(course_config())
-    print(f"student versions (solutions removed): {len(written) // 2} lessons in {STUDENT.relative_to(ROOT)}/")
+    """One line per lesson as it finishes, then the table; a failing lesson adds its cell and error.
+
+    The kernels' own output (their transport warning, the tracebacks of child processes a lesson provokes on
+    purpose) goes to build/logs/, not to the terminal.
+    """
+    write_student_versions(course_config())
     device = device_label()
     sources = lesson_sources()
     lessons = []
     for number, source in enumerate(sources, start=1):
-        print(f"[{number}/{len(sources)}] {source.stem} on {device} ...", flush=True)
-        run = execute(read_lesson(source), cwd=source.parent)
+        run = execute(read_lesson(source), cwd=source.parent, log=BUILD / "logs" / f"{source.stem}.log")
         lessons.append(Lesson(source, run.notebook, run.seconds, device, run.error))
-        print(f"      {lessons[-1].status} in {run.seconds:.1f} s", flush=True)
+        status = "ok" if run.error is None else "FAILED"
+        counter = f"[{number:>{len(str(len(sources)))}}/{len(sources)}]"
+        print(f"{counter} {source.stem:<24} {device}  {run.seconds:6.1f} s  {status}", flush=True)
+        if run.error is not None:
+            print(failure_details(run), flush=True)
     write_site(lessons, BUILD)
     print("\n" + terminal_table(lessons))
-    print(f"\nWrote {BUILD}/: executed notebooks, HTML pages, index.html, report.md")
     return 1 if any(lesson.error for lesson in lessons) else 0
 
 

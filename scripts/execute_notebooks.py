@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from nbtools import (
+    BUILD,
     NOTEBOOKS,
     course_config,
     execute,
@@ -26,10 +27,11 @@ def main(selected: list[str]) -> int:
         return 2
     failed = 0
     for source in sources:
-        run = execute(read_lesson(source), cwd=NOTEBOOKS)
+        run = execute(read_lesson(source), cwd=NOTEBOOKS, log=BUILD / "logs" / f"{source.stem}.log")
         if run.error:
             failed += 1
-            print(f"FAILED {source.name} after {run.seconds:.1f} s: {run.error}", file=sys.stderr)
+            print(f"FAILED {source.name} after {run.seconds:.1f} s: {run.error}\n{run.traceback or ''}",
+                  file=sys.stderr)
             continue  # keep the last good .ipynb instead of committing a broken run
         write_paired(run.notebook, source)
         print(f"ok     {source.name} in {run.seconds:.1f} s")

@@ -7,6 +7,7 @@ cell is derived from them here (``make stamp``, ``make release``).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
@@ -192,11 +193,16 @@ def read_lesson(source: Path) -> nbformat.NotebookNode:
     return notebook
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours in a notebook's traceback
+
+
 @dataclass
 class Execution:
     notebook: nbformat.NotebookNode
     seconds: float
     error: str | None
+    failed_cell: str | None = None  # the source of the cell that failed
+    traceback: str | None = None  # its error as the notebook shows it, without colours
 
 
 def device_label() -> str:
@@ -207,11 +213,13 @@ def device_label() -> str:
     return f"{device} ({cg.cpu_count()} cores)"
 
 
-def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> Execution:
+def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600, log: Path | None = None) -> Execution:
     """Run every cell top to bottom in a fresh kernel of this Python; never raises on cell errors.
 
     The notebook's metadata records where it ran, so a committed notebook says which device
-    produced its outputs.
+    produced its outputs. With ``log``, what the kernel process and the processes a lesson starts write
+    to their own stdout and stderr (the kernel's transport warning, a child's traceback that the lesson
+    provokes on purpose) goes to that file instead of the terminal; the notebook's outputs are unchanged.
     """
     notebook.metadata["colab_gpu"] = {"executed_on": device_label(), "torch": torch.__version__}
     client = NotebookClient(
@@ -219,17 +227,23 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600) -> E
         resources={"metadata": {"path": str(cwd)}},
     )
     start = time.perf_counter()
-    error = None
-    try:
-        client.execute()
-    except CellExecutionError as err:
-        error = f"{err.ename}: {err.evalue}"
-        for number, cell in enumerate(notebook.cells, start=1):
-            if any(o.output_type == "error" for o in cell.get("outputs", [])) and \
-                    "raises-exception" not in cell.metadata.get("tags", []):
-                first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
-                error = f"cell {number} ({first_line[:60]!r}): {error}"
-    return Execution(notebook, time.perf_counter() - start, error)
+    run = Execution(notebook, 0.0, None)
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") if log is not None else contextlib.nullcontext() as sink:
+        try:
+            client.execute(**({"stdout": sink, "stderr": sink} if sink else {}))
+        except CellExecutionError as err:
+            run.error = f"{err.ename}: {err.evalue}"
+            for number, cell in enumerate(notebook.cells, start=1):
+                errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
+                if errors and "raises-exception" not in cell.metadata.get("tags", []):
+                    first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+                    run.error = f"cell {number} ({first_line[:60]!r}): {run.error}"
+                    run.failed_cell = cell.source
+                    run.traceback = ANSI.sub("", "\n".join(errors[0].get("traceback", [])))
+    run.seconds = time.perf_counter() - start
+    return run
 
 
 def write_paired(notebook: nbformat.NotebookNode, source: Path) -> Path:

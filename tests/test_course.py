@@ -28,9 +28,24 @@ def tiny_course(tmp_path, monkeypatch):
     return lessons
 
 
-def test_course_writes_the_site(tiny_course, tmp_path, capsys):
-    (tiny_course / "01_tiny.py").write_text(LESSON)
+CHILD = """
+# %%
+import subprocess
+import sys
+
+child = subprocess.run([sys.executable, "-c", "raise SystemExit('a child failing on purpose')"])
+assert child.returncode == 1
+"""
+
+
+def test_course_writes_the_site(tiny_course, tmp_path, capfd):
+    (tiny_course / "01_tiny.py").write_text(LESSON + CHILD)
     assert course.main() == 0
+    out, err = capfd.readouterr()  # what reached the terminal, at the file-descriptor level
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("[1/1] 01_tiny") and lines[0].endswith(" ok") and lines[2].startswith("lesson")
+    assert len(lines) == 6 and lines[-1].startswith("total") and err == ""  # one line, the table, nothing else
+    assert "a child failing on purpose" in (tmp_path / "build" / "logs" / "01_tiny.log").read_text()
     build = tmp_path / "build"
     assert "42" in (build / "01_tiny.ipynb").read_text()
     page = (build / "01_tiny.html").read_text()
@@ -41,12 +56,12 @@ def test_course_writes_the_site(tiny_course, tmp_path, capsys):
     assert (build / "colab-badge.svg").exists() and (build / "kaggle-badge.svg").exists()
     report = (build / "report.md").read_text()
     assert "| 01 · Tiny lesson |" in report and "| ok |" in report and "Total:" in report
-    out = capsys.readouterr().out
-    assert "[1/1] 01_tiny" in out and "lesson" in out and "total" in out
 
 
 def test_a_failing_lesson_fails_the_course(tiny_course, capsys):
     (tiny_course / "01_tiny.py").write_text(LESSON)
     (tiny_course / "02_broken.py").write_text(LESSON.replace("print(6 * 7)", "1 / 0"))
     assert course.main() == 1
-    assert "FAILED: cell 2 ('1 / 0'): ZeroDivisionError" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "[2/2] 02_broken" in out and "FAILED: cell 2 ('1 / 0'): ZeroDivisionError" in out
+    assert "the failing cell:\n    | 1 / 0\n  its error:" in out and "ZeroDivisionError: division by zero" in out
