@@ -175,3 +175,23 @@ def _show_compile_error(fn):
     with cg.shows_error(RuntimeError, match="C\\+\\+ compiler"):
         torch.compile(fn)(torch.ones(4))
     return None
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_compile_and_reduce_overhead_train_and_the_rows_are_measured():
+    device = cg.get_device("cuda")
+    support = cg.compile_support(device)
+    if not support:  # a GPU Triton does not support (a P100) must be said, not crash
+        assert "Triton" in support.reason
+        return
+    assert "Triton kernels" in support.reason
+    for mode in ("default", "reduce-overhead"):
+        timed = workloads.time_compiled_step(workloads.TINY_STEP, device, mode)
+        assert timed.first_call_s > timed.step.median > 0 and timed.peak_mib is not None
+    rows = bench.compile_rows(device)
+    assert [(r.key, r.status) for r in rows] == [("compile", "ok"), ("compile_graphs", "ok")]
+    torch.manual_seed(0)
+    model = Clean().to(device)
+    history = cg.fit(model, loader(64, 16), loader(32, 16), torch.optim.SGD(model.parameters(), 0.1), device,
+                     epochs=2, progress=False, verbose=False, compile=True)
+    assert len(history) == 2 and next(model.parameters()).device.type == "cuda"
