@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,6 +12,11 @@ import torch
 import colab_gpu as cg
 
 ROOT = Path(__file__).resolve().parents[1]
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make unit` runs two workers on two cores: with torch's default of one thread per core each, their OpenMP
+    # threads would fight over the cores and timings inside a test (a check comparing two loops) would be noise.
+    torch.set_num_threads(1)
 #: For tests that build, install or release the package from its source: `make test-wheel --unit` runs the
 #: tests from a copy of the repository without colab_gpu/, against the installed wheel.
 requires_source = pytest.mark.skipif(not (ROOT / "colab_gpu" / "__init__.py").exists(),
