@@ -1,41 +1,36 @@
 """`make course`: run every lesson top to bottom on the best device here and write build/.
 
-build/NN_topic.ipynb   the executed notebook
-build/NN_topic.html    the same as a web page (images embedded)
-build/index.html       the lesson table: title, Colab and Kaggle badges, study time, run seconds, device, status
-build/report.md        the same table in markdown, with the total
-build/timings.json     seconds per lesson (scripts/guide_times.py puts them in the instructor guide)
-build/*-badge.svg      the badge images, so the pages show them offline
-notebooks/student/     the student versions (solutions removed), regenerated from the lessons
+build/index.html                the site's home page: the course, how to start, the lesson table (study time,
+                                run seconds, device, status), and the navigation to every page (course_site.py)
+build/notebooks/NN_topic.html   a lesson's page; NN_topic.ipynb beside it is the executed notebook
+build/notebooks/student/        the student versions' pages and notebooks
+build/docs/, build/reports/     the instructor guide and workshop kit; the newest bench report and the GPU reports
+build/search.html               full-text search, working from the folder itself
+build/report.md                 the lesson table in markdown, with the total
+build/timings.json              seconds per lesson (scripts/guide_times.py puts them in the instructor guide)
+build/logs/                     each lesson's kernel output, and Sphinx's (site.log)
+notebooks/student/              the student versions (solutions removed), regenerated from the lessons
 
 Prints one line per lesson as it goes, then the table; exits 1 if any lesson fails.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import re
-import shutil
 import textwrap
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
-from nbconvert import HTMLExporter
+from course_site import build_site
 from nbtools import (
     BUILD,
-    COLAB_BADGE_SVG,
-    KAGGLE_BADGE_SVG,
-    STUDENT,
     Execution,
     badge_markdown,
-    badge_url,
     course_config,
     device_label,
     execute,
-    kaggle_url,
     lesson_sources,
     lesson_title,
     read_lesson,
@@ -43,11 +38,6 @@ from nbtools import (
 )
 
 from colab_gpu.bench import Target
-
-ASSETS = Path(__file__).resolve().parent / "assets"
-BADGE_ASSETS = {COLAB_BADGE_SVG: "colab-badge.svg", KAGGLE_BADGE_SVG: "kaggle-badge.svg"}
-TITLE = "PyTorch on GPUs, the Colab way"
-
 
 # The course's own target (the GPU suite's report checks it; bench.py holds the experiments' targets).
 COURSE_TARGET = Target("the whole `make course` under 5 minutes (seconds)", at_most=300,
@@ -76,41 +66,6 @@ class Lesson:
         return found.group(1).strip() if found else "?"
 
 
-def local_badges(page: str) -> str:
-    """Point badge images at the copy in build/, so pages render without a network."""
-    for remote, local in BADGE_ASSETS.items():
-        page = page.replace(remote, local)
-    return page
-
-
-def write_index(lessons: list[Lesson], build: Path) -> None:
-    config = course_config()
-    rows = "\n".join(
-        f"<tr><td><a href='{lesson.source.stem}.html'>{html.escape(lesson.title)}</a></td>"
-        f"<td><a class='badge' href='{badge_url(config, lesson.source.with_suffix('.ipynb'))}'>"
-        f"<img src='colab-badge.svg' alt='Open In Colab'></a> "
-        f"<a class='kaggle' href='{kaggle_url(config, lesson.source.with_suffix('.ipynb'))}'>"
-        f"<img src='kaggle-badge.svg' alt='Open In Kaggle'></a></td>"
-        f"<td><a class='student' href='{badge_url(config, STUDENT / lesson.source.with_suffix('.ipynb').name)}'>"
-        f"<img src='colab-badge.svg' alt='Open the student version in Colab'></a> "
-        f"<a class='student-kaggle' href='{kaggle_url(config, STUDENT / lesson.source.with_suffix('.ipynb').name)}'>"
-        f"<img src='kaggle-badge.svg' alt='Open the student version in Kaggle'></a></td>"
-        f"<td>{html.escape(lesson.study_time)}</td><td>{lesson.seconds:.1f}</td>"
-        f"<td>{html.escape(lesson.device)}</td><td>{html.escape(lesson.status)}</td></tr>"
-        for lesson in lessons
-    )
-    (build / "index.html").write_text(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{TITLE}</title>"
-        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .8em;text-align:left}</style></head>"
-        f"<body><h1>{TITLE}</h1><table border='1' cellspacing='0'>"
-        "<tr><th>Lesson</th><th>Open in Colab or Kaggle</th><th>Student version</th><th>Study time</th>"
-        "<th>Run seconds</th>"
-        "<th>Device</th><th>Status</th></tr>"
-        f"\n{rows}\n</table><p>Repository: {html.escape(config.repository)}. "
-        f"Executed {time.strftime('%Y-%m-%d %H:%M')}.</p></body></html>\n"
-    )
-
-
 def write_report(lessons: list[Lesson], build: Path) -> None:
     config = course_config()
     lines = ["| Lesson | Colab | Device | Seconds | Status |", "|---|---|---|---:|---|"]
@@ -130,19 +85,15 @@ def write_timings(lessons: list[Lesson], build: Path) -> None:
     }, indent=2) + "\n")
 
 
-def write_site(lessons: list[Lesson], build: Path = BUILD) -> None:
-    """Write every executed notebook, its HTML page, the index, the report and the badge image."""
+def write_site(lessons: list[Lesson], build: Path = BUILD) -> str | None:
+    """The site (course_site.py: Sphinx's log in build/logs/site.log), the report and the timings.
+
+    Returns None, or what went wrong building the site.
+    """
     build.mkdir(parents=True, exist_ok=True)
-    for local in BADGE_ASSETS.values():
-        shutil.copyfile(ASSETS / local, build / local)
-    exporter = HTMLExporter()
-    for lesson in lessons:
-        nbformat.write(lesson.notebook, build / f"{lesson.source.stem}.ipynb")
-        page, _ = exporter.from_notebook_node(lesson.notebook)
-        (build / f"{lesson.source.stem}.html").write_text(local_badges(page))
-    write_index(lessons, build)
     write_report(lessons, build)
     write_timings(lessons, build)
+    return build_site(lessons, build, log=build / "logs" / "site.log")
 
 
 def terminal_table(lessons: list[Lesson]) -> str:
@@ -181,9 +132,11 @@ def main() -> int:
         print(f"{counter} {source.stem:<24} {device}  {run.seconds:6.1f} s  {status}", flush=True)
         if run.error is not None:
             print(failure_details(run), flush=True)
-    write_site(lessons, BUILD)
+    site_error = write_site(lessons, BUILD)
     print("\n" + terminal_table(lessons))
-    return 1 if any(lesson.error for lesson in lessons) else 0
+    if site_error is not None:
+        print(f"\nthe site was not built: {site_error}")
+    return 1 if site_error or any(lesson.error for lesson in lessons) else 0
 
 
 if __name__ == "__main__":
