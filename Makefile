@@ -33,11 +33,14 @@ junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 
 .PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor bench clean test-compat release test-wheel
 
+# --no-compile: Python compiles what it imports on first use; compiling all of torch up front costs ~40 s here.
+# -qq: pip prints its errors, not the warnings a machine's pip configuration may add to every line.
 $(VENV)/.installed: requirements.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
-	$(VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps -e .
-	touch $@
+	@echo "setting up $(VENV) from requirements.txt (once: a minute or two)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(VENV)/bin/python -m pip install -qq --disable-pip-version-check --no-compile -r requirements.txt
+	@$(VENV)/bin/python -m pip install -qq --disable-pip-version-check --no-compile --no-deps -e .
+	@touch $@
 
 test: lint unit nbval
 
