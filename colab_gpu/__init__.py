@@ -17,6 +17,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
   ``%load_ext colab_gpu``);
 - 10 profiler: ``profiling`` (a profile reduced to what to fix, and which lesson fixes it);
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
+- 12 capstone: ``speedrun_ladder`` (the rungs, each measured; ``speedrun_ladder.speedrun``, the last one),
+  ``augment`` (crops and flips per image on the CPU or per batch on the device);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 
@@ -24,9 +26,10 @@ Names keep one meaning: a *report* is a dict of facts about this runtime (``runt
 ``print_*``/``format_*`` show one, and ``check_that`` is the verdict every self-check ends with.
 """
 
-from . import atlas, bench, workloads
+from . import atlas, bench, speedrun_ladder, workloads
 from .activations import ActivationMemory, measure_activations
 from .atlas import AtlasEntry
+from .augment import random_crop
 from .capability import kernels_for
 from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
@@ -44,6 +47,7 @@ from .checks import (
     check_precision_rule,
     check_prediction_speed,
     check_profile_labels,
+    check_random_crop,
     check_released,
     check_shard,
     check_that,
@@ -99,7 +103,7 @@ from .memory import (
     measure_peak,
     memory_report,
 )
-from .models import count_parameters, mlp, small_cnn
+from .models import count_parameters, mlp, small_cnn, speed_net
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
 from .plots import (
     bar_seconds,
@@ -133,6 +137,7 @@ from .runtime import (
     print_runtime_report,
     runtime_report,
 )
+from .speedrun_ladder import run_ladder, speedrun
 from .timing import (
     BenchResult,
     ConvStepTiming,
@@ -191,6 +196,7 @@ __all__ = [
     "check_precision_rule",
     "check_prediction_speed",
     "check_profile_labels",
+    "check_random_crop",
     "check_released",
     "check_shard",
     "check_that",
@@ -244,12 +250,14 @@ __all__ = [
     "predict",
     "print_runtime_report",
     "profile_training_steps",
+    "random_crop",
     "reference_figures",
     "rank0_print",
     "require_cuda_if_asked",
     "require_model_on_device",
     "resolve_precision",
     "restored_backend_settings",
+    "run_ladder",
     "runtime_report",
     "save_checkpoint",
     "seed_everything",
@@ -258,6 +266,9 @@ __all__ = [
     "show_images",
     "shows_error",
     "small_cnn",
+    "speed_net",
+    "speedrun",
+    "speedrun_ladder",
     "speedup",
     "suggest_num_workers",
     "summarize_profile",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils.data import DataLoader
 
+from .bench_rows import NEEDS_GPU, Row, Target, skipped
 from .compiling import compile_support
 from .data import fake_image_data, load_digits
 from .feeding import (
@@ -31,6 +32,7 @@ from .models import mlp
 from .precision import choose_precision, tf32_mode
 from .profiling import profile_training_steps, summarize_profile
 from .runtime import cpu_count
+from .speedrun_ladder import ladder_row
 from .timing import interleaved_medians, matmul_tflops
 from .train import fit
 from .workloads import (
@@ -42,35 +44,6 @@ from .workloads import (
     time_compiled_step,
     time_step,
 )
-
-
-@dataclass
-class Row:
-    """One benchmark result: ``ratio`` is the headline (bigger is better unless ``note`` says otherwise)."""
-
-    key: str  # stable identifier, e.g. "amp"
-    name: str
-    device: str
-    status: str  # "ok" or "skipped"
-    ratio: float | None = None
-    unit: str = ""
-    details: dict = field(default_factory=dict)
-    note: str = ""
-    target: str = ""  # the course's promise for this row on a GPU, when it makes one
-    met: bool | None = None  # whether a GPU run met it; None on a CPU or when skipped
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the course promises for one bench row on a GPU, and why (the GPU suite's report lists each, met or not)."""
-
-    promise: str
-    reason: str
-    at_least: float | None = None
-    at_most: float | None = None
-
-    def met(self, value: float) -> bool:
-        return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
 
 
 def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs: int = 5,
@@ -96,13 +69,6 @@ def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs
                {"fit_s": seconds["fit"], "hand_loop_s": seconds["hand loop"], "samples": samples,
                 "batch_size": batch_size, "epochs_timed": epochs, "model": "MLP 784-512-512-10, Adam"},
                note=f"fit costs {100 * (overhead - 1):+.1f}% per epoch vs the hand loop")
-
-
-def skipped(key: str, name: str, device: torch.device, reason: str) -> Row:
-    return Row(key, name, str(device), "skipped", note=reason)
-
-
-NEEDS_GPU = "needs a CUDA GPU; this runtime has none"
 
 
 def matmul_rows(device: torch.device) -> list[Row]:
@@ -274,6 +240,10 @@ EXPERIMENTS: dict[str, Experiment] = {
                                  reason="a tiny step is dozens of microsecond kernels each paying a launch; "
                                         "a CUDA graph replays them all from one launch"),
     }),
+    "speedrun": Experiment(ladder_row, {"speedrun": Target(
+        "lesson 12's last rung at least 20x faster per epoch than its first", at_least=20,
+        reason="the seeds' loop waits on per-image CPU transforms and on .item() every step; the last rung keeps "
+               "the GPU fed with large half-precision batches")}),
     "fit": Experiment(fit_vs_hand_loop, {"fit": Target(
         "fit within 10% of a minimal hand loop", at_most=1.10,
         reason="the course's helpers must not cost what the lessons teach to save")}),

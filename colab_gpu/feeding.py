@@ -261,3 +261,4 @@ def per_sample_flip(images: torch.Tensor, p: float = 0.5, generator: torch.Gener
         raise ValueError(f"p must be a probability between 0 and 1, got {p}.")
     flip = torch.rand(len(images), device=images.device, generator=generator) < p
     return torch.where(flip.view(-1, *([1] * (images.ndim - 1))), images.flip(-1), images)
+

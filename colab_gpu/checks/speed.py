@@ -163,3 +163,51 @@ def check_compiles_once(model: object, loader: object, device: str | torch.devic
     return check_that(counter.compiles == 1, f"{len(sizes)} batches, one graph captured once: no break, no recompile.",
                       f"{counter.compiles} compilations for batches of {batch_sizes} samples: the last batch is "
                       "smaller; use drop_last=True in the DataLoader, or compile with dynamic=True.")
+
+
+def _crop_offset(image: torch.Tensor, crop: torch.Tensor, padding: int) -> tuple[int, int] | None:
+    """Where ``crop`` sits in ``image`` padded by ``padding`` pixels (zeros or reflection), or None."""
+    h, w = image.shape[-2:]
+    for mode in ("constant", "reflect"):
+        padded = nn.functional.pad(image.float()[None], (padding,) * 4, mode=mode)[0].to(image.dtype)
+        for dy in range(2 * padding + 1):
+            for dx in range(2 * padding + 1):
+                if torch.equal(padded[:, dy:dy + h, dx:dx + w], crop):
+                    return dy, dx
+    return None
+
+
+def check_random_crop(crop: object, device: str | torch.device = "cpu", *, padding: int = 4) -> CheckResult:
+    """Check a batched random crop ``crop(images, padding)`` (lesson 12): every output image is its input shifted
+    by at most ``padding`` pixels (padded with zeros or by reflection), the shifts differ from image to image,
+    and one call on 1,024 images beats cropping them one at a time with ``v2.RandomCrop`` on this runtime."""
+    from torchvision.transforms import v2
+
+    from ..timing import benchmark
+
+    if not callable(crop):
+        return check_that(False, "", f"pass your function (crop, not crop(...)), got {type(crop).__name__}.")
+    images = torch.randint(0, 256, (1024, 3, 32, 32), dtype=torch.uint8,
+                           generator=torch.Generator().manual_seed(0)).to(device)
+    try:
+        cropped = crop(images, padding)
+    except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
+        return check_that(False, "", f"crop(images, {padding}) raised {type(err).__name__}: {err}")
+    if not isinstance(cropped, torch.Tensor) or cropped.shape != images.shape or cropped.dtype != images.dtype:
+        got = f"{cropped.dtype} {tuple(cropped.shape)}" if isinstance(cropped, torch.Tensor) else type(cropped).__name__
+        return check_that(False, "", f"return a uint8 batch of the input's shape {tuple(images.shape)}, got {got}.")
+    offsets = [_crop_offset(images[i], cropped[i].to(images.device), padding) for i in range(64)]
+    if None in offsets:
+        return check_that(False, "", f"image {offsets.index(None)} is not its input shifted by at most {padding} "
+                                     "pixels: pad by `padding` on every side, then cut an H x W window.")
+    if len(set(offsets)) == 1:
+        return check_that(False, "", "every image got the same shift: that is one random draw for the whole batch "
+                                     "(what a v2 transform does on a batch). Draw one offset per image.")
+    one_at_a_time = v2.RandomCrop(images.shape[-1], padding=padding, padding_mode="reflect")
+    loop = benchmark(lambda: torch.stack([one_at_a_time(image) for image in images]), device=device, repeat=3)
+    yours = benchmark(lambda: crop(images, padding), device=device, repeat=5)
+    return check_that(yours.median < loop.median,
+                      f"{len(set(offsets))} different shifts in 64 images; 1,024 images in "
+                      f"{yours.median * 1e3:.1f} ms, {loop.median / yours.median:.0f}x faster than one at a time.",
+                      f"correct crops, but {yours.median * 1e3:.1f} ms vs {loop.median * 1e3:.1f} ms one image at a "
+                      "time: index the whole batch at once instead of looping over the images.")

@@ -415,4 +415,4 @@ cg.check_compiles_once(ExerciseNet().to(device), exercise_loader, device)
 # - Where it cannot compile (no C++ compiler, no Triton, a GPU older than compute capability
 #   7.0), `cg.compile_support` says why and `cg.compile_model` falls back to eager.
 #
-# Next: lesson 12 puts every technique of the course together on one task (being written).
+# Next: lesson 12 puts every technique of the course together on one task: the speedrun ladder.

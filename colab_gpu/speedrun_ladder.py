@@ -1,0 +1,277 @@
+"""The speedrun ladder (lesson 12): one CIFAR-10 training made faster one technique at a time, each measured.
+
+`ladder(device)` lists the rungs: each adds one technique from an earlier lesson to the rung below it, and says
+why it is skipped where it only pays on a GPU (its technique then stays off above it too). `run_rung` trains
+one rung's `Recipe` for a fixed number of epochs and measures seconds per epoch (the median of the epochs after
+the first, which pays for starting workers and cuDNN's autotuning), images/s and test accuracy. `speedrun` is
+the last rung as one call. The techniques are the published ones (GPU-resident data, GPU augmentation,
+channels_last, half precision, large batches with a per-batch schedule, label smoothing, test-time flips).
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from .augment import AugmentedDeviceLoader, CpuAugmentedImages, FlipAveraged
+from .bench_rows import Row
+from .compiling import compile_support
+from .data import ImageData, load_digits
+from .device import synchronize
+from .feeding import suggest_num_workers
+from .models import small_cnn, speed_net
+from .precision import make_scaler, resolve_precision
+from .train import evaluate, train_epoch
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one rung trains. Each field is one technique; `ladder` turns them on one rung at a time."""
+
+    batch_size: int = 128
+    workers: int = 0  # DataLoader worker processes, with pinned memory (lesson 05)
+    resident: bool = False  # uint8 images on the device, cropped and flipped there per batch (lesson 05)
+    item_every_step: bool = True  # loss.item() after every step: the host waits for the GPU (lesson 03)
+    channels_last: bool = False  # NHWC layout, what tensor-core convolutions want (lesson 06)
+    precision: str = "fp32"  # "auto": the precision lesson 06 chooses for the device
+    schedule: bool = False  # one-cycle learning rate stepped per batch, Nesterov; a fused optimizer on a GPU
+    compiled: bool = False  # torch.compile (lesson 11)
+    net: str = "small_cnn"  # or "speed_net"
+    lr: float = 0.05
+    label_smoothing: float = 0.0
+    flip_test: bool = False  # test-time augmentation: average the logits of each image and of its mirror
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One step of the ladder: what it adds, the recipe it trains with, and why it is skipped here (or "")."""
+
+    number: int
+    name: str
+    adds: str
+    recipe: Recipe
+    skip: str = ""
+
+
+@dataclass(frozen=True)
+class LadderSize:
+    """Problem sizes by device: every rung trains ``epochs`` epochs; the CPU ladder fits in a lesson's minute."""
+
+    epochs: int
+    batch_size: int
+    large_batch: int
+    width: int  # speed_net's width
+    train_images: int  # images per epoch when the data set is a small offline fallback
+
+
+def ladder_size(device: str | torch.device) -> LadderSize:
+    if torch.device(device).type == "cuda":
+        return LadderSize(epochs=5, batch_size=128, large_batch=512, width=64, train_images=50_000)
+    return LadderSize(epochs=3, batch_size=32, large_batch=128, width=16, train_images=0)
+
+
+def ladder(device: str | torch.device) -> list[Rung]:
+    """The rungs for ``device``, each with its cumulative `Recipe`. Taught in lesson 12."""
+    device = torch.device(device)
+    size, on_gpu = ladder_size(device), device.type == "cuda"
+    workers = suggest_num_workers().num_workers
+    if on_gpu:
+        support = compile_support(device)
+        compile_skip = "" if support.ok else support.reason
+    else:
+        compile_skip = "compiling the CNN for a CPU takes more than half a minute on two cores (lesson 11)"
+    steps = [
+        ("the seeds' loop", "per-image transforms on the CPU, num_workers=0, float32, loss.item() every step",
+         {"batch_size": size.batch_size}, ""),
+        ("workers + pinned memory", f"{workers} DataLoader workers, pin_memory=True, non_blocking copies",
+         {"workers": workers}, "" if on_gpu else "workers only overlap the GPU's work; here they share its cores"),
+        ("data on the device", "uint8 images kept on the device, cropped and flipped there per batch; "
+         "no .item() per step", {"workers": 0, "resident": True, "item_every_step": False}, ""),
+        ("channels_last + mixed precision", "NHWC tensors and the precision lesson 06 chooses",
+         {"channels_last": True, "precision": "auto"}, "" if on_gpu else "both pay off on a GPU's tensor cores"),
+        ("large batch + schedule", f"batch {size.large_batch}, one-cycle learning rate per batch, Nesterov"
+         + (", fused SGD" if on_gpu else ""), {"batch_size": size.large_batch, "schedule": True, "lr": 0.2}, ""),
+        ("torch.compile", "the model compiled (compiling is timed apart)", {"compiled": True}, compile_skip),
+        ("speed net + recipe", "speed_net (its own learning rate), label smoothing 0.2, flipped test images averaged",
+         {"net": "speed_net", "lr": 0.05, "label_smoothing": 0.2, "flip_test": True}, ""),
+    ]
+    rungs, recipe = [], Recipe()
+    for number, (name, adds, changes, skip) in enumerate(steps):
+        if not skip:
+            recipe = replace(recipe, **changes)
+        rungs.append(Rung(number, name, adds, recipe, skip))
+    return rungs
+
+
+@dataclass
+class RungResult:
+    """What one rung measured: every epoch's seconds, the images per epoch, the test accuracy at the end."""
+
+    rung: Rung
+    epoch_seconds: list[float] = field(default_factory=list)
+    images: int = 0
+    test_acc: float | None = None
+    warmup_s: float = 0.0  # compiling, before the timed epochs
+
+    @property
+    def seconds_per_epoch(self) -> float:
+        return statistics.median(self.epoch_seconds[1:] or self.epoch_seconds)
+
+    @property
+    def images_per_s(self) -> float:
+        return self.images / self.seconds_per_epoch
+
+
+def seeds_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, device: torch.device) -> int:
+    """Rung 0 and 1's loop, as tutorials write it: the running loss read with .item() after every step."""
+    model.train()
+    running, images = 0.0, 0
+    for inputs, labels in loader:
+        inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        loss = nn.functional.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        running += loss.item()  # waits for the GPU to finish this step before the next batch is even fetched
+        images += len(labels)
+    return images
+
+
+def _model(recipe: Recipe, data: ImageData, width: int, device: torch.device) -> nn.Module:
+    channels, classes = data.image_shape[0], len(data.classes)
+    model = speed_net(channels, classes, width) if recipe.net == "speed_net" else small_cnn(channels, classes, 32)
+    return model.to(device, memory_format=torch.channels_last if recipe.channels_last else torch.contiguous_format)
+
+
+def _train_loader(recipe: Recipe, data: ImageData, device: torch.device, seed: int):
+    mean, std = data.normalization()
+    if recipe.resident:
+        return AugmentedDeviceLoader(data.train_images, data.train_labels, recipe.batch_size, device=device,
+                                     mean=mean, std=std, augment=True, channels_last=recipe.channels_last, seed=seed)
+    pinned = recipe.workers > 0 and device.type == "cuda"
+    return DataLoader(CpuAugmentedImages(data.train_images, data.train_labels, mean, std), recipe.batch_size,
+                      shuffle=True, num_workers=recipe.workers, pin_memory=pinned,
+                      persistent_workers=recipe.workers > 0, generator=torch.Generator().manual_seed(seed))
+
+
+def _warm_up_compiled(compiled: nn.Module, model: nn.Module, loader, precision, device: torch.device) -> float:
+    """Compile before the clock starts: two throwaway steps, then the initial weights back (airbench does this)."""
+    start, initial = time.perf_counter(), copy.deepcopy(model.state_dict())
+    two_batches = (batch for _, batch in zip(range(2), loader, strict=False))
+    train_epoch(compiled, two_batches, torch.optim.SGD(model.parameters(), lr=0.0), device,
+                autocast_dtype=precision.dtype, progress=False)
+    model.load_state_dict(initial)  # batch norm's running statistics included
+    return time.perf_counter() - start
+
+
+def run_rung(rung: Rung, data: ImageData, device: str | torch.device, *, epochs: int, width: int = 64,
+             seed: int = 0) -> RungResult:
+    """Train a fresh model with ``rung.recipe`` for ``epochs`` epochs; measure every epoch and the test accuracy.
+
+    Taught in lesson 12.
+    """
+    device, recipe = torch.device(device), rung.recipe
+    if rung.skip:
+        raise ValueError(f"Rung {rung.number} ({rung.name}) is skipped on {device}: {rung.skip}.")
+    torch.manual_seed(seed)
+    model = _model(recipe, data, width, device)
+    loader = _train_loader(recipe, data, device, seed)
+    precision = resolve_precision(recipe.precision, device)
+    trained = torch.compile(model) if recipe.compiled else model
+    result = RungResult(rung)
+    if recipe.compiled:
+        result.warmup_s = _warm_up_compiled(trained, model, loader, precision, device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=recipe.schedule,
+                                weight_decay=5e-4, fused=True if recipe.schedule and device.type == "cuda" else None)
+    scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimizer, recipe.lr, total_steps=epochs * len(loader),
+                                                     pct_start=0.25, anneal_strategy="linear")
+                 if recipe.schedule else None)
+    loss_fn, scaler = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing), make_scaler(precision, device)
+    for _ in range(epochs):
+        start = time.perf_counter()
+        if recipe.item_every_step:
+            result.images = seeds_epoch(trained, loader, optimizer, device)
+        else:
+            result.images = train_epoch(trained, loader, optimizer, device, loss_fn=loss_fn, scaler=scaler,
+                                        autocast_dtype=precision.dtype, scheduler=scheduler, progress=False).samples
+        synchronize(device)
+        result.epoch_seconds.append(time.perf_counter() - start)
+    mean, std = data.normalization()
+    test = AugmentedDeviceLoader(data.test_images, data.test_labels, min(1024, len(data.test_images)),
+                                 device=device, mean=mean, std=std, augment=False, channels_last=recipe.channels_last)
+    result.test_acc = evaluate(FlipAveraged(model) if recipe.flip_test else model, test, device,
+                               autocast_dtype=precision.dtype).accuracy
+    return result
+
+
+def cifar_sized(data: ImageData, images: int) -> ImageData:
+    """``data`` with its training images repeated to ``images`` (an offline fallback timed at CIFAR-10's size)."""
+    if images <= len(data.train_images):
+        return data
+    index = torch.arange(images) % len(data.train_images)
+    return ImageData(f"{data.name}, repeated to {images:,} training images", data.train_images[index],
+                     data.train_labels[index], data.test_images, data.test_labels, data.classes, data.fallback)
+
+
+def run_ladder(data: ImageData, device: str | torch.device, *, epochs: int | None = None,
+               numbers: list[int] | None = None, verbose: bool = True) -> list[RungResult]:
+    """Train every rung that runs on ``device`` (or those in ``numbers``), printing a line per rung.
+
+    Skipped rungs come back with no epochs and their reason in ``rung.skip``. Taught in lesson 12.
+    """
+    device, size = torch.device(device), ladder_size(device)
+    results = []
+    for rung in ladder(device):
+        if numbers is not None and rung.number not in numbers:
+            continue
+        if rung.skip:
+            results.append(RungResult(rung))
+            if verbose:
+                print(f"rung {rung.number} {rung.name}: skipped here, {rung.skip}")
+            continue
+        result = run_rung(rung, data, device, epochs=epochs or size.epochs, width=size.width)
+        results.append(result)
+        if verbose:
+            compiled = f", compiling {result.warmup_s:.1f} s before" if result.warmup_s else ""
+            print(f"rung {rung.number} {rung.name}: {result.seconds_per_epoch:.2f} s/epoch, "
+                  f"{result.images_per_s:,.0f} images/s, test accuracy {result.test_acc:.1%}{compiled}", flush=True)
+    return results
+
+
+def speedrun(data: ImageData, device: str | torch.device, *, epochs: int, verbose: bool = True) -> RungResult:
+    """Train with the ladder's last rung, the fastest recipe this course knows for ``device``, for ``epochs``.
+
+    Example (on a GPU, with CIFAR-10 downloaded):
+        >>> result = speedrun(load_cifar10(), "cuda", epochs=16)  # doctest: +SKIP
+        >>> print(f"{sum(result.epoch_seconds):.1f} s, {result.test_acc:.1%}")  # doctest: +SKIP
+
+    Taught in lesson 12.
+    """
+    device = torch.device(device)
+    result = run_rung(ladder(device)[-1], data, device, epochs=epochs, width=ladder_size(device).width)
+    if verbose:
+        print(f"speedrun on {device}: {epochs} epochs in {sum(result.epoch_seconds):.1f} s of training "
+              f"({result.seconds_per_epoch:.2f} s/epoch), test accuracy {result.test_acc:.1%}")
+    return result
+
+
+def ladder_row(device: str | torch.device) -> Row:
+    """The bench's row: seconds per epoch of rung 0 and of the last rung, side by side, on CIFAR-10-shaped data.
+
+    Offline (the bench downloads nothing) the data are scikit-learn's digits at 3x32x32, repeated to CIFAR-10's
+    50,000 training images on a GPU: the speed is CIFAR-10's, accuracy is not measured here.
+    """
+    device = torch.device(device)
+    size, rungs = ladder_size(device), ladder(device)
+    data = cifar_sized(load_digits(32, 3), size.train_images)
+    first, last = (run_rung(rung, data, device, epochs=3, width=size.width) for rung in (rungs[0], rungs[-1]))
+    return Row("speedrun", "speedrun ladder: last rung vs the seeds' loop (seconds per epoch)", str(device), "ok",
+               round(first.seconds_per_epoch / last.seconds_per_epoch, 2), "x",
+               {"rung0_s": first.seconds_per_epoch, "last_s": last.seconds_per_epoch, "images": first.images,
+                "last_rung": rungs[-1].name, "skipped_here": [r.number for r in rungs if r.skip]})

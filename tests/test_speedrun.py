@@ -1,0 +1,154 @@
+"""Lesson 12's speedrun ladder and its augmentation, on the CPU (GPU rungs through the fake-GPU fixtures)."""
+
+import pytest
+import torch
+from torchvision.transforms import v2
+
+import colab_gpu as cg
+from colab_gpu import speedrun_ladder as sr
+from colab_gpu.checks import HINT, PASS
+from colab_gpu.checks.speed import _crop_offset
+from colab_gpu.compiling import CompileSupport
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def small_digits():
+    return cg.load_digits(32, 3).limit(train=192, test=96)
+
+
+def test_cpu_ladder_skips_what_only_pays_on_a_gpu_and_keeps_it_off_above():
+    rungs = sr.ladder(CPU)
+    assert [r.number for r in rungs] == list(range(7))
+    assert [r.number for r in rungs if r.skip] == [1, 3, 5]
+    assert "tensor cores" in rungs[3].skip and "lesson 11" in rungs[5].skip
+    first, resident, large, last = rungs[0].recipe, rungs[2].recipe, rungs[4].recipe, rungs[6].recipe
+    assert first.item_every_step and not first.resident and first.workers == 0 and first.precision == "fp32"
+    assert resident.resident and not resident.item_every_step and resident.batch_size == first.batch_size
+    assert large.schedule and large.batch_size > first.batch_size
+    assert last.net == "speed_net" and last.flip_test and last.label_smoothing > 0
+    assert not last.channels_last and last.precision == "fp32" and not last.compiled  # their rungs were skipped
+
+
+def test_gpu_ladder_runs_every_rung_and_skips_compile_where_it_cannot(fake_gpus, monkeypatch):
+    fake_gpus()
+    gpu = torch.device("cuda")
+    monkeypatch.setattr(sr, "compile_support", lambda device: CompileSupport(str(device), True, "fine"))
+    rungs = sr.ladder(gpu)
+    assert not any(r.skip for r in rungs)
+    last = rungs[-1].recipe
+    assert last.channels_last and last.precision == "auto" and last.compiled and last.schedule
+    assert last.workers == 0 and last.resident and rungs[1].recipe.workers == cg.suggest_num_workers().num_workers
+    assert "fused" in rungs[4].adds and sr.ladder_size(gpu).train_images == 50_000
+    too_old = CompileSupport("cuda", False, "Triton needs compute capability 7.0")
+    monkeypatch.setattr(sr, "compile_support", lambda device: too_old)
+    rungs = sr.ladder(gpu)
+    assert rungs[5].skip == too_old.reason and not rungs[6].recipe.compiled
+
+
+def test_random_crop_shifts_each_image_on_its_own():
+    images = torch.randint(0, 256, (32, 3, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    cropped = cg.random_crop(images, 2, torch.Generator().manual_seed(0))
+    assert cropped.shape == images.shape and cropped.dtype == torch.uint8
+    offsets = [_crop_offset(images[i], cropped[i], 2) for i in range(32)]
+    assert None not in offsets and len(set(offsets)) > 5
+    assert torch.equal(cg.random_crop(images, 0), images)
+    with pytest.raises(ValueError, match="padding must be between 0 and 15"):
+        cg.random_crop(images, 16)
+    with pytest.raises(ValueError, match=r"a batch \(N, C, H, W\)"):
+        cg.random_crop(images[0], 2)
+
+
+def test_check_random_crop_passes_the_package_crop_and_explains_each_mistake(capsys):
+    assert cg.check_random_crop(cg.random_crop)
+    assert PASS in capsys.readouterr().out
+    same_for_all = v2.RandomCrop(32, padding=4)  # one draw per call: the whole batch shifts together
+    for wrong, hint in ((lambda images, padding: same_for_all(images), "the same shift"),
+                        (lambda images, padding: images.flip(-1), "not its input shifted"),
+                        (lambda images, padding: images.float(), "return a uint8 batch"),
+                        (lambda images, padding: images[0], "return a uint8 batch"),
+                        (lambda images, padding: 1 / 0, "raised ZeroDivisionError"),
+                        (cg.random_crop(torch.zeros(1, 1, 4, 4, dtype=torch.uint8), 1), "pass your function")):
+        assert not cg.check_random_crop(wrong)
+        out = capsys.readouterr().out
+        assert HINT in out and hint in out, out
+
+
+def test_run_rung_measures_every_epoch_and_the_test_accuracy(small_digits):
+    rungs = sr.ladder(CPU)
+    first = sr.run_rung(rungs[0], small_digits, CPU, epochs=2)
+    assert len(first.epoch_seconds) == 2 and first.images == 192 and first.seconds_per_epoch > 0
+    assert first.images_per_s == pytest.approx(192 / first.epoch_seconds[1])  # the first epoch is not counted
+    assert 0 <= first.test_acc <= 1 and first.warmup_s == 0
+    last = sr.run_rung(rungs[-1], small_digits, CPU, epochs=2, width=8)
+    large = rungs[-1].recipe.batch_size
+    assert last.images == 192 // large * large  # drop_last: every step has the same shape (lesson 11)
+    with pytest.raises(ValueError, match="Rung 5 \\(torch.compile\\) is skipped on cpu: compiling the CNN"):
+        sr.run_rung(rungs[5], small_digits, CPU, epochs=1)
+
+
+def test_the_seeds_loop_reads_the_loss_every_step():
+    reads = []
+
+    class Watched(torch.Tensor):
+        def item(self):
+            reads.append(1)
+            return super().item()
+
+    model = torch.nn.Linear(4, 3)
+    batches = [(torch.randn(8, 4), torch.randint(0, 3, (8,))) for _ in range(5)]
+    original = torch.nn.functional.cross_entropy
+    torch.nn.functional.cross_entropy = lambda *a, **k: original(*a, **k).as_subclass(Watched)
+    try:
+        images = sr.seeds_epoch(model, batches, torch.optim.SGD(model.parameters(), lr=0.1), CPU)
+    finally:
+        torch.nn.functional.cross_entropy = original
+    assert images == 40 and len(reads) == 5
+
+
+def test_compile_warm_up_restores_the_initial_weights(small_digits):
+    model = cg.speed_net(3, 10, width=8)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    mean, std = small_digits.normalization()
+    loader = sr.AugmentedDeviceLoader(small_digits.train_images, small_digits.train_labels, 32, device=CPU,
+                                      mean=mean, std=std, augment=True, channels_last=False)
+    seconds = sr._warm_up_compiled(model, model, loader, cg.resolve_precision("fp32", CPU), CPU)
+    assert seconds > 0
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # running stats too
+
+
+def test_speedrun_trains_the_last_rung_and_says_so(small_digits, capsys):
+    result = cg.speedrun(small_digits, CPU, epochs=2)
+    assert result.rung.number == 6 and len(result.epoch_seconds) == 2
+    assert f"test accuracy {result.test_acc:.1%}" in capsys.readouterr().out
+
+
+def test_cifar_sized_repeats_the_training_images_only():
+    data = cg.load_digits(32, 3)
+    big = sr.cifar_sized(data, 5000)
+    assert len(big.train_images) == 5000 and torch.equal(big.train_images[len(data.train_images)], data.train_images[0])
+    assert torch.equal(big.test_images, data.test_images) and "5,000" in big.name
+    assert sr.cifar_sized(data, 10) is data
+
+
+def test_flip_averaged_is_mirror_invariant():
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 5))
+    images = torch.randn(2, 3, 4, 4)
+    tta = sr.FlipAveraged(model)
+    assert torch.allclose(tta(images), tta(images.flip(-1)), atol=1e-6)
+
+
+def test_bench_row_runs_the_first_and_last_rung(monkeypatch, small_digits):
+    monkeypatch.setattr(sr, "load_digits", lambda size, channels: small_digits)
+    row = sr.ladder_row(CPU)
+    assert row.key == "speedrun" and row.status == "ok" and row.ratio > 0
+    assert row.details["skipped_here"] == [1, 3, 5] and row.details["images"] == 192
+    assert "speedrun" in cg.bench.EXPERIMENTS and cg.bench.TARGETS["speedrun"].at_least == 20
+
+
+def test_speed_net_shapes_and_bad_input():
+    assert cg.speed_net(3, 10, width=8)(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    assert cg.speed_net(1, 4, width=4)(torch.randn(2, 1, 28, 28)).shape == (2, 4)
+    with pytest.raises(ValueError, match="width >= 2"):
+        cg.speed_net(width=1)
