@@ -241,7 +241,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                                         "a CUDA graph replays them all from one launch"),
     }),
     "speedrun": Experiment(ladder_row, {"speedrun": Target(
-        "lesson 12's last rung at least 20x faster per epoch than its first", at_least=20,
+        "lesson 12's last rung at least 20x faster per epoch than its first (an H100 or A100 figure)", at_least=20,
         reason="the seeds' loop waits on per-image CPU transforms and on .item() every step; the last rung keeps "
                "the GPU fed with large half-precision batches")}),
     "fit": Experiment(fit_vs_hand_loop, {"fit": Target(

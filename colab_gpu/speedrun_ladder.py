@@ -3,9 +3,10 @@
 `ladder(device)` lists the rungs: each adds one technique from an earlier lesson to the rung below it, and says
 why it is skipped where it only pays on a GPU (its technique then stays off above it too). `run_rung` trains
 one rung's `Recipe` for a fixed number of epochs and measures seconds per epoch (the median of the epochs after
-the first, which pays for starting workers and cuDNN's autotuning), images/s and test accuracy. `speedrun` is
-the last rung as one call. The techniques are the published ones (GPU-resident data, GPU augmentation,
-channels_last, half precision, large batches with a per-batch schedule, label smoothing, test-time flips).
+the first, which pays for starting workers and, from rung 3 on a GPU, cuDNN's autotuning), images/s and test
+accuracy. `speedrun` is the last rung as one call. The techniques are the published ones (GPU-resident data,
+GPU augmentation, channels_last, half precision, large batches with a per-batch schedule, label smoothing,
+test-time flips).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .data import ImageData, load_digits
 from .device import synchronize
 from .feeding import suggest_num_workers
 from .models import small_cnn, speed_net
-from .precision import make_scaler, resolve_precision
+from .precision import make_scaler, resolve_precision, restored_backend_settings
 from .train import evaluate, train_epoch
 
 
@@ -35,10 +36,12 @@ class Recipe:
     """How one rung trains. Each field is one technique; `ladder` turns them on one rung at a time."""
 
     batch_size: int = 128
-    workers: int = 0  # DataLoader worker processes, with pinned memory (lesson 05)
+    workers: int = 0  # DataLoader worker processes (lesson 05)
+    pinned: bool = False  # page-locked batches: asynchronous non_blocking copies to a GPU (lesson 05)
     resident: bool = False  # uint8 images on the device, cropped and flipped there per batch (lesson 05)
     item_every_step: bool = True  # loss.item() after every step: the host waits for the GPU (lesson 03)
     channels_last: bool = False  # NHWC layout, what tensor-core convolutions want (lesson 06)
+    cudnn_benchmark: bool = False  # let cuDNN time its convolution algorithms once per shape (lesson 04)
     precision: str = "fp32"  # "auto": the precision lesson 06 chooses for the device
     schedule: bool = False  # one-cycle learning rate stepped per batch, Nesterov; a fused optimizer on a GPU
     compiled: bool = False  # torch.compile (lesson 11)
@@ -90,11 +93,13 @@ def ladder(device: str | torch.device) -> list[Rung]:
         ("the seeds' loop", "per-image transforms on the CPU, num_workers=0, float32, loss.item() every step",
          {"batch_size": size.batch_size}, ""),
         ("workers + pinned memory", f"{workers} DataLoader workers, pin_memory=True, non_blocking copies",
-         {"workers": workers}, "" if on_gpu else "workers only overlap the GPU's work; here they share its cores"),
+         {"workers": workers, "pinned": True},
+         "" if on_gpu else "workers only overlap the GPU's work; here they share its cores"),
         ("data on the device", "uint8 images kept on the device, cropped and flipped there per batch; "
-         "no .item() per step", {"workers": 0, "resident": True, "item_every_step": False}, ""),
-        ("channels_last + mixed precision", "NHWC tensors and the precision lesson 06 chooses",
-         {"channels_last": True, "precision": "auto"}, "" if on_gpu else "both pay off on a GPU's tensor cores"),
+         "no .item() per step", {"workers": 0, "pinned": False, "resident": True, "item_every_step": False}, ""),
+        ("channels_last + mixed precision", "NHWC tensors, cudnn.benchmark and the precision lesson 06 chooses",
+         {"channels_last": True, "cudnn_benchmark": True, "precision": "auto"},
+         "" if on_gpu else "both pay off on a GPU's tensor cores"),
         ("large batch + schedule", f"batch {size.large_batch}, one-cycle learning rate per batch, Nesterov"
          + (", fused SGD" if on_gpu else ""), {"batch_size": size.large_batch, "schedule": True, "lr": 0.2}, ""),
         ("torch.compile", "the model compiled (compiling is timed apart)", {"compiled": True}, compile_skip),
@@ -149,15 +154,25 @@ def _model(recipe: Recipe, data: ImageData, width: int, device: torch.device) ->
     return model.to(device, memory_format=torch.channels_last if recipe.channels_last else torch.contiguous_format)
 
 
-def _train_loader(recipe: Recipe, data: ImageData, device: torch.device, seed: int):
-    mean, std = data.normalization()
+def _train_loader(recipe: Recipe, data: ImageData, device: torch.device, seed: int, mean, std):
     if recipe.resident:
         return AugmentedDeviceLoader(data.train_images, data.train_labels, recipe.batch_size, device=device,
                                      mean=mean, std=std, augment=True, channels_last=recipe.channels_last, seed=seed)
-    pinned = recipe.workers > 0 and device.type == "cuda"
     return DataLoader(CpuAugmentedImages(data.train_images, data.train_labels, mean, std), recipe.batch_size,
-                      shuffle=True, num_workers=recipe.workers, pin_memory=pinned,
+                      shuffle=True, num_workers=recipe.workers, pin_memory=recipe.pinned and device.type == "cuda",
                       persistent_workers=recipe.workers > 0, generator=torch.Generator().manual_seed(seed))
+
+
+def _optimizer(model: nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.SGD:
+    fused = recipe.schedule and device.type == "cuda"  # one kernel for every parameter's update
+    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=recipe.schedule,
+                                weight_decay=5e-4, fused=fused or None)
+    if fused:
+        # A fused SGD's first step allocates its momentum uninitialized, and a step GradScaler skips (fp16
+        # overflow) leaves it so: start from zeros, which is what a first step computes anyway.
+        for parameter in model.parameters():
+            optimizer.state[parameter]["momentum_buffer"] = torch.zeros_like(parameter)
+    return optimizer
 
 
 def _warm_up_compiled(compiled: nn.Module, model: nn.Module, loader, precision, device: torch.device) -> float:
@@ -180,33 +195,36 @@ def run_rung(rung: Rung, data: ImageData, device: str | torch.device, *, epochs:
     if rung.skip:
         raise ValueError(f"Rung {rung.number} ({rung.name}) is skipped on {device}: {rung.skip}.")
     torch.manual_seed(seed)
+    mean, std = data.normalization()  # once: a float copy of every training image
     model = _model(recipe, data, width, device)
-    loader = _train_loader(recipe, data, device, seed)
+    loader = _train_loader(recipe, data, device, seed, mean, std)
     precision = resolve_precision(recipe.precision, device)
     trained = torch.compile(model) if recipe.compiled else model
     result = RungResult(rung)
-    if recipe.compiled:
-        result.warmup_s = _warm_up_compiled(trained, model, loader, precision, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=recipe.schedule,
-                                weight_decay=5e-4, fused=True if recipe.schedule and device.type == "cuda" else None)
-    scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimizer, recipe.lr, total_steps=epochs * len(loader),
-                                                     pct_start=0.25, anneal_strategy="linear")
-                 if recipe.schedule else None)
-    loss_fn, scaler = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing), make_scaler(precision, device)
-    for _ in range(epochs):
-        start = time.perf_counter()
-        if recipe.item_every_step:
-            result.images = seeds_epoch(trained, loader, optimizer, device)
-        else:
-            result.images = train_epoch(trained, loader, optimizer, device, loss_fn=loss_fn, scaler=scaler,
-                                        autocast_dtype=precision.dtype, scheduler=scheduler, progress=False).samples
-        synchronize(device)
-        result.epoch_seconds.append(time.perf_counter() - start)
-    mean, std = data.normalization()
-    test = AugmentedDeviceLoader(data.test_images, data.test_labels, min(1024, len(data.test_images)),
-                                 device=device, mean=mean, std=std, augment=False, channels_last=recipe.channels_last)
-    result.test_acc = evaluate(FlipAveraged(model) if recipe.flip_test else model, test, device,
-                               autocast_dtype=precision.dtype).accuracy
+    with restored_backend_settings():
+        torch.backends.cudnn.benchmark = recipe.cudnn_benchmark
+        if recipe.compiled:
+            result.warmup_s = _warm_up_compiled(trained, model, loader, precision, device)
+        optimizer = _optimizer(model, recipe, device)
+        scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimizer, recipe.lr, total_steps=epochs * len(loader),
+                                                         pct_start=0.25, anneal_strategy="linear")
+                     if recipe.schedule else None)
+        loss_fn, scaler = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing), make_scaler(precision, device)
+        for _ in range(epochs):
+            start = time.perf_counter()
+            if recipe.item_every_step:
+                result.images = seeds_epoch(trained, loader, optimizer, device)
+            else:
+                result.images = train_epoch(trained, loader, optimizer, device, loss_fn=loss_fn, scaler=scaler,
+                                            autocast_dtype=precision.dtype, scheduler=scheduler,
+                                            progress=False).samples
+            synchronize(device)
+            result.epoch_seconds.append(time.perf_counter() - start)
+        test = AugmentedDeviceLoader(data.test_images, data.test_labels, min(1024, len(data.test_images)),
+                                     device=device, mean=mean, std=std, augment=False,
+                                     channels_last=recipe.channels_last)
+        result.test_acc = evaluate(FlipAveraged(model) if recipe.flip_test else model, test, device,
+                                   autocast_dtype=precision.dtype).accuracy
     return result
 
 

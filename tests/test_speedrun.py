@@ -41,6 +41,7 @@ def test_gpu_ladder_runs_every_rung_and_skips_compile_where_it_cannot(fake_gpus,
     assert last.channels_last and last.precision == "auto" and last.compiled and last.schedule
     assert last.workers == 0 and last.resident and rungs[1].recipe.workers == cg.suggest_num_workers().num_workers
     assert "fused" in rungs[4].adds and sr.ladder_size(gpu).train_images == 50_000
+    assert rungs[1].recipe.pinned and not rungs[2].recipe.pinned and rungs[3].recipe.cudnn_benchmark
     too_old = CompileSupport("cuda", False, "Triton needs compute capability 7.0")
     monkeypatch.setattr(sr, "compile_support", lambda device: too_old)
     rungs = sr.ladder(gpu)
@@ -152,3 +153,33 @@ def test_speed_net_shapes_and_bad_input():
     assert cg.speed_net(1, 4, width=4)(torch.randn(2, 1, 28, 28)).shape == (2, 4)
     with pytest.raises(ValueError, match="width >= 2"):
         cg.speed_net(width=1)
+
+
+def test_fused_sgd_starts_from_zero_momentum_even_when_the_first_step_is_skipped():
+    # A fused SGD allocates its momentum uninitialized at its first step; GradScaler skipping that step (an fp16
+    # overflow) would leave it so. The ladder's optimizer starts from zeros instead.
+    model = torch.nn.Linear(4, 2)
+    recipe = sr.ladder(CPU)[4].recipe
+    try:
+        torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1, fused=True)
+    except RuntimeError as err:  # older torch: a fused SGD only for GPU tensors
+        pytest.skip(f"this torch has no fused SGD for CPU tensors: {err}")
+    optimizer = sr._optimizer(model, recipe, torch.device("cuda"))  # the GPU settings, on CPU tensors
+    assert optimizer.defaults["fused"] and optimizer.defaults["nesterov"]
+    assert all(torch.equal(optimizer.state[p]["momentum_buffer"], torch.zeros_like(p)) for p in model.parameters())
+    reference = torch.nn.Linear(4, 2)
+    reference.load_state_dict(model.state_dict())
+    plain = torch.optim.SGD(reference.parameters(), lr=recipe.lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    for net, opt in ((model, optimizer), (reference, plain)):
+        net(torch.ones(3, 4)).sum().backward()
+        opt.step()
+    assert all(torch.allclose(a, b) for a, b in zip(model.parameters(), reference.parameters(), strict=True))
+    assert sr._optimizer(model, sr.ladder(CPU)[0].recipe, CPU).defaults["fused"] is None
+
+
+def test_run_rung_gives_back_the_callers_cudnn_setting(small_digits):
+    before = torch.backends.cudnn.benchmark
+    rung = sr.ladder(CPU)[2]
+    rung = sr.Rung(rung.number, rung.name, rung.adds, sr.replace(rung.recipe, cudnn_benchmark=not before))
+    sr.run_rung(rung, small_digits, CPU, epochs=1)
+    assert torch.backends.cudnn.benchmark == before
