@@ -19,6 +19,9 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
 - 12 capstone: ``speedrun_ladder`` (the rungs, each measured; ``speedrun_ladder.speedrun``, the last one),
   ``augment`` (crops and flips per image on the CPU or per batch on the device);
+- 13 your own data: ``own_data`` (an archive copied to local disk, an image folder split, JPEG decoding),
+  ``data.write_image_folder`` (stand-in photos),
+  ``finetune`` (pretrained weights or a stated fallback, the transforms, the bench's fine-tuning epoch);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 
@@ -26,12 +29,12 @@ Names keep one meaning: a *report* is a dict of facts about this runtime (``runt
 ``print_*``/``format_*`` show one, and ``check_that`` is the verdict every self-check ends with.
 """
 
-from . import atlas, bench, speedrun_ladder, workloads
+from . import atlas, bench, finetune, own_data, speedrun_ladder, workloads
 from .activations import ActivationMemory, measure_activations
 from .atlas import AtlasEntry
 from .augment import random_crop
 from .capability import kernels_for
-from .checkpoint import CheckpointError, default_checkpoint_dir, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, atomic_save, default_checkpoint_dir, load_checkpoint, save_checkpoint
 from .checks import (
     CheckResult,
     check_amp_step,
@@ -39,6 +42,7 @@ from .checks import (
     check_compiles_once,
     check_ddp_script,
     check_evaluation_memory,
+    check_frozen_backbone,
     check_label_validator,
     check_loader_settings,
     check_loader_speed,
@@ -63,6 +67,7 @@ from .data import (
     load_fashion_mnist,
     make_loaders,
     seed_everything,
+    write_image_folder,
 )
 from .device import (
     DeviceNotAvailableError,
@@ -90,6 +95,7 @@ from .feeding import (
     worker_counts,
     worker_loader,
 )
+from .finetune import finetune_transforms, load_pretrained
 from .history import EpochStats, History
 from .memory import (
     BatchSizeSearch,
@@ -104,6 +110,15 @@ from .memory import (
     memory_report,
 )
 from .models import count_parameters, mlp, small_cnn, speed_net
+from .own_data import (
+    FileReads,
+    FolderSplit,
+    copy_and_extract,
+    decode_jpegs,
+    read_bytes,
+    split_image_folder,
+    time_file_reads,
+)
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
 from .plots import (
     bar_seconds,
@@ -157,8 +172,8 @@ __all__ = [
     "AtlasEntry",
     "BatchSizeSearch",
     "BenchResult",
-    "CheckpointError",
     "CheckResult",
+    "CheckpointError",
     "CompileSupport",
     "ConvStepTiming",
     "DeviceLoader",
@@ -166,19 +181,22 @@ __all__ = [
     "DistInfo",
     "EncodedImages",
     "EpochStats",
+    "FileReads",
+    "FolderSplit",
     "GraphCounter",
     "History",
     "ImageData",
     "PeakMemory",
+    "Precision",
     "ProfileSummary",
     "ShownError",
-    "Precision",
     "WorkerAdvice",
     "advice",
     "all_reduce_mean",
     "allocated_timeline",
     "allocator_settings",
     "atlas",
+    "atomic_save",
     "available_devices",
     "bar_seconds",
     "bench",
@@ -188,6 +206,7 @@ __all__ = [
     "check_compiles_once",
     "check_ddp_script",
     "check_evaluation_memory",
+    "check_frozen_backbone",
     "check_label_validator",
     "check_loader_settings",
     "check_loader_speed",
@@ -204,10 +223,11 @@ __all__ = [
     "check_train_loop",
     "choose_precision",
     "cleanup",
+    "clear_notebook_references",
     "compare_with_references",
     "compile_model",
     "compile_support",
-    "clear_notebook_references",
+    "copy_and_extract",
     "copy_bandwidth",
     "count_parameters",
     "cpu_count",
@@ -215,6 +235,7 @@ __all__ = [
     "cuda_required",
     "ddp_setup",
     "ddp_teardown",
+    "decode_jpegs",
     "default_checkpoint_dir",
     "evaluate",
     "explain",
@@ -222,6 +243,8 @@ __all__ = [
     "figure_names",
     "figure_svg",
     "find_max_batch_size",
+    "finetune",
+    "finetune_transforms",
     "fit",
     "format_memory",
     "format_runtime_report",
@@ -235,14 +258,16 @@ __all__ = [
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
+    "load_pretrained",
     "make_loaders",
     "make_scaler",
-    "measure_loader",
     "measure_activations",
+    "measure_loader",
     "measure_peak",
     "memory_report",
     "mlp",
     "notebook_platform",
+    "own_data",
     "per_sample_flip",
     "plot_bandwidth",
     "plot_history",
@@ -251,8 +276,9 @@ __all__ = [
     "print_runtime_report",
     "profile_training_steps",
     "random_crop",
-    "reference_figures",
     "rank0_print",
+    "read_bytes",
+    "reference_figures",
     "require_cuda_if_asked",
     "require_model_on_device",
     "resolve_precision",
@@ -270,6 +296,7 @@ __all__ = [
     "speedrun",
     "speedrun_ladder",
     "speedup",
+    "split_image_folder",
     "suggest_num_workers",
     "summarize_profile",
     "sweep_workers",
@@ -277,6 +304,7 @@ __all__ = [
     "tf32_enabled",
     "tf32_mode",
     "time_conv_step_fresh",
+    "time_file_reads",
     "time_loader_epochs",
     "time_train_epoch",
     "time_train_step",
@@ -285,4 +313,5 @@ __all__ = [
     "worker_counts",
     "worker_loader",
     "workloads",
+    "write_image_folder",
 ]

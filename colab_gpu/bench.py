@@ -28,6 +28,7 @@ from .feeding import (
     time_loader_epochs,
     worker_counts,
 )
+from .finetune import finetune_epoch_row
 from .models import mlp
 from .precision import choose_precision, tf32_mode
 from .profiling import profile_training_steps, summarize_profile
@@ -244,6 +245,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         "lesson 12's last rung at least 20x faster per epoch than its first (an H100 or A100 figure)", at_least=20,
         reason="the seeds' loop waits on per-image CPU transforms and on .item() every step; the last rung keeps "
                "the GPU fed with large half-precision batches")}),
+    "finetune": Experiment(finetune_epoch_row),
     "fit": Experiment(fit_vs_hand_loop, {"fit": Target(
         "fit within 10% of a minimal hand loop", at_most=1.10,
         reason="the course's helpers must not cost what the lessons teach to save")}),

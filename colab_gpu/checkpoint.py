@@ -68,7 +68,8 @@ def set_rng_state(state: dict[str, Any], loader_generator: torch.Generator | Non
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> Path:
-    """``torch.save`` to a temporary file beside ``path``, fsync, then rename over ``path``."""
+    """``torch.save`` to a temporary file beside ``path``, fsync, then rename over ``path``: a crash mid-write leaves
+    the previous file whole. Checkpoints (lesson 03) and the weights lesson 13 keeps are written with it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -7,6 +7,8 @@ the same models train on it. One printed line says when that happens.
 
 Images are kept as uint8 tensors (N, C, H, W) and converted to normalized float32 once, which is
 what a small data set that fits in memory should do.
+
+`write_image_folder` writes lesson 13's stand-in for a learner's photos: class folders of real JPEG files.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                    "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 DIGITS_CLASSES = tuple(str(d) for d in range(10))
+SHAPES = ("circle", "square", "triangle")  # the classes of write_image_folder's stand-in photos
 DOWNLOAD_TIMEOUT_S = 30
 
 
@@ -204,3 +207,46 @@ def load_fashion_mnist(root: str | os.PathLike = "data") -> ImageData:
 def load_cifar10(root: str | os.PathLike = "data") -> ImageData:
     """CIFAR-10 (3x32x32), downloaded into ``root`` if needed; digits when offline. Taught in lesson 04."""
     return _download_or_fallback(_cifar10, "CIFAR-10", root, image_size=32, channels=3)
+
+
+def _draw_shape(image, shape: str, rng: random.Random) -> None:
+    from PIL import ImageDraw
+
+    size = image.width
+    r = rng.uniform(0.18, 0.32) * size
+    cx, cy = rng.uniform(r, size - r), rng.uniform(r, size - r)
+    color = tuple(rng.randint(0, 255) for _ in range(3))
+    draw = ImageDraw.Draw(image)
+    if shape == "circle":
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=color, outline="white", width=max(1, size // 48))
+    elif shape == "square":
+        draw.rectangle((cx - r, cy - r, cx + r, cy + r), fill=color, outline="white", width=max(1, size // 48))
+    else:
+        draw.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=color, outline="white")
+
+
+def write_image_folder(root: str | os.PathLike, *, per_class: int = 40, size: int = 64, seed: int = 0,
+                       quality: int = 90) -> Path:
+    """Write a stand-in for your photos: ``root/<shape>/<n>.jpg``, real JPEG files of a circle, a square or a
+    triangle drawn onto crops of scikit-learn's two sample photographs. Returns ``root``. Lesson 13."""
+    from PIL import Image
+
+    try:
+        from sklearn.datasets import load_sample_images
+    except ImportError as err:
+        raise ImportError("The stand-in images need scikit-learn's sample photos: pip install scikit-learn "
+                          "(Colab and Kaggle have it).") from err
+    if per_class < 2 or size < 16:
+        raise ValueError(f"write_image_folder needs per_class >= 2 and size >= 16, got {per_class} and {size}.")
+    photos = [Image.fromarray(array) for array in load_sample_images().images]
+    rng, root = random.Random(seed), Path(root)
+    for shape in SHAPES:
+        (root / shape).mkdir(parents=True, exist_ok=True)
+        for n in range(per_class):
+            photo = rng.choice(photos)
+            side = rng.randint(min(size, *photo.size), min(photo.size))  # a window of random size
+            x, y = rng.randint(0, photo.width - side), rng.randint(0, photo.height - side)
+            image = photo.crop((x, y, x + side, y + side)).resize((size, size), Image.BILINEAR)
+            _draw_shape(image, shape, rng)
+            image.save(root / shape / f"{n:04d}.jpg", quality=quality)
+    return root

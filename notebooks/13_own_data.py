@@ -1,0 +1,472 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 13 · Your own data: Drive, a zip on local disk, ImageFolder and fine-tuning
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/13_own_data.ipynb)
+# [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/13_own_data.ipynb)
+#
+# **What you will learn**
+# - to get a folder of your own photos into a Colab or Kaggle runtime without the GPU waiting on
+#   Google Drive: one archive copied to local disk and extracted, measured against reading the
+#   files one by one;
+# - to load class folders with `ImageFolder`, split them the same way on every run, and augment
+#   them with lesson 05's v2 transforms; where JPEG decoding runs (CPU workers or the GPU), measured;
+# - to fine-tune a pretrained torchvision model: a new head trained on a frozen backbone, then
+#   every layer at a lower learning rate, in channels_last and lesson 06's precision, with
+#   checkpoints on Drive so that a disconnect costs at most one epoch;
+# - to use the model: `model.eval()` and `torch.inference_mode()`, one image and a batch, and the
+#   weights saved and loaded again.
+#
+# **Time:** 50 minutes. **Prerequisites:** lessons 03 (`fit`, checkpoints), 05 (loaders and
+# v2 transforms) and 06 (mixed precision).
+
+# %%
+# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
+# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
+# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+import importlib
+import subprocess
+import sys
+
+COLAB_GPU = "0.19.0"
+try:
+    import colab_gpu
+    found = getattr(colab_gpu, "__version__", "unknown")
+except ImportError:
+    found = None
+if found != COLAB_GPU:
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
+                         capture_output=True, text=True)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install colab-gpu=={COLAB_GPU} (is this runtime online? "
+                           f"On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+    for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
+        del sys.modules[name]  # a different version imported above: the import below loads the new one
+    importlib.invalidate_caches()
+print(f"colab_gpu {COLAB_GPU}:", "already installed" if found == COLAB_GPU else f"installed (found: {found})")
+
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+on_gpu = device.type == "cuda"
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# ## 1. Your images, as one folder per class
+#
+# `ImageFolder` reads the layout most photo collections already have: one folder per class,
+# the images inside, any names. Zip the top folder on your computer and upload the one archive
+# to Google Drive:
+#
+# ```
+# my_photos.zip
+# └── my_photos/
+#     ├── cats/    0001.jpg  0002.jpg ...
+#     └── dogs/    0001.jpg  img_2231.jpeg ...
+# ```
+#
+# Set `MY_ARCHIVE` to its path below (on Colab, Drive is mounted at `/content/drive` by the next
+# cell, which asks for your permission once) and the whole lesson runs on your images. Left at
+# `None`, the lesson writes a stand-in once: real JPEG photos with a circle, a square or a triangle
+# drawn in, one folder per shape, and a zip of them beside it (on Drive when it is mounted; a later
+# session finds them there and reuses them).
+#
+# On Kaggle, attach a data set with "Add Input": it appears, already extracted, under
+# `/kaggle/input/<name>/`, on the machine's disk and read-only. Set `MY_FOLDER` to the folder that
+# holds its class folders instead: there is nothing to copy. (A folder of class folders already on
+# any machine's own disk works the same way.) Checkpoints go to `/kaggle/working/`, which Kaggle
+# keeps with the notebook's output.
+
+# %%
+import shutil
+import time
+from pathlib import Path
+
+MY_ARCHIVE = None  # your data: a .zip or .tar.gz of class folders, e.g. "/content/drive/MyDrive/my_photos.zip"
+MY_FOLDER = None  # or a folder of class folders on this machine's disk, e.g. "/kaggle/input/<name>/<folder>"
+
+if cg.in_colab():
+    from google.colab import drive
+
+    try:
+        drive.mount("/content/drive")
+    except Exception as err:  # permission refused, or no answer: the lesson goes on without Drive
+        print(f"Drive is not mounted ({type(err).__name__}: {err}): files and checkpoints stay on this runtime's "
+              "disk and go with it. Rerun this cell to mount Drive.")
+if cg.in_kaggle():
+    print("data sets attached to this notebook:", sorted(p.name for p in Path("/kaggle/input").iterdir()))
+my_drive = Path("/content/drive/MyDrive")
+on_drive = my_drive.is_dir()
+size = 224 if on_gpu else 64  # pixels: the pretrained weights' 224 on a GPU, 64 to keep a CPU runtime quick
+source = (my_drive / "colab_gpu" / "lesson13" if on_drive else Path("lesson13_source")) / f"{size}px"
+
+standin, standin_zip = source / "shapes", source / "shapes.zip"
+written_now = not standin_zip.is_file()
+if written_now:  # once: a later session reads these files from Drive itself, not from this session's cache
+    cg.write_image_folder(standin, per_class=100 if on_gpu else 40, size=size)
+    partial = shutil.make_archive(str(source / ".shapes"), "zip", root_dir=source, base_dir="shapes")
+    Path(partial).rename(standin_zip)  # the zip is whole or absent, even after a disconnect
+archive = Path(MY_ARCHIVE or standin_zip)
+print(f"stand-in images in {standin}/ and {standin_zip.name} ({'written now' if written_now else 'found'}); "
+      f"this lesson trains on {MY_FOLDER or archive}")
+
+# %% [markdown]
+# ## 2. Why not train from Drive: one archive on local disk
+#
+# A mounted Drive looks like a folder, but opening a file there that this runtime has not read
+# yet is a request to Google's servers. An epoch over 10,000 photos opens 10,000 files, and
+# the GPU waits for each. One archive is one large read: copy it to the runtime's own disk (`/content` on Colab),
+# extract it there, and every epoch reads local files. `cg.copy_and_extract` does both, with
+# progress bars, and skips the work when the same archive was extracted already.
+#
+# The next cell measures the three steps on this runtime. On Colab with Drive mounted, the first
+# line is Drive. In the session that wrote the stand-in, Drive still holds its files in a local
+# cache and the line flatters Drive; in a later session (Runtime > Disconnect and delete runtime,
+# then Run all) it measures Drive itself, and so does `cg.time_file_reads("/content/drive/MyDrive/<a
+# folder of yours>")` on any folder this runtime has not read yet. Without Drive, every line is this
+# machine's disk, warm in the operating system's cache: the cost of opening a file, without a network.
+
+# %%
+# The runtime's own disk, gone with the session: /content on Colab; on Kaggle /kaggle/temp (what you write
+# to /kaggle/working is kept as the notebook's output); here, a folder beside the notebook.
+local = Path("/content/data") if cg.in_colab() else Path("/kaggle/temp") if cg.in_kaggle() else Path("lesson13_local")
+file_by_file = cg.time_file_reads(standin)
+one_file = cg.time_file_reads(standin_zip)
+start = time.perf_counter()
+extracted = cg.copy_and_extract(archive, local)
+extract_s = time.perf_counter() - start
+local_reads = cg.time_file_reads(extracted)
+
+where = "Google Drive" if on_drive else "this machine's disk (no Drive here)"
+print(f"stand-in, file by file from {where}: {file_by_file}")
+print(f"the same images as one zip:  {one_file}")
+print(f"copy + extract {archive.name} to {local}: {extract_s:.2f} s -> {extracted}")
+print(f"then file by file from the local copy: {local_reads}")
+per_file_us = {"file by file": 1e6 * file_by_file.seconds / file_by_file.files,
+               "local copy": 1e6 * local_reads.seconds / local_reads.files}
+print("per file: " + ", ".join(f"{label} {us:,.0f} µs" for label, us in per_file_us.items()))
+if not on_drive:
+    print("Drive's own figure needs Colab with Drive mounted: there the first line reads from Drive.")
+elif written_now:
+    print("Drive is serving files this session wrote from its cache: run the lesson again in a new session "
+          "to measure Drive itself.")
+if archive == standin_zip:  # the copy holds every byte of every image
+    assert (local_reads.files, local_reads.bytes) == (file_by_file.files, file_by_file.bytes)
+data_root = Path(MY_FOLDER) if MY_FOLDER else extracted  # a folder on this machine's disk needs no copy
+
+# %% [markdown]
+# ## 3. `ImageFolder`, a split that stays the same, and v2 transforms
+#
+# Two things go wrong in most first attempts. `random_split` of one `ImageFolder` gives the
+# validation part the training part's random augmentation (they share one data set, one
+# transform); and a split drawn from the global random state changes whenever an earlier cell
+# draws one number more, so last week's validation images end up in this week's training set.
+# `cg.split_image_folder` builds two `ImageFolder`s over the same files, one per transform, and
+# splits every class by the same fraction with its own seeded generator. It also turns each photo
+# upright as its EXIF tag says: phones store portraits sideways with a tag that `ImageFolder`'s
+# default loader ignores.
+#
+# The transforms are lesson 05's v2 ones, normalized the way the pretrained weights were trained
+# (their `transforms()` says how). Training crops a random 50-100% of each image and mirrors it:
+# right for photos of objects, wrong for text or digits (`flip=False` then). Validation resizes
+# and takes the centre, the same every time.
+
+# %%
+import torch
+from torchvision.models import ResNet18_Weights, resnet18
+
+weights = ResNet18_Weights.DEFAULT
+preset = weights.transforms()  # what the weights were trained with: ImageNet's mean and std, 224 pixels
+train_transform, val_transform = cg.finetune_transforms(size, preset.mean, preset.std)
+print("train:", train_transform)
+print("validation:", val_transform)
+
+split = cg.split_image_folder(data_root, train_transform, val_transform, val_fraction=0.2, seed=0)
+print(split)
+again = cg.split_image_folder(data_root, val_fraction=0.2, seed=0)
+assert again.val.indices == split.val.indices and not set(split.val.indices) & set(split.train.indices)
+
+# %%
+import matplotlib.pyplot as plt
+
+shown = [split.train[i] for i in range(0, len(split.train), max(1, len(split.train) // 8))][:8]
+mean, std = torch.tensor(preset.mean), torch.tensor(preset.std)
+cg.show_images(torch.stack([image for image, _ in shown]), [split.classes[label] for _, label in shown],
+               mean=mean, std=std, title="training images, augmented")
+plt.show()
+
+# %% [markdown]
+# ### Common error: a hidden folder taken for a class
+#
+# `ImageFolder` takes every folder under the root for a class, hidden ones included. Open an image
+# in Jupyter's file browser and it may write `.ipynb_checkpoints` there; a zip made on a Mac holds
+# `__MACOSX`. Either becomes a class without images, and `ImageFolder` stops. Shown on a scratch
+# folder of two of your images (your own folder may be read-only, like Kaggle's inputs):
+
+# %%
+from torchvision.datasets import ImageFolder
+
+demo = local / "hidden_folder_demo"
+(demo / split.classes[0]).mkdir(parents=True, exist_ok=True)
+for path in [path for path, label in split.train.dataset.samples if label == 0][:2]:
+    shutil.copy(path, demo / split.classes[0])
+(demo / ".ipynb_checkpoints").mkdir(exist_ok=True)  # what Jupyter leaves behind
+with cg.shows_error(FileNotFoundError, match="Found no valid file for the classes .ipynb_checkpoints",
+                    fix="delete the folder (shutil.rmtree), or load with cg.split_image_folder, which skips "
+                        "hidden folders and __MACOSX"):
+    ImageFolder(demo)
+print(cg.split_image_folder(demo, val_fraction=0.5))
+
+# %% [markdown]
+# ## 4. Decoding: in CPU workers or on the GPU
+#
+# Every epoch decodes every JPEG again. DataLoader workers (lesson 05) do it on the CPU cores, in
+# parallel with the GPU's work; Colab has two cores. `torchvision.io.decode_jpeg(files,
+# device="cuda")` decodes a list with nvJPEG on the GPU instead (torchvision 0.29 moved it to
+# TorchCodec, the same call: `torchcodec.decoders.decode_jpeg`; `cg.decode_jpegs` uses whichever
+# this runtime has). GPUs with a JPEG engine (A100, H100) decode the whole list in hardware; on a
+# T4 the CPU still does a part of each image's work (the Huffman stage), image by image, so
+# measure before you move decoding. It pays when the CPU cannot keep up, and only if the
+# augmentation that follows runs on the GPU as well (lesson 12).
+#
+# The cell times decoding alone, on the files' bytes read once: in one CPU process, then on the
+# GPU where there is one. Then it times what training really waits for: the whole pipeline
+# (read, decode, crop, flip, normalize, batch) in DataLoader workers. Per worker, that is fewer
+# images per second than decoding alone: decoding is only a part of each image's work.
+
+# %%
+jpegs = [path for path, _ in split.train.dataset.samples if path.lower().endswith((".jpg", ".jpeg"))]
+encoded = [cg.read_bytes(path) for path in jpegs[:500]]  # the files' bytes, read once: decoding alone is timed
+on_cpu = cg.benchmark(lambda: cg.decode_jpegs(encoded, "cpu"), device="cpu", warmup=1, repeat=3)
+print(f"{len(encoded)} JPEG files of {size}x{size} pixels (of {len(split.train.dataset)} images), on {device}")
+print(f"decoding alone, one CPU process:  {len(encoded) / on_cpu.median:8,.0f} images/s")
+if on_gpu:
+    on_device = cg.benchmark(lambda: cg.decode_jpegs(encoded, device), device=device, warmup=1, repeat=3)
+    print(f"decoding alone, on the GPU (nvJPEG):  {len(encoded) / on_device.median:8,.0f} images/s")
+    decoded = cg.decode_jpegs(encoded[:1], device)[0]
+else:
+    print("decoding on the GPU needs a CUDA runtime: run this cell on Colab's T4 to compare")
+    decoded = cg.decode_jpegs(encoded[:1], "cpu")[0]
+cg.compare_with_references("13.gpu_decode_gain", on_cpu.median / on_device.median if on_gpu else None, device,
+                           what=f"decoding {size}x{size} JPEG files, GPU vs one CPU process, speed-up")
+assert decoded.dtype == torch.uint8 and decoded.shape[0] == 3 and decoded.device.type == device.type
+
+workers = cg.suggest_num_workers()
+batch_size = 32
+loader = cg.worker_loader(split.train, batch_size, device=device, num_workers=workers.num_workers)
+cg.measure_loader(loader, device)  # the first epoch starts the workers
+pipeline = cg.measure_loader(loader, device)
+print(f"read + decode + augment + batch in {workers.num_workers} DataLoader workers: {pipeline:8,.0f} images/s "
+      f"({pipeline / max(1, workers.num_workers):,.0f} per worker): what a training epoch can get at most")
+
+# %% [markdown]
+# ## 5. A pretrained model and a new head
+#
+# ResNet-18 (11.7 million parameters) learned ImageNet's 1,000 classes; its layers before the
+# last already turn a photo into 512 numbers that describe it. Replace the last layer, `fc`, by
+# one with an output per class of yours. Where the weights cannot be downloaded (this course's
+# CI, an offline laptop), `cg.load_pretrained` builds the same network with random weights and
+# says so in one line: the code is the same, the accuracies are not fine-tuning's.
+#
+# `channels_last` (lesson 12) and the precision lesson 06 chooses for this hardware make the
+# convolutions use the GPU's tensor cores.
+
+# %%
+from torch import nn
+
+cg.seed_everything(0)  # the new head (and, offline, the random backbone) starts the same on every run
+model, pretrained = cg.load_pretrained(resnet18, weights)
+model.fc = nn.Linear(model.fc.in_features, len(split.classes))  # 512 features -> your classes
+model = model.to(device, memory_format=torch.channels_last)
+precision = cg.choose_precision(device)
+print(f"ResNet-18, {'pretrained on ImageNet' if pretrained else 'random weights'}, "
+      f"{cg.count_parameters(model):,} parameters, head {model.fc}")
+print(f"precision: {precision}")
+train_loader = loader
+val_loader = cg.worker_loader(split.val, min(batch_size, len(split.val)), device=device,
+                              num_workers=workers.num_workers, shuffle=False)
+
+# %% [markdown]
+# ## 6. Train the head, the backbone frozen
+#
+# A new head starts random; its first gradients are large and, flowing back, would scramble the
+# backbone's features. So first train the head alone: `requires_grad = False` on every other
+# parameter. Autograd then skips the backbone's backward pass altogether (a step costs little
+# more than a forward pass), and the optimizer gets the head's parameters only.
+#
+# `fit` writes a checkpoint after every epoch (lesson 03): on Colab with Drive mounted,
+# `cg.default_checkpoint_dir` is on Drive, so after a disconnect "Run all" resumes where the last
+# epoch ended, and a finished `fit` is not trained again (delete the files to start afresh). The
+# file names carry the data's name, the image size and `split.fingerprint` (which changes when a
+# class, a file name or a file's size does): a new version of your data starts afresh.
+#
+# **Predict first:** how many times more images per second will an epoch train with the backbone
+# frozen than with every layer training (section 7)?
+
+# %%
+my_prediction = None  # your guess of the frozen epoch's speed-up, e.g. 2
+
+# %%
+for parameter in model.parameters():
+    parameter.requires_grad = False  # the backbone keeps what ImageNet taught it
+for parameter in model.fc.parameters():
+    parameter.requires_grad = True
+print(f"training {cg.count_parameters(model):,} of {sum(p.numel() for p in model.parameters()):,} parameters")
+backbone_before = {name: p.detach().clone() for name, p in model.named_parameters() if not p.requires_grad}
+running_mean_before = model.bn1.running_mean.clone()
+
+checkpoints = cg.default_checkpoint_dir("lesson13_checkpoints")
+data_name = Path(MY_FOLDER).name if MY_FOLDER else cg.own_data.archive_name(archive)
+name = f"{data_name}_{size}px_{split.fingerprint}"  # e.g. shapes_64px_1a2b3c4d
+head_optimizer = torch.optim.AdamW(model.fc.parameters(), lr=1e-3)
+head_history = cg.fit(model, train_loader, val_loader, head_optimizer, device, epochs=3, precision=precision,
+                      checkpoint=checkpoints / f"{name}_head.pt", progress=False)
+
+# %%
+unchanged = all(torch.equal(p, backbone_before[n]) for n, p in model.named_parameters() if n in backbone_before)
+moved = (model.bn1.running_mean - running_mean_before).abs().max().item()
+print(f"backbone weights unchanged: {unchanged}; batch norm's running mean moved by up to {moved:.3f}")
+assert unchanged
+
+# %% [markdown]
+# Freezing stops gradients, not batch norm: in training mode its running statistics still follow
+# your images (which usually helps; fast.ai's default even trains its weights). They are buffers,
+# not parameters, and `requires_grad` does not touch them.
+#
+# ## 7. Unfreeze, with a lower learning rate for the backbone
+#
+# Now every layer trains, in two parameter groups: the backbone with a learning rate ten times
+# smaller than the head's, so that it adapts to your images without forgetting what it knows.
+# Compare the images per second with section 6's: the backward pass through the backbone, which
+# freezing skipped, is most of a step. Where both are close to section 4's loader figure, the GPU
+# is waiting on the data instead, and more workers or GPU decoding are the next step.
+
+# %%
+for parameter in model.parameters():
+    parameter.requires_grad = True
+backbone = [p for n, p in model.named_parameters() if not n.startswith("fc.")]
+optimizer = torch.optim.AdamW([
+    {"params": backbone, "lr": 1e-4},  # small steps: keep the features
+    {"params": model.fc.parameters(), "lr": 1e-3},
+])
+history = cg.fit(model, train_loader, val_loader, optimizer, device, epochs=3, precision=precision,
+                 checkpoint=checkpoints / f"{name}_finetune.pt", progress=False)
+print(f"images/s per epoch: {head_history.last['samples_per_s']:,.0f} with the backbone frozen, "
+      f"{history.last['samples_per_s']:,.0f} training every layer; the loader alone: {pipeline:,.0f}")
+frozen_gain = head_history.last["samples_per_s"] / history.last["samples_per_s"]
+cg.compare_with_references("13.frozen_epoch_gain", frozen_gain, device, prediction=my_prediction,
+                           what="one fine-tuning epoch, backbone frozen vs every layer, speed-up")
+print(f"validation accuracy: {head_history.last['test_acc']:.1%} with the head alone, "
+      f"{history.last['test_acc']:.1%} after fine-tuning every layer "
+      f"({'pretrained' if pretrained else 'random weights: download the weights for the real figures'})")
+assert history.last["train_loss"] < head_history.rows[0]["train_loss"]  # six epochs of training brought the loss down
+
+# %% [markdown]
+# ## 8. Using the model: one image, a batch, the weights for later
+#
+# Two switches, every time you predict. `model.eval()` makes batch norm use its running
+# statistics (and turns dropout off), so an image's answer does not depend on the other images
+# in its batch. `torch.inference_mode()` records nothing for autograd: less memory, less time.
+# Open your own image the way training saw its images: `ImageOps.exif_transpose` turns a phone's
+# portrait upright, and `.convert("RGB")` gives three channels (a PNG with transparency has four, a
+# grayscale photo one). (On Colab, `from google.colab import files; image_path =
+# next(iter(files.upload()))` uploads one from your computer.)
+
+# %%
+from PIL import Image, ImageOps
+
+image_path = split.val.dataset.samples[split.val.indices[0]][0]  # or the path of any photo of yours
+model.eval()
+with torch.inference_mode():
+    image = val_transform(ImageOps.exif_transpose(Image.open(image_path)).convert("RGB"))
+    logits = model(image.unsqueeze(0).to(device))  # a batch of one
+    probabilities = logits.softmax(dim=1)[0]
+    batch = torch.stack([split.val[i][0] for i in range(min(8, len(split.val)))]).to(device)
+    batch_logits = model(batch)
+print(f"{Path(image_path).name}: {split.classes[probabilities.argmax()]} ({probabilities.max():.0%}); "
+      f"true class: {Path(image_path).parent.name}")
+# In eval mode an image's answer does not depend on its batch (to 3%: on a GPU another batch size may run other
+# convolution algorithms, in TF32 on an A100, L4 or H100)
+assert torch.allclose(logits[0], batch_logits[0], rtol=3e-2, atol=3e-2)
+assert not logits.requires_grad and logits.is_inference()
+
+predicted, truth = cg.predict(model, val_loader, device)
+print(f"the whole validation set: {(predicted == truth).float().mean():.1%} right, {len(truth)} images")
+
+# %% [markdown]
+# Save the weights with the class names, written atomically (a disconnect during the write
+# leaves the previous file whole). To use them later, build the same architecture, give it the
+# same head, then load: in the other order, the head's shapes do not match.
+
+# %%
+weights_path = checkpoints / f"{name}_resnet18.pt"
+cg.atomic_save({"model": model.state_dict(), "classes": split.classes}, weights_path)
+
+saved = torch.load(weights_path, map_location="cpu")  # weights_only: tensors and a list of names
+restored = resnet18(weights=None)
+with cg.shows_error(RuntimeError, match="size mismatch for fc.weight",
+                    fix="give the model your head first: restored.fc = nn.Linear(512, len(saved['classes']))"):
+    restored.load_state_dict(saved["model"])
+restored.fc = nn.Linear(restored.fc.in_features, len(saved["classes"]))
+restored.load_state_dict(saved["model"])
+restored = restored.to(device).eval()
+with torch.inference_mode():
+    assert torch.allclose(restored(image.unsqueeze(0).to(device)), logits, rtol=3e-2, atol=3e-2)
+print(f"saved to {weights_path} ({weights_path.stat().st_size / 1e6:.0f} MB) and loaded again: same answers")
+
+# %% [markdown]
+# ## Exercise: freeze any network for its head
+#
+# Torchvision's networks keep their heads in different places: ResNet's is `model.fc`,
+# MobileNetV3's `model.classifier[-1]`, EfficientNet's `model.classifier[1]`. Write
+# `freeze_for_head(model, head)`: stop gradients for every parameter of `model` outside `head`,
+# keep them for `head`, and return the parameters the optimizer should train.
+# `cg.check_frozen_backbone` tries it on ResNet-18 and MobileNetV3, checks that a training step
+# leaves the backbone as it was, and measures a frozen step against a full one on this runtime.
+
+# %%
+def freeze_for_head(model, head):
+    return head.parameters()  # the optimizer trains the head only, but autograd still computes every gradient
+
+
+# %% tags=["solution"]
+def freeze_for_head(model, head):
+    model.requires_grad_(False)
+    head.requires_grad_(True)
+    return list(head.parameters())
+
+
+# %%
+cg.check_frozen_backbone(freeze_for_head, device)
+
+# %% [markdown]
+# ## Summary
+#
+# - Keep your images as one archive on Drive; `cg.copy_and_extract(archive, "/content/data")` puts
+#   them on the runtime's disk once per session instead of a network request per file per epoch.
+#   On Kaggle, `/kaggle/input` is already local.
+# - `cg.split_image_folder(root, train_transform, val_transform, seed=0)`: class folders, the same
+#   split every run, a transform per part; hidden folders and `__MACOSX` are not classes.
+# - Decode in DataLoader workers; `decode_jpeg(..., device="cuda")` when the CPU cannot keep up.
+# - Fine-tune: load `weights=...DEFAULT`, replace the head, train it with the backbone frozen
+#   (`requires_grad = False`), then every layer with a smaller learning rate for the backbone;
+#   channels_last, lesson 06's precision, a checkpoint per epoch on Drive.
+# - Predict with `model.eval()` and `torch.inference_mode()`; save `state_dict` with the class
+#   names, and rebuild the head before loading.
