@@ -296,3 +296,27 @@ def test_check_frozen_backbone(freeze, verdict, hint, capsys):
     out = capsys.readouterr().out
     assert bool(result) == (verdict == PASS) and out.startswith(verdict) and hint in out
 
+
+
+@pytest.mark.gpu
+def test_gpu_decoding_matches_the_cpu_and_turns_photos_upright(shapes, tmp_path):
+    device = cg.get_device("cuda")
+    exif = Image.Exif()
+    exif[own_data.EXIF_ORIENTATION] = 6
+    with Image.open(next(shapes.rglob("*.jpg"))) as picture:
+        picture.crop((0, 0, 32, 16)).save(tmp_path / "portrait.jpg", exif=exif)
+    encoded = [cg.read_bytes(path) for path in sorted(shapes.rglob("*.jpg"))[:8]] + [
+        cg.read_bytes(tmp_path / "portrait.jpg")]
+    on_gpu, on_cpu = cg.decode_jpegs(encoded, device), cg.decode_jpegs(encoded, "cpu")
+    assert all(image.device.type == "cuda" for image in on_gpu)
+    assert on_gpu[-1].shape == on_cpu[-1].shape == (3, 32, 16)  # upright on both: (channels, height, width)
+    for gpu, cpu in zip(on_gpu, on_cpu, strict=True):  # nvJPEG and libjpeg-turbo round differently
+        assert (gpu.cpu().int() - cpu.int()).abs().float().mean() < 3
+
+
+@pytest.mark.gpu
+def test_a_frozen_backbone_and_the_bench_row_on_a_real_gpu():
+    device = cg.get_device("cuda")
+    assert cg.check_frozen_backbone(solution, device)
+    row = finetune.finetune_epoch_row(device)
+    assert row.status == "ok" and row.details["size"] == 224 and row.details["precision"] in ("bf16", "fp16")
