@@ -173,12 +173,14 @@ class FileReads:
 def time_file_reads(path: str | os.PathLike, *, limit: int | None = None) -> FileReads:
     """Open and read every file under ``path`` (or the one file ``path``), at most ``limit`` files. Lesson 13.
 
+    Hidden files and ``__MACOSX`` are left out, as `copy_and_extract` and `split_image_folder` leave them out.
     Files read recently come from the operating system's cache: the first read of files on Drive is the
     figure that costs a training epoch, later ones measure the cache."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"Nothing at {path}. {_listing(path.parent)}")
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())[:limit]
+    files = [path] if path.is_file() else sorted(
+        p for p in path.rglob("*") if p.is_file() and not _any_ignored(str(p.relative_to(path))))[:limit]
     if not files:
         raise ValueError(f"{path} holds no files to read.")
     start, total = time.perf_counter(), 0
@@ -202,10 +204,11 @@ class FolderSplit:
 
     @property
     def fingerprint(self) -> str:
-        """8 hex digits that change when a class, a file name or a file's size changes: put it in checkpoint names,
-        so that training on a new version of the data starts afresh instead of resuming the old run."""
+        """8 hex digits that change when a class, a file name, a file's size or the split changes: put it in
+        checkpoint names, so that training on a new version of the data starts afresh instead of resuming."""
         folder = self.train.dataset
         digest = hashlib.sha256("\n".join(self.classes).encode())
+        digest.update(f"\nvalidation {self.val.indices}".encode())
         for path, _ in folder.samples:
             digest.update(f"\n{os.path.relpath(path, folder.root)} {os.path.getsize(path)}".encode())
         return digest.hexdigest()[:8]

@@ -114,6 +114,11 @@ def test_time_file_reads_counts_files_and_bytes(shapes, tmp_path):
     assert reads.files_per_s > 0 and "18 files" in str(reads)
     assert cg.time_file_reads(shapes, limit=5).files == 5
     assert cg.time_file_reads(next(shapes.rglob("*.jpg"))).files == 1
+    (shapes / ".DS_Store").write_bytes(b"Finder")  # hidden files are not the data set's
+    try:
+        assert cg.time_file_reads(shapes).files == 18
+    finally:
+        (shapes / ".DS_Store").unlink()
     with pytest.raises(FileNotFoundError, match="Nothing at"):
         cg.time_file_reads(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
@@ -196,7 +201,8 @@ def test_the_fingerprint_changes_with_the_data_only(shapes, tmp_path):
 
     copy = shutil.copytree(shapes, tmp_path / "copy")
     first = cg.split_image_folder(copy).fingerprint
-    assert len(first) == 8 and cg.split_image_folder(copy, seed=1).fingerprint == first
+    assert len(first) == 8 and cg.split_image_folder(copy).fingerprint == first
+    assert cg.split_image_folder(copy, seed=1).fingerprint != first  # another split: another run
     assert cg.split_image_folder(shapes).fingerprint == first  # the same files elsewhere: the same data
     shutil.copy(copy / "circle" / "0000.jpg", copy / "circle" / "extra.jpg")
     assert cg.split_image_folder(copy).fingerprint != first

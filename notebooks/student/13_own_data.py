@@ -89,9 +89,9 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 #
 # Set `MY_ARCHIVE` to its path below (on Colab, Drive is mounted at `/content/drive` by the next
 # cell, which asks for your permission once) and the whole lesson runs on your images. Left at
-# `None`, the lesson writes a stand-in once: real JPEG photos with a circle, a square or a triangle
-# drawn in, one folder per shape, and a zip of them beside it (on Drive when it is mounted; a later
-# session finds them there and reuses them).
+# `None`, it trains on a stand-in: real JPEG photos with a circle, a square or a triangle drawn in,
+# one folder per shape, and a zip of them beside it. The lesson writes the stand-in once (on Drive
+# when it is mounted; a later session finds it there) and measures it in section 2 in any case.
 #
 # On Kaggle, attach a data set with "Add Input": it appears, already extracted, under
 # `/kaggle/input/<name>/`, on the machine's disk and read-only. Set `MY_FOLDER` to the folder that
@@ -123,7 +123,7 @@ size = 224 if on_gpu else 64  # pixels: the pretrained weights' 224 on a GPU, 64
 source = (my_drive / "colab_gpu" / "lesson13" if on_drive else Path("lesson13_source")) / f"{size}px"
 
 standin, standin_zip = source / "shapes", source / "shapes.zip"
-written_now = not standin_zip.is_file()
+written_now = not (standin_zip.is_file() and standin.is_dir())
 if written_now:  # once: a later session reads these files from Drive itself, not from this session's cache
     cg.write_image_folder(standin, per_class=100 if on_gpu else 40, size=size)
     partial = shutil.make_archive(str(source / ".shapes"), "zip", root_dir=source, base_dir="shapes")
@@ -229,9 +229,10 @@ plt.show()
 from torchvision.datasets import ImageFolder
 
 demo = local / "hidden_folder_demo"
+shutil.rmtree(demo, ignore_errors=True)  # a fresh scratch folder on every run
 (demo / split.classes[0]).mkdir(parents=True, exist_ok=True)
-for path in [path for path, label in split.train.dataset.samples if label == 0][:2]:
-    shutil.copy(path, demo / split.classes[0])
+for n, path in enumerate([path for path, label in split.train.dataset.samples if label == 0][:2]):
+    shutil.copy(path, demo / split.classes[0] / f"{n}{Path(path).suffix}")
 (demo / ".ipynb_checkpoints").mkdir(exist_ok=True)  # what Jupyter leaves behind
 with cg.shows_error(FileNotFoundError, match="Found no valid file for the classes .ipynb_checkpoints",
                     fix="delete the folder (shutil.rmtree), or load with cg.split_image_folder, which skips "
@@ -244,9 +245,10 @@ print(cg.split_image_folder(demo, val_fraction=0.5))
 #
 # Every epoch decodes every JPEG again. DataLoader workers (lesson 05) do it on the CPU cores, in
 # parallel with the GPU's work; Colab has two cores. `torchvision.io.decode_jpeg(files,
-# device="cuda")` decodes a list with nvJPEG on the GPU instead (torchvision 0.29 moved it to
-# TorchCodec, the same call: `torchcodec.decoders.decode_jpeg`; `cg.decode_jpegs` uses whichever
-# this runtime has). GPUs with a JPEG engine (A100, H100) decode the whole list in hardware; on a
+# device="cuda")` decodes a list with nvJPEG on the GPU instead. (From torchvision 0.29 on,
+# TorchCodec's `torchcodec.decoders.decode_jpeg` takes over with the same arguments, and also turns
+# photos upright by their EXIF tag; `cg.decode_jpegs` uses whichever this runtime has, upright
+# either way.) GPUs with a JPEG engine (A100, H100) decode the whole list in hardware; on a
 # T4 the CPU still does a part of each image's work (the Huffman stage), image by image, so
 # measure before you move decoding. It pays when the CPU cannot keep up, and only if the
 # augmentation that follows runs on the GPU as well (lesson 12).
@@ -257,24 +259,37 @@ print(cg.split_image_folder(demo, val_fraction=0.5))
 # images per second than decoding alone: decoding is only a part of each image's work.
 
 # %%
-jpegs = [path for path, _ in split.train.dataset.samples if path.lower().endswith((".jpg", ".jpeg"))]
-encoded = [cg.read_bytes(path) for path in jpegs[:500]]  # the files' bytes, read once: decoding alone is timed
-on_cpu = cg.benchmark(lambda: cg.decode_jpegs(encoded, "cpu"), device="cpu", warmup=1, repeat=3)
-print(f"{len(encoded)} JPEG files of {size}x{size} pixels (of {len(split.train.dataset)} images), on {device}")
-print(f"decoding alone, one CPU process:  {len(encoded) / on_cpu.median:8,.0f} images/s")
-if on_gpu:
-    on_device = cg.benchmark(lambda: cg.decode_jpegs(encoded, device), device=device, warmup=1, repeat=3)
-    print(f"decoding alone, on the GPU (nvJPEG):  {len(encoded) / on_device.median:8,.0f} images/s")
-    decoded = cg.decode_jpegs(encoded[:1], device)[0]
+# The files' bytes, read once, so that decoding alone is timed; real JPEGs only (a PNG may be named .jpg)
+samples = [path for path, _ in split.train.dataset.samples][:128]
+encoded = [data for data in map(cg.read_bytes, samples) if data[:2].tolist() == [0xFF, 0xD8]]  # JPEG's marker
+chunks = [encoded[i:i + 32] for i in range(0, len(encoded), 32)]  # 32 at a time: a phone photo is 36 MB decoded
+
+
+def decode_all(where):
+    for chunk in chunks:
+        cg.decode_jpegs(chunk, where)  # decoded and dropped: only the time counts
+
+
+if encoded:
+    first = cg.decode_jpegs(encoded[:1], device)[0]
+    assert first.dtype == torch.uint8 and first.shape[0] == 3 and first.device.type == device.type  # RGB
+    print(f"{len(encoded)} JPEG files (the first is {first.shape[2]}x{first.shape[1]} pixels), on {device}")
+    on_cpu = cg.benchmark(lambda: decode_all("cpu"), device="cpu", warmup=1, repeat=3)
+    print(f"decoding alone, one CPU process:     {len(encoded) / on_cpu.median:8,.0f} images/s")
+    gpu_gain = None
+    if on_gpu:
+        on_device = cg.benchmark(lambda: decode_all(device), device=device, warmup=1, repeat=3)
+        gpu_gain = on_cpu.median / on_device.median
+        print(f"decoding alone, on the GPU (nvJPEG): {len(encoded) / on_device.median:8,.0f} images/s")
+    else:
+        print("decoding on the GPU needs a CUDA runtime: run this cell on Colab's T4 to compare")
+    cg.compare_with_references("13.gpu_decode_gain", gpu_gain, device,
+                               what="decoding JPEG files, GPU vs one CPU process, speed-up")
 else:
-    print("decoding on the GPU needs a CUDA runtime: run this cell on Colab's T4 to compare")
-    decoded = cg.decode_jpegs(encoded[:1], "cpu")[0]
-cg.compare_with_references("13.gpu_decode_gain", on_cpu.median / on_device.median if on_gpu else None, device,
-                           what=f"decoding {size}x{size} JPEG files, GPU vs one CPU process, speed-up")
-assert decoded.dtype == torch.uint8 and decoded.shape[0] == 3 and decoded.device.type == device.type
+    print("no JPEG files among these images: the decoding comparison needs some")
 
 workers = cg.suggest_num_workers()
-batch_size = 32
+batch_size = min(32, len(split.train))
 loader = cg.worker_loader(split.train, batch_size, device=device, num_workers=workers.num_workers)
 cg.measure_loader(loader, device)  # the first epoch starts the workers
 pipeline = cg.measure_loader(loader, device)
@@ -319,8 +334,9 @@ val_loader = cg.worker_loader(split.val, min(batch_size, len(split.val)), device
 # `fit` writes a checkpoint after every epoch (lesson 03): on Colab with Drive mounted,
 # `cg.default_checkpoint_dir` is on Drive, so after a disconnect "Run all" resumes where the last
 # epoch ended, and a finished `fit` is not trained again (delete the files to start afresh). The
-# file names carry the data's name, the image size and `split.fingerprint` (which changes when a
-# class, a file name or a file's size does): a new version of your data starts afresh.
+# file names carry the data's name, the image size, `split.fingerprint` (which changes when a
+# class, a file name, a file's size or the split does) and whether the backbone was pretrained:
+# a new version of your data starts afresh.
 #
 # **Predict first:** how many times more images per second will an epoch train with the backbone
 # frozen than with every layer training (section 7)?
@@ -339,7 +355,7 @@ running_mean_before = model.bn1.running_mean.clone()
 
 checkpoints = cg.default_checkpoint_dir("lesson13_checkpoints")
 data_name = Path(MY_FOLDER).name if MY_FOLDER else cg.own_data.archive_name(archive)
-name = f"{data_name}_{size}px_{split.fingerprint}"  # e.g. shapes_64px_1a2b3c4d
+name = f"{data_name}_{size}px_{split.fingerprint}" + ("" if pretrained else "_random")  # e.g. shapes_64px_1a2b3c4d
 head_optimizer = torch.optim.AdamW(model.fc.parameters(), lr=1e-3)
 head_history = cg.fit(model, train_loader, val_loader, head_optimizer, device, epochs=3, precision=precision,
                       checkpoint=checkpoints / f"{name}_head.pt", progress=False)
@@ -462,7 +478,8 @@ cg.check_frozen_backbone(freeze_for_head, device)
 #   On Kaggle, `/kaggle/input` is already local.
 # - `cg.split_image_folder(root, train_transform, val_transform, seed=0)`: class folders, the same
 #   split every run, a transform per part; hidden folders and `__MACOSX` are not classes.
-# - Decode in DataLoader workers; `decode_jpeg(..., device="cuda")` when the CPU cannot keep up.
+# - Decode in DataLoader workers; on the GPU (`cg.decode_jpegs(files, "cuda")`, nvJPEG, upright)
+#   when the CPU cannot keep up, measured first: a T4 still leaves part of the work to the CPU.
 # - Fine-tune: load `weights=...DEFAULT`, replace the head, train it with the backbone frozen
 #   (`requires_grad = False`), then every layer with a smaller learning rate for the backbone;
 #   channels_last, lesson 06's precision, a checkpoint per epoch on Drive.
