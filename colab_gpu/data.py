@@ -159,12 +159,22 @@ def download_problem(error: BaseException) -> str:
     return f"the download failed: {text.splitlines()[-1][:120] if text else type(error).__name__}"
 
 
-def _download_or_fallback(load, name: str, root: str | os.PathLike, image_size: int, channels: int) -> ImageData:
+@contextlib.contextmanager
+def download_timeout(seconds: float = DOWNLOAD_TIMEOUT_S):
+    """Give every socket opened inside the block ``seconds`` to answer (an unreachable server must not hang a
+    lesson), then restore the previous default. Data sets (lessons 03-04) and pretrained weights (lesson 13)."""
     previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # an unreachable mirror must not hang a lesson
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def _download_or_fallback(load, name: str, root: str | os.PathLike, image_size: int, channels: int) -> ImageData:
     chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
     try:
-        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+        with download_timeout(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
             data = load(Path(root))
         print(f"{name} loaded from {root}/.")
         return data
@@ -173,8 +183,6 @@ def _download_or_fallback(load, name: str, root: str | os.PathLike, image_size: 
               f"handwritten digits instead, resized to {channels}x{image_size}x{image_size}: the same code, other "
               "accuracy figures.")
         return load_digits(image_size, channels)
-    finally:
-        socket.setdefaulttimeout(previous)
 
 
 def _fashion_mnist(root: Path) -> ImageData:

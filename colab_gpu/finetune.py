@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +17,7 @@ import torch
 from torch import nn
 
 from .bench_rows import Row
-from .data import DOWNLOAD_TIMEOUT_S, download_problem, write_image_folder
+from .data import download_problem, download_timeout, write_image_folder
 from .feeding import suggest_num_workers, worker_loader
 from .own_data import split_image_folder
 from .precision import choose_precision, make_scaler
@@ -34,17 +33,14 @@ def load_pretrained(builder: Callable[..., nn.Module], weights, **kwargs) -> tup
 
     Example: ``model, pretrained = load_pretrained(torchvision.models.resnet18, ResNet18_Weights.DEFAULT)``.
     """
-    previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)  # an unreachable server must not hang the lesson
     try:
-        return builder(weights=weights, **kwargs), True
+        with download_timeout():
+            return builder(weights=weights, **kwargs), True
     except (OSError, RuntimeError) as err:  # no network (URLError is an OSError), or a truncated download
         print(f"{weights} could not be loaded ({download_problem(err)}): {builder.__name__} starts from random "
               "weights here, so the accuracies below are not fine-tuning's (they need the download: Colab, or "
               "Kaggle with Settings > Internet on).")
         return builder(weights=None, **kwargs), False
-    finally:
-        socket.setdefaulttimeout(previous)
 
 
 def finetune_transforms(size: int, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
