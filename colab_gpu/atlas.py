@@ -178,6 +178,13 @@ ENTRIES: tuple[AtlasEntry, ...] = (
            "fit (on a CPU the same failure reads 'DefaultCPUAllocator: can't allocate memory').",
            "Smaller batch (cg.find_max_batch_size), mixed precision, gradient accumulation; free what the "
            "notebook keeps (cg.cleanup).", "lesson 07; lesson 09, memory"),
+    _entry("cuda-not-started", "memory", "Invalid device argument 0: did you call init?",
+           r"Invalid device (argument|index)\b",
+           "A CUDA memory call ran before CUDA started in this process. PyTorch starts CUDA at the first GPU tensor "
+           "or kernel, and torch.cuda.reset_peak_memory_stats does not start it (memory_allocated answers 0).",
+           "Get the device with cg.get_device() (it starts CUDA), or call torch.cuda.init() or create a tensor on "
+           "the GPU first; check the index against torch.cuda.device_count().", "lesson 07, section 1",
+           reproduced=False),
     _entry("cublas-alloc", "memory", "CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
            r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_NOT_INITIALIZED",
            "Out of GPU memory in disguise: cuBLAS (or cuDNN) could not allocate its workspace.",
@@ -198,6 +205,13 @@ ENTRIES: tuple[AtlasEntry, ...] = (
            r"gradients", "The model itself was converted with model.half(), so its gradients are float16 and "
            "GradScaler cannot unscale them.", "Keep the model in float32 and use autocast: mixed precision casts "
            "per operation.", "lesson 06; lesson 09, precision"),
+    _entry("tf32-mixed-api", "precision", "you have used mix of the legacy and new APIs to set the TF32 status",
+           r"mix of the legacy and new APIs",
+           "Only the new torch.backends.cuda.matmul.fp32_precision = 'tf32' (PyTorch 2.9+) was set, so the legacy "
+           "TF32 state disagrees with it; torch.get_float32_matmul_precision(), matmul.allow_tf32 and "
+           "torch.compile's Inductor in 2.9-2.10 read the legacy state and refuse.",
+           "Set TF32 with torch.backends.cuda.matmul.allow_tf32 = True and torch.backends.cudnn.allow_tf32 = True "
+           "(cg.set_tf32(True)): they set the old and the new state together.", "lesson 06, section 5"),
     _entry("weights-only", "saving", "Weights only load failed", r"Weights only load failed",
            "Since PyTorch 2.6 torch.load(weights_only=True) by default, and the file holds more than tensors "
            "(NumPy arrays, your own classes).", "Save state_dicts of tensors; for a file you trust, "

@@ -188,7 +188,8 @@ def gpu_busy_row(device: torch.device) -> Row:
 
 def compile_rows(device: torch.device) -> list[Row]:
     """Compiled vs eager training steps (lesson 11): the MLP in the default mode; on a GPU also a launch-bound
-    tiny MLP with ``mode="reduce-overhead"`` (CUDA graphs: one launch replays the whole step's kernels)."""
+    tiny MLP with ``mode="reduce-overhead"`` (CUDA graphs: the model's forward and backward each replay from one
+    launch; the loss and the SGD step stay eager)."""
     cases = {"compile": ("torch.compile vs eager, MLP training step", MLP_STEP, "default"),
              "compile_graphs": ("torch.compile reduce-overhead vs eager, tiny launch-bound MLP step", TINY_STEP,
                                 "reduce-overhead")}
@@ -239,7 +240,7 @@ EXPERIMENTS: dict[str, Experiment] = {
                                  "matmuls' neighbours: below 1.3x the compile time is rarely repaid"),
         "compile_graphs": Target("reduce-overhead at least 2x eager on a launch-bound tiny model", at_least=2,
                                  reason="a tiny step is dozens of microsecond kernels each paying a launch; "
-                                        "a CUDA graph replays them all from one launch"),
+                                        "CUDA graphs replay the model's forward and backward from one launch each"),
     }),
     "speedrun": Experiment(ladder_row, {"speedrun": Target(
         "lesson 12's last rung at least 20x faster per epoch than its first (an H100 or A100 figure)", at_least=20,

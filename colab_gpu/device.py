@@ -93,6 +93,12 @@ def require_cuda_if_asked() -> None:
 def _parse(name: str | torch.device) -> torch.device:
     if isinstance(name, torch.device):
         return name
+    if not isinstance(name, str):  # get_device(0): the learner may mean GPU 0, which is spelled "cuda:0"
+        gpu_index = isinstance(name, int) and not isinstance(name, bool)
+        hint = f" For GPU number {name}, use 'cuda:{name}'." if gpu_index else ""
+        raise TypeError(f"get_device takes a device name such as 'cpu', 'cuda' or 'cuda:0' (or None for the best "
+                        f"one here), not {type(name).__name__} {name!r}.{hint} "
+                        f"Available here: {_describe_available()}.")
     try:
         return torch.device(name.strip().lower())
     except RuntimeError as err:
@@ -119,6 +125,22 @@ def _check_cuda(device: torch.device) -> torch.device:
     return torch.device("cuda", index)
 
 
+def ensure_cuda_started(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device``, after starting CUDA in this process when it is a CUDA GPU.
+
+    PyTorch starts CUDA lazily, at the first tensor or kernel. Some calls do not start it themselves: in a fresh
+    kernel, ``torch.cuda.reset_peak_memory_stats(device)`` before any tensor raises "Invalid device argument 0:
+    did you call init?", and ``memory_allocated`` quietly answers 0. Starting it here, once, makes every CUDA
+    call after ``get_device`` safe, and it does what the first tensor would have done anyway (a CUDA context,
+    a few hundred MiB that no allocator statistic counts). DataLoader workers forked later must not use CUDA,
+    as before (lesson 05). `get_device` and the memory helpers call it.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.init()  # does nothing once CUDA is started
+    return device
+
+
 def get_device(name: str | torch.device | None = None) -> torch.device:
     """Return the device to compute on.
 
@@ -127,12 +149,14 @@ def get_device(name: str | torch.device | None = None) -> torch.device:
             ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` ask for that device and raise if it is absent.
 
     Returns:
-        A ``torch.device``; ``"cuda"`` is returned with its index (``cuda:0``).
+        A ``torch.device``; ``"cuda"`` is returned with its index (``cuda:0``), with CUDA started in this
+        process, so that allocator calls such as ``torch.cuda.reset_peak_memory_stats`` work from the first cell.
 
     Raises:
         DeviceNotAvailableError: the requested GPU does not exist here, or ``REQUIRE_CUDA=1``
             is set and there is no GPU.
         ValueError: the name is not a device PyTorch knows, or one this course does not support.
+        TypeError: ``name`` is not a string or device (``get_device(0)``: use ``"cuda:0"``).
 
     Example:
         >>> get_device("cpu")
@@ -142,12 +166,22 @@ def get_device(name: str | torch.device | None = None) -> torch.device:
     """
     require_cuda_if_asked()
     if name is None or (isinstance(name, str) and name.strip().lower() == "auto"):
-        return torch.device("cuda", 0) if cuda_device_count() > 0 else torch.device("cpu")
+        return ensure_cuda_started(torch.device("cuda", 0)) if cuda_device_count() > 0 else torch.device("cpu")
+    return checked_device(name)
+
+
+def checked_device(name: str | torch.device) -> torch.device:
+    """``name`` as a device that exists here (CUDA started for a GPU), or the clear error `get_device` gives.
+
+    For helpers that take a ``device`` argument: a typo, a GPU that is not there or a device the course does
+    not support gets the same message as in `get_device`, not PyTorch's list of device types or "Found no NVIDIA
+    driver".
+    """
     device = _parse(name)
     if device.type == "cpu":
         return torch.device("cpu")
     if device.type == "cuda":
-        return _check_cuda(device)
+        return ensure_cuda_started(_check_cuda(device))
     raise ValueError(
         f"Device {str(device)!r} is not supported by this course. Use 'cpu', 'cuda' or 'cuda:N' "
         f"(available here: {_describe_available()})."

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .device import ensure_cuda_started
+
 MIB = 2**20
 
 
@@ -50,7 +52,7 @@ def measure_peak(device: str | torch.device) -> Iterator[PeakMemory]:
         >>> peak.peak_mib is None
         True
     """
-    result = PeakMemory(torch.device(device))
+    result = PeakMemory(ensure_cuda_started(device))
     if result.device.type != "cuda":
         yield result
         return
@@ -73,7 +75,7 @@ def memory_report(device: str | torch.device) -> dict[str, float | None]:
 
     Taught in lesson 07.
     """
-    device = torch.device(device)
+    device = ensure_cuda_started(device)  # before CUDA starts, the allocator answers 0 for everything
     if device.type != "cuda":
         return dict.fromkeys(("allocated", "reserved", "peak", "free", "total"))
     free, total = torch.cuda.mem_get_info(device)
@@ -93,7 +95,7 @@ def allocator_settings(device: str | torch.device) -> dict | None:
     ``PYTORCH_CUDA_ALLOC_CONF`` took effect, since an unknown or ignored variable is silent.
     Taught in lesson 07.
     """
-    device = torch.device(device)
+    device = ensure_cuda_started(device)  # the settings are parsed when CUDA starts
     if device.type != "cuda":
         return None
     settings = torch.cuda.memory._snapshot(device).get("allocator_settings")

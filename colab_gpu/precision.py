@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from .capability import gpu_capability
+from .device import checked_device
 from .timing import interleaved_medians
 
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -57,15 +58,13 @@ def choose_precision(device: str | torch.device) -> Precision:
         >>> choose_precision("cpu").name in ("bf16", "fp32")
         True
     """
-    device = torch.device(device)
+    device = checked_device(device)  # "tpu", or "cuda" without a GPU: get_device's clear error
     if device.type == "cpu":
         gain = cpu_bf16_speedup(torch.get_num_threads())
         measured = f"a bf16-autocast training step measured {gain:.2f}x the float32 speed on this CPU"
         if gain >= CPU_BF16_MIN_GAIN:
             return Precision("bf16", False, f"{measured} (native bf16 units): bf16 needs no loss scaling.")
         return Precision("fp32", False, f"{measured} (no fast bf16 path): stay in float32.")
-    if device.type != "cuda":
-        raise ValueError(f"choose_precision knows 'cpu' and 'cuda' devices, got {device}.")
     return Precision(*gpu_capability(device).precision())
 
 
@@ -131,19 +130,26 @@ def cpu_bf16_speedup(threads: int) -> float:
 
 
 def _has_fp32_precision_api() -> bool:
-    # PyTorch 2.9 added fp32_precision; mixing it with the older allow_tf32 flags is an error.
+    # PyTorch 2.9 added the per-backend fp32_precision attributes.
     return hasattr(torch.backends.cuda.matmul, "fp32_precision")
 
 
 def backend_settings() -> dict[str, object]:
-    """The process-wide switches that speed experiments change: TF32 for matmuls/convs, cudnn.benchmark."""
+    """The process-wide switches that speed experiments change: TF32 for matmuls/convs, cudnn.benchmark.
+
+    Read through the legacy ``allow_tf32`` flags, which `set_tf32` writes. Where someone set the newer
+    ``fp32_precision`` API themselves (torch >= 2.9), reading the legacy flags raises "mix of the legacy and new
+    APIs": their ``fp32_precision`` values are saved instead, and `restore_backend_settings` writes them back the
+    same way.
+    """
     settings: dict[str, object] = {"cudnn.benchmark": torch.backends.cudnn.benchmark}
-    if _has_fp32_precision_api():
-        settings["matmul.fp32_precision"] = torch.backends.cuda.matmul.fp32_precision
-        settings["conv.fp32_precision"] = torch.backends.cudnn.conv.fp32_precision
-    else:  # PyTorch before 2.9
+    try:
         settings["matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
         settings["cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
+    except RuntimeError:  # the new API was used: keep to it
+        settings.pop("matmul.allow_tf32", None)
+        settings["matmul.fp32_precision"] = torch.backends.cuda.matmul.fp32_precision
+        settings["conv.fp32_precision"] = torch.backends.cudnn.conv.fp32_precision
     return settings
 
 
@@ -189,23 +195,22 @@ def tf32_mode(enabled: bool) -> Iterator[None]:
 def set_tf32(enabled: bool) -> None:
     """Let float32 matmuls and convolutions use TF32 tensor cores (compute capability >= 8.0 only).
 
-    Uses ``torch.backends.cuda.matmul.fp32_precision`` / ``torch.backends.cudnn.conv.fp32_precision``
-    from PyTorch 2.9, and the older ``allow_tf32`` flags before (mixing the two APIs is an error).
-    This changes a process-wide setting until changed again; prefer `tf32_mode` for a block.
-    PyTorch's defaults are IEEE matmuls but TF32 convolutions, so ``set_tf32(False)`` is not a reset.
+    Sets ``torch.backends.cuda.matmul.allow_tf32`` and ``torch.backends.cudnn.allow_tf32``, on every PyTorch.
+    PyTorch 2.9 added ``torch.backends.cuda.matmul.fp32_precision = "tf32"``, but setting only that leaves the
+    legacy flags, which Inductor still reads in 2.9-2.10 (and ``torch.get_float32_matmul_precision()`` after it),
+    raising "you have used mix of the legacy and new APIs": ``torch.compile`` then fails (pytorch#166387). The
+    legacy flags set both, so either reader gets an answer. This changes a process-wide setting until changed
+    again; prefer `tf32_mode` for a block. PyTorch's defaults are IEEE matmuls but TF32 convolutions, so
+    ``set_tf32(False)`` is not a reset.
 
     Taught in lesson 06.
     """
-    if _has_fp32_precision_api():
-        torch.backends.cuda.matmul.fp32_precision = "tf32" if enabled else "ieee"
-        torch.backends.cudnn.conv.fp32_precision = "tf32" if enabled else "ieee"
-    else:  # PyTorch before 2.9
-        torch.backends.cuda.matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
 
 
 def tf32_enabled() -> bool:
-    """Whether float32 matmuls may use TF32 right now. Taught in lesson 06."""
-    if _has_fp32_precision_api():
+    """Whether float32 matmuls may use TF32 right now, however it was set. Taught in lesson 06."""
+    if _has_fp32_precision_api():  # never raises, whichever API set it
         return torch.backends.cuda.matmul.fp32_precision == "tf32"
     return bool(torch.backends.cuda.matmul.allow_tf32)

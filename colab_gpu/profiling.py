@@ -44,12 +44,27 @@ class Span:
         return self.end_us - self.start_us
 
 
+def is_device_annotation(event) -> bool:
+    """Whether a profiler event is a ``record_function`` label's copy on the GPU timeline, not a kernel.
+
+    With CUDA activities, Kineto also records each label ("data", "forward", ``ProfilerStep#3``...) on the GPU
+    timeline ("gpu_user_annotation"), spanning its phase from the first kernel to the last, idle gaps included.
+    Counted as a kernel it fills exactly the idle time a launch-bound step has; PyTorch's own tables leave these
+    events out of the device totals too (pytorch#130730).
+    """
+    from torch.autograd import DeviceType
+
+    return event.device_type != DeviceType.CPU and bool(getattr(event, "is_user_annotation", False))
+
+
 def spans_of(prof) -> list[Span]:
-    """The `Span` of every event of a finished ``torch.profiler.profile``."""
+    """The `Span` of every event of a finished ``torch.profiler.profile``, but the labels' GPU copies."""
     from torch.autograd import DeviceType
 
     spans = []
     for event in prof.events():
+        if is_device_annotation(event):
+            continue
         ancestors, parent = [], event.cpu_parent
         while parent is not None:
             ancestors.append(parent.name)
@@ -87,7 +102,7 @@ class ProfileSummary:
     host_reads_per_step: float = 0.0
     ops_per_step: float = 0.0
     launches_per_step: float | None = None  # GPU only
-    gpu_busy: float | None = None  # fraction of the step time some kernel ran; GPU only
+    gpu_busy: float | None = None  # fraction of the step time some kernel or copy ran; GPU only
 
     def advice(self) -> str:
         """The biggest bottleneck this summary shows, and the lesson that fixes it."""

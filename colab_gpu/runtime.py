@@ -98,6 +98,12 @@ def gpu_report(index: int = 0) -> dict[str, Any]:
     }
 
 
+_PRECISION_ROW = {
+    "bf16": "bf16 autocast",
+    "fp16": "fp16 autocast + GradScaler",
+    "fp32": "none: float32 (no tensor cores)",
+}
+
 _PRECISION_ADVICE = {
     "bf16": "use bf16 autocast (no GradScaler needed) and enable TF32 for float32 matmuls.",
     "fp16": "use fp16 autocast with torch.amp.GradScaler('cuda'); bf16 is only emulated here and TF32 does "
@@ -203,7 +209,8 @@ def format_runtime_report(report: dict[str, Any]) -> str:
             (f"GPU {gpu['index']}", gpu["name"]),
             ("  compute capability", gpu["compute_capability"]),
             ("  total memory", f"{gpu['total_memory_gib']} GiB"),
-            ("  native bf16", "yes" if gpu["bf16_native"] else "no (fp16 + GradScaler)"),
+            ("  native bf16", "yes" if gpu["bf16_native"] else "no"),
+            ("  mixed precision", _PRECISION_ROW[gpu["precision"]]),  # choose_precision's rule, as doctor advises
             ("  TF32", "yes" if gpu["tf32"] else "no"),
             ("  kernels in this PyTorch", {True: "yes", False: "NO", None: "unknown"}[gpu["kernels_in_this_torch"]]),
         ]

@@ -125,7 +125,9 @@ def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
 
     ``tf32``: True/False switches TF32 on/off for the measurement only; None (default) keeps the
     caller's settings. Either way the caller's TF32 and cuDNN settings are the same afterwards.
-    The model is used as given (already on the device of ``inputs``).
+    The model is used as given (already on the device of ``inputs``), in training mode whatever mode it was
+    left in: a training step of a model that `fit` or `evaluate` left in eval mode would time BatchNorm on its
+    running statistics and no dropout, not training. Its mode is put back afterwards.
     """
     from .memory import measure_peak
     from .precision import make_scaler, resolve_precision, restored_backend_settings, set_tf32
@@ -135,6 +137,7 @@ def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
     chosen = resolve_precision(precision, device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     scaler = make_scaler(chosen, device)
+    was_training = model.training
     with restored_backend_settings():
         if tf32 is not None:
             set_tf32(tf32)
@@ -142,10 +145,14 @@ def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor
         def step() -> None:
             train_step(model, inputs, labels, optimizer, autocast_dtype=chosen.dtype, scaler=scaler)
 
-        step()  # warm-up outside the peak measurement
-        with measure_peak(device) as peak:
-            step()
-        return benchmark(step, device=device, repeat=repeat), peak.peak_mib
+        model.train()
+        try:
+            step()  # warm-up outside the peak measurement
+            with measure_peak(device) as peak:
+                step()
+            return benchmark(step, device=device, repeat=repeat), peak.peak_mib
+        finally:
+            model.train(was_training)
 
 
 def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, repeat: int = 3) -> BenchResult:

@@ -3,10 +3,12 @@
 Written for speed on a GPU:
 - the loss and the correct count are summed on the device and read once per epoch (a
   ``.item()`` per step would stall the GPU every step). In fp32 and bf16 that is the epoch's
-  only host-device synchronization. fp16 with a GradScaler adds one per step: ``scaler.step``
-  reads whether any gradient overflowed (``found_inf.item()``) to decide whether to skip the
-  step, unless the optimizer is fused (``torch.optim.Adam(..., fused=True)``), which checks on the
-  device;
+  only host-device synchronization, besides one read of the labels before the first step
+  (checked against the model's outputs: `fit` reads the whole data set's once, where the loader
+  keeps them in one place; `train_epoch` alone reads its first batch's). fp16 with a GradScaler
+  adds one per step: ``scaler.step`` reads whether any gradient overflowed (``found_inf.item()``)
+  to decide whether to skip the step, unless the optimizer is fused
+  (``torch.optim.Adam(..., fused=True)``), which checks on the device;
 - batches are copied with ``non_blocking=True``, asynchronous when the loader pins memory;
 - hooks for later lessons: mixed precision, checkpoints, ``torch.compile`` (``fit(compile=True)``).
 
@@ -15,6 +17,7 @@ Batches are moved to ``device`` by these functions; the model must already be th
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -52,6 +55,63 @@ def _check_batch(outputs: torch.Tensor, labels: torch.Tensor) -> None:
         )
 
 
+#: cross_entropy's default ignore_index: a label that marks "no target" (padding), not a class.
+IGNORED_LABEL = -100
+
+
+def label_range(labels: torch.Tensor) -> tuple[int, int] | None:
+    """(lowest, highest) class label in ``labels``, leaving out ``IGNORED_LABEL``; None without class labels.
+
+    Reads the values: on a GPU one synchronization, so `fit` calls it once, not per batch.
+    """
+    labels = torch.as_tensor(labels)
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool or labels.numel() == 0:
+        return None  # probabilities or soft targets: not class indices
+    labels = labels[labels != IGNORED_LABEL]
+    if labels.numel() == 0:
+        return None
+    low, high = torch.aminmax(labels.long())
+    return int(low), int(high)
+
+
+def known_labels(loader: Iterable) -> torch.Tensor | None:
+    """Every label of ``loader``'s data set where it keeps them in one place, else None.
+
+    A `DeviceLoader`'s ``labels``, a ``TensorDataset``'s second tensor, a torchvision data set's ``targets``.
+    """
+    labels = getattr(loader, "labels", None)
+    dataset = getattr(loader, "dataset", None)
+    if labels is None and dataset is not None:
+        labels = getattr(dataset, "targets", None)
+        if labels is None and isinstance(dataset, torch.utils.data.TensorDataset) and len(dataset.tensors) > 1:
+            labels = dataset.tensors[1]
+    if labels is None:
+        return None
+    try:
+        return torch.as_tensor(labels)
+    except (TypeError, ValueError, RuntimeError):  # targets of another kind (boxes, strings): not checked
+        return None
+
+
+def check_labels_fit(classes: int, labels: tuple[int, int] | None, where: str = "the labels") -> None:
+    """Raise a clear error when class labels fall outside the model's ``classes`` outputs.
+
+    Cross-entropy with such a label fails with "IndexError: Target 99 is out of bounds" on a CPU, and on a GPU
+    with "CUDA error: device-side assert triggered", which leaves the runtime unusable until a restart.
+    """
+    if labels is None:
+        return
+    low, high = labels
+    if low < 0 or high >= classes:
+        raise ValueError(
+            f"{where[0].upper()}{where[1:]} go from {low} to {high}, but the model outputs {classes} classes, so "
+            f"cross-entropy needs labels from 0 to {classes - 1}. Make the last layer output {high + 1} classes "
+            f"(e.g. nn.Linear(..., {high + 1})), or map the labels to 0..{classes - 1} (labels that start at 1: "
+            "subtract 1). Checked before the first step: on a GPU this is 'CUDA error: device-side assert "
+            "triggered', which needs a runtime restart."
+        )
+
+
 def _autocast(device: torch.device, dtype: torch.dtype | None):
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else nullcontext()
 
@@ -75,18 +135,21 @@ def train_step(
     scaler: torch.amp.GradScaler | None = None,
     check_shapes: bool = True,
     max_norm: float | None = None,
+    labels_seen: tuple[int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One optimization step on a batch already on the model's device; return (loss, outputs).
 
     The loss stays a device tensor: reading it (``.item()``) is the caller's choice, and a
     synchronization. ``max_norm`` clips the gradients' total norm, after ``scaler.unscale_`` so
-    that the true gradients are clipped (lesson 06).
+    that the true gradients are clipped (lesson 06). ``labels_seen``: the (lowest, highest) label
+    (`label_range`), checked against the model's outputs before the loss (`check_labels_fit`).
     """
     loss_fn = loss_fn or nn.functional.cross_entropy
     with _autocast(inputs.device, autocast_dtype):
         outputs = model(inputs)
         if check_shapes:
             _check_batch(outputs, labels)
+        check_labels_fit(outputs.shape[-1], labels_seen)
         loss = loss_fn(outputs, labels)
     optimizer.zero_grad(set_to_none=True)
     (scaler.scale(loss) if scaler is not None else loss).backward()
@@ -114,11 +177,18 @@ def train_epoch(
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     max_norm: float | None = None,
     progress: bool = True,
+    labels_seen: tuple[int, int] | None = None,
+    epoch: int | None = None,
 ) -> EpochStats:
     """Train ``model`` for one pass over ``loader``; return mean loss, accuracy, samples, seconds (lesson 03).
 
     ``scheduler``, when given, is stepped after every batch (schedules such as ``OneCycleLR``
     count optimizer steps, not epochs).
+
+    Two checks cost no synchronization per step. Before the first step's loss, the labels are checked against
+    the model's outputs: ``labels_seen`` (the whole data set's `label_range`, which `fit` reads once), else the
+    first batch's. At the end, a NaN or infinite loss raises ``FloatingPointError`` naming the first bad batch
+    (and ``epoch``, when given): training on would only spread the NaN through every weight.
 
     Example:
         >>> model = nn.Linear(4, 2)
@@ -133,22 +203,42 @@ def train_epoch(
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
     samples = 0
+    losses = []  # each step's loss, kept on the device: read only when the epoch's sum is not finite
     start = time.perf_counter()
     for step, (inputs, labels) in enumerate(_progress(loader, progress, "train")):
         inputs = inputs.to(device, non_blocking=True)
         labels = labels.to(device, non_blocking=True)
+        first = step == 0
+        if first and labels_seen is None and loss_fn is None:
+            labels_seen = label_range(labels)  # one read, before any GPU kernel can assert on a bad label
         loss, outputs = train_step(model, inputs, labels, optimizer, loss_fn=loss_fn, autocast_dtype=autocast_dtype,
-                                   scaler=scaler, check_shapes=step == 0, max_norm=max_norm)
+                                   scaler=scaler, check_shapes=first, max_norm=max_norm,
+                                   labels_seen=labels_seen if first and loss_fn is None else None)
         if scheduler is not None:
             scheduler.step()
         # Summed on the device: no synchronization until the epoch ends.
         loss_sum += loss * labels.shape[0]
         correct += (outputs.argmax(dim=1) == labels).sum()
         samples += labels.shape[0]
+        losses.append(loss)
     if samples == 0:
         raise ValueError("The training loader yielded no batches: is the data set empty?")
     total_loss, total_correct = loss_sum.item(), correct.item()  # the epoch's one synchronization
+    if not math.isfinite(total_loss):  # a NaN or inf loss anywhere makes the sum NaN or inf
+        _raise_nonfinite(losses, epoch)
     return EpochStats(total_loss / samples, total_correct / samples, samples, time.perf_counter() - start)
+
+
+def _raise_nonfinite(losses: list[torch.Tensor], epoch: int | None) -> None:
+    values = torch.stack(losses).float().tolist()
+    batch = next(i for i, value in enumerate(values) if not math.isfinite(value))
+    where = f"epoch {epoch}, batch {batch}" if epoch is not None else f"batch {batch} of this epoch"
+    raise FloatingPointError(
+        f"The training loss became {values[batch]} at {where} (counting from 0). The usual causes: inputs or labels "
+        "that contain NaN or inf (check torch.isfinite(inputs).all() on your data), a learning rate too high, or "
+        "float16 without a GradScaler (lesson 06). The model's weights may hold NaN now: fix the cause, then "
+        "rebuild the model or reload a checkpoint."
+    )
 
 
 def evaluate(
@@ -261,10 +351,14 @@ def fit(
         first_epoch = saved["epoch"] + 1
         if verbose:
             print(f"resumed from {checkpoint} after epoch {saved['epoch']}")
+    # Every label of the data set, read once (where the loader keeps them in one place), so that the first step
+    # can check them against the model's outputs; else train_epoch checks each epoch's first batch.
+    labels = known_labels(train_loader) if loss_fn is None else None
+    labels_seen = label_range(labels) if labels is not None else None
     for epoch in range(first_epoch, epochs + 1):
         train = train_epoch(runner, train_loader, optimizer, device, loss_fn=loss_fn,
                             autocast_dtype=autocast_dtype, scaler=scaler, scheduler=batch_scheduler,
-                            max_norm=max_norm, progress=progress)
+                            max_norm=max_norm, progress=progress, labels_seen=labels_seen, epoch=epoch)
         if scheduler is not None and batch_scheduler is None:
             scheduler.step()
         row = {"epoch": epoch, "precision": precision.name, "train_loss": train.loss, "train_acc": train.accuracy,

@@ -74,11 +74,18 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # `max_memory_allocated()` is the peak since the last `reset_peak_memory_stats()`;
 # `torch.cuda.mem_get_info()` asks the driver for (free, total). On a CPU runtime none of this
 # exists: the cells explain instead of measuring.
+#
+# These calls need CUDA started in the process. PyTorch starts it lazily, at the first GPU
+# tensor, and `reset_peak_memory_stats()` does not start it: as the very first CUDA call of a
+# kernel it fails with "Invalid device argument 0: did you call init?" (lesson 09). In your own
+# code, call `torch.cuda.init()` (or create a tensor on the GPU) first; `cg.get_device()`
+# already did, above.
 
 # %%
 on_gpu = device.type == "cuda"
 MIB = 2**20
 if on_gpu:
+    assert torch.cuda.is_initialized()  # started by cg.get_device()
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
     x = torch.empty(256 * MIB, dtype=torch.uint8, device=device)  # 256 MiB

@@ -413,6 +413,17 @@ if on_gpu:
     assert torch.cuda.memory_allocated(device) == allocated_before, "the failed allocation left nothing behind"
 
 # %% [markdown]
+# ### "Invalid device argument 0: did you call init?"
+#
+# PyTorch starts CUDA at the first GPU tensor or kernel. A few calls do not start it: in a fresh
+# kernel, `torch.cuda.reset_peak_memory_stats(0)` before any GPU tensor fails with this message
+# (and `torch.cuda.memory_allocated()` quietly answers 0). `cg.get_device()` starts CUDA, which is
+# why this notebook cannot show it.
+
+# %%
+cg.explain("RuntimeError: Invalid device argument 0: did you call init?")
+
+# %% [markdown]
 # ### "CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
 
 # %%
@@ -471,6 +482,23 @@ half_scaler = torch.amp.GradScaler("cpu")
 half_scaler.scale(half_model(torch.ones(1, 2, dtype=torch.float16)).float().sum()).backward()
 with cg.shows_error(ValueError, atlas="unscale-fp16"):
     half_scaler.unscale_(half_optimizer)
+
+# %% [markdown]
+# ### "you have used mix of the legacy and new APIs to set the TF32 status"
+#
+# TF32 switched on with PyTorch 2.9's `fp32_precision` alone; the older readers then refuse, and
+# `torch.compile` reads them in 2.9 and 2.10 (lesson 06, section 5). Older PyTorch has no
+# `fp32_precision`, so there the cell has nothing to show.
+
+# %%
+new_tf32_api = hasattr(torch.backends.cuda.matmul, "fp32_precision")  # PyTorch 2.9 and later
+with cg.restored_backend_settings():  # this notebook's TF32 settings come back after the demo
+    with cg.shows_error(RuntimeError, raises=new_tf32_api, atlas="tf32-mixed-api"):
+        if new_tf32_api:
+            torch.backends.cuda.matmul.fp32_precision = "tf32"  # the new API alone...
+        torch.get_float32_matmul_precision()  # ...then what torch.compile reads
+    cg.set_tf32(True)  # the fix: the legacy flags set the old and the new state together
+    print("after cg.set_tf32(True):", torch.get_float32_matmul_precision())
 
 # %% [markdown]
 # ## 7. Saving and loading

@@ -147,11 +147,14 @@ for name, compiled in compiled_steps.items():
 #
 # Lesson 10's third bottleneck: a small model whose step is dozens of microsecond kernels
 # spends its time *launching* them. Fusing helps a little; `mode="reduce-overhead"` helps more:
-# it records the whole compiled step once as a **CUDA graph** and then replays it with one
-# launch. It needs a GPU, inputs of a fixed shape, and a little more memory (the graph keeps its
-# own buffers). `mode="max-autotune"` goes further: it benchmarks several kernel variants for
-# every matmul and convolution and keeps the fastest, which makes compiling take minutes; worth
-# it for a long job, not for a notebook.
+# it records what was compiled as **CUDA graphs** and then replays each with one launch. Only
+# what was compiled is captured. Here that is the model: its forward pass is recorded as one
+# graph and its backward pass as another (PyTorch's "CUDA Graph Trees"). The loss,
+# `zero_grad` and the optimizer step still run eagerly, kernel by kernel, so the step below
+# is part graph replay and part launches. It needs a GPU, inputs of a fixed shape, and a
+# little more memory (the graphs keep their own buffers). `mode="max-autotune"` goes further:
+# it benchmarks several kernel variants for every matmul and convolution and keeps the
+# fastest, which makes compiling take minutes; worth it for a long job, not for a notebook.
 
 # %%
 if on_gpu and support:

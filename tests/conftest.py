@@ -79,5 +79,16 @@ def fake_gpus(monkeypatch):
         monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
         monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: list(CU128_ARCHES))
         monkeypatch.setattr("colab_gpu.runtime.nvidia_driver_version", lambda: "550.54.15")
+        # PyTorch starts CUDA lazily, and some allocator calls do not start it: in a fresh process
+        # reset_peak_memory_stats raises this (c10's CUDACachingAllocator, assertValidDevice).
+        started = {"cuda": False}
+        monkeypatch.setattr(torch.cuda, "init", lambda: started.update(cuda=True))
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: started["cuda"])
+
+        def reset_peak_memory_stats(device=None):
+            if not started["cuda"]:
+                raise RuntimeError(f"Invalid device argument {_index(device or 0)}: did you call init?")
+
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset_peak_memory_stats)
 
     return install

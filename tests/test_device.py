@@ -17,6 +17,37 @@ def test_auto_picks_first_gpu(fake_gpus):
     assert cg.get_device() == torch.device("cuda", 0)
 
 
+@pytest.mark.parametrize("name", [None, "cuda", "cuda:1"])
+def test_a_gpu_comes_back_with_cuda_started_so_allocator_calls_work_in_a_fresh_kernel(fake_gpus, name):
+    fake_gpus(T4, T4)
+    with pytest.raises(RuntimeError, match="did you call init"):  # a fresh kernel, as PyTorch behaves
+        torch.cuda.reset_peak_memory_stats(0)
+    device = cg.get_device(name)
+    torch.cuda.reset_peak_memory_stats(device)  # lesson 07's first measuring call
+    assert torch.cuda.is_initialized()
+
+
+def test_a_cpu_device_does_not_start_cuda(fake_gpus):
+    fake_gpus(T4)
+    cg.get_device("cpu")
+    assert not torch.cuda.is_initialized()
+
+
+def test_the_memory_helpers_start_cuda_for_a_device_made_by_hand(fake_gpus, monkeypatch):
+    fake_gpus(T4)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 0)
+    with cg.measure_peak(torch.device("cuda", 0)) as peak:  # not from get_device
+        pass
+    assert torch.cuda.is_initialized() and peak.peak_mib == 0
+
+
+@pytest.mark.parametrize(("name", "hint"), [(0, "use 'cuda:0'"), (1, "use 'cuda:1'"), (1.5, "")])
+def test_a_number_for_a_device_says_how_to_name_a_gpu(no_gpu, name, hint):
+    with pytest.raises(TypeError, match=rf"not {type(name).__name__} {name}\..*{hint}.*Available here: cpu"):
+        cg.get_device(name)
+
+
 def test_explicit_cpu_is_always_available(fake_gpus):
     fake_gpus(T4)
     assert cg.get_device("CPU") == torch.device("cpu")

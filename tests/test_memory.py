@@ -98,7 +98,8 @@ def test_memory_report_on_cpu_is_empty_and_says_why():
     assert "CUDA devices only" in cg.format_memory("cpu")
 
 
-def test_memory_report_with_fake_cuda(monkeypatch):
+def test_memory_report_with_fake_cuda(fake_gpus, monkeypatch):
+    fake_gpus()
     mib = 2**20
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (1000 * mib, 16000 * mib))
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 10 * mib)
@@ -148,7 +149,8 @@ def test_real_oom_is_recovered_and_memory_returns_to_baseline():
     assert torch.cuda.memory_allocated(device) == baseline
 
 
-def test_allocator_settings_on_cpu_is_none_and_on_cuda_comes_from_the_snapshot(monkeypatch):
+def test_allocator_settings_on_cpu_is_none_and_on_cuda_comes_from_the_snapshot(fake_gpus, monkeypatch):
+    fake_gpus()
     assert cg.allocator_settings("cpu") is None
     snapshot = {"segments": [], "allocator_settings": {"expandable_segments": True, "max_split_size": -1}}
     monkeypatch.setattr(torch.cuda.memory, "_snapshot", lambda device=None: snapshot)

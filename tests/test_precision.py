@@ -47,8 +47,15 @@ def test_cpu_bf16_speed_is_measured_once_per_process():
 
 
 def test_unknown_device_type():
-    with pytest.raises(ValueError, match="knows 'cpu' and 'cuda' devices, got meta"):
+    with pytest.raises(ValueError, match="'meta' is not supported by this course.*available here: cpu"):
         cg.choose_precision("meta")
+
+
+def test_a_device_that_does_not_exist_gets_get_devices_message(no_gpu):
+    with pytest.raises(ValueError, match="Unknown device name 'tpu'.*'cpu', 'cuda' or 'cuda:N'"):
+        cg.choose_precision("tpu")  # was PyTorch's list of every device type it knows
+    with pytest.raises(cg.DeviceNotAvailableError, match="no CUDA GPU is visible.*Runtime > Change runtime type"):
+        cg.choose_precision("cuda")  # was "Found no NVIDIA driver on your system"
 
 
 @pytest.mark.parametrize(("text", "dtype"), [(None, None), ("fp32", None), ("bf16", torch.bfloat16),
@@ -122,6 +129,34 @@ def test_tf32_mode_restores_the_callers_settings_not_ieee():
     assert cg.precision.backend_settings() == before
 
 
+def what_inductor_reads() -> tuple[bool, str]:
+    """The legacy readers torch.compile's Inductor uses on torch 2.9-2.10 (they raise on mixed TF32 APIs)."""
+    return torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision()
+
+
+def test_tf32_set_by_the_course_leaves_torch_compile_something_to_read():
+    with cg.restored_backend_settings():
+        cg.set_tf32(True)
+        assert cg.tf32_enabled() and what_inductor_reads() == (True, "high")  # pytorch#166387 raised here
+        cg.set_tf32(False)
+        assert not cg.tf32_enabled() and what_inductor_reads() == (False, "highest")
+    assert what_inductor_reads() == (False, "highest")
+
+
+@pytest.mark.skipif(not cg.precision._has_fp32_precision_api(), reason="fp32_precision is new in torch 2.9")
+def test_a_learners_own_fp32_precision_setting_is_read_and_given_back():
+    with cg.restored_backend_settings():
+        torch.backends.cuda.matmul.fp32_precision = "tf32"  # the new API alone: the mixed state
+        with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
+            what_inductor_reads()
+        assert cg.tf32_enabled()
+        with cg.tf32_mode(False):
+            assert not cg.tf32_enabled() and what_inductor_reads() == (False, "highest")
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"  # theirs, as they set it
+        cg.set_tf32(True)  # the legacy flags set both: consistent again
+        assert what_inductor_reads() == (True, "high")
+
+
 def test_restored_backend_settings_covers_cudnn_benchmark():
     before = cg.precision.backend_settings()
     with cg.restored_backend_settings():
@@ -153,16 +188,24 @@ def test_time_train_step_leaves_the_callers_tf32_settings():
         assert cg.precision.backend_settings() == before
 
 
+def test_time_train_step_times_training_even_for_a_model_left_in_eval_mode():
+    # What fit() leaves behind: its last evaluate() put the model in eval mode (lesson 04 timed such a copy).
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Linear(8, 2)).eval()
+    running_mean = model[1].running_mean.clone()
+    cg.time_train_step(model, torch.randn(16, 8) + 3, torch.randint(0, 2, (16,)), repeat=1)
+    assert not torch.equal(model[1].running_mean, running_mean)  # BatchNorm ran on batch statistics
+    assert not model.training  # and the caller's mode came back
+
+
 def test_measure_peak_on_cpu_says_it_is_not_tracked():
     with cg.measure_peak("cpu") as peak:
         torch.zeros(10)
     assert peak.peak_mib is None and "not tracked on cpu" in str(peak)
 
 
-def test_measure_peak_with_fake_cuda_statistics(monkeypatch):
+def test_measure_peak_with_fake_cuda_statistics(fake_gpus, monkeypatch):
+    fake_gpus()
     allocated = iter([100 * 2**20])
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda device=None: None)
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: next(allocated))
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 164 * 2**20)
     with cg.measure_peak("cuda") as peak:

@@ -1,12 +1,21 @@
 """Lesson 10's profile summary: measured with the real profiler on the CPU, GPU arithmetic on synthetic spans."""
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 import colab_gpu as cg
 from colab_gpu import bench
-from colab_gpu.profiling import HOST_READ, Span, _covered_us, summarize_spans
+from colab_gpu.profiling import (
+    HOST_READ,
+    STEP_PREFIX,
+    Span,
+    _covered_us,
+    spans_of,
+    summarize_spans,
+)
 
 CPU = torch.device("cpu")
 
@@ -63,6 +72,30 @@ def test_gpu_share_counts_overlapping_kernels_once_and_advice_follows_the_bigges
     assert "Lesson 06" in busy.advice() and "busy 95%" in busy.advice()
 
 
+def event(name, start, end, device="cpu", annotation=False, children=()):
+    """A stand-in for torch.autograd.profiler_util.FunctionEvent with the fields spans_of reads."""
+    from torch.autograd import DeviceType
+
+    return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), cpu_parent=None,
+                           cpu_children=list(children), is_user_annotation=annotation,
+                           device_type=DeviceType.CPU if device == "cpu" else DeviceType.CUDA)
+
+
+def test_the_labels_gpu_copies_are_not_kernels_so_idle_gaps_stay_idle():
+    # One launch-bound step as Kineto records it with CUDA activities: two short kernels, and on the GPU
+    # timeline the labels' copies ("gpu_user_annotation") spanning the phases from first kernel to last.
+    events = [event("ProfilerStep#2", 0, 100, annotation=True), event("forward", 0, 50, annotation=True),
+              event("backward", 50, 100, annotation=True),
+              event("cudaLaunchKernel", 1, 2), event("cudaLaunchKernel", 51, 52),
+              event("ProfilerStep#2", 5, 95, "cuda", annotation=True),
+              event("forward", 5, 45, "cuda", annotation=True), event("backward", 55, 95, "cuda", annotation=True),
+              event("sgemm", 5, 10, "cuda"), event("sgemm", 90, 95, "cuda")]
+    summary = cg.summarize_profile(SimpleNamespace(events=lambda: events))
+    assert summary.gpu_busy == pytest.approx(0.1)  # the two kernels; with the copies it was 0.9
+    assert summary.shares == {"forward": 0.5, "backward": 0.5} and summary.launches_per_step == 2
+    assert "idle 90%" in summary.advice() and "lesson 11" in summary.advice()
+
+
 def test_a_profile_without_steps_is_a_clear_error():
     with pytest.raises(ValueError, match=r"repeat=1\).*call prof.step\(\) at the end of every step"):
         summarize_spans([Span("aten::mm", False, 0, 1)])
@@ -104,3 +137,6 @@ def test_a_gpu_profile_records_kernels_and_launches():
     summary = cg.summarize_profile(prof)
     assert summary.launches_per_step > 5 and 0 < summary.gpu_busy <= 1
     assert summary.host_reads_per_step == 1
+    labels = {"data", "forward", "backward", "step"}
+    # Kineto also records the labels on the GPU timeline (is_device_annotation): none of them is a kernel here
+    assert not [s for s in spans_of(prof) if s.on_device and (s.name in labels or s.name.startswith(STEP_PREFIX))]

@@ -140,7 +140,17 @@ def test_format_runtime_report_shows_gpu_rows(fake_gpus):
     fake_gpus(T4)
     text = cg.format_runtime_report(cg.runtime_report())
     assert "Tesla T4" in text and "compute capability" in text and "15.0 GiB" in text
-    assert "no (fp16 + GradScaler)" in text and "Advice:" in text
+    assert re.search(r"native bf16 +no$", text, re.M) and "Advice:" in text
+    assert re.search(r"mixed precision +fp16 autocast \+ GradScaler$", text, re.M)
+
+
+@pytest.mark.parametrize(("gpu", "row"), [(P100, "none: float32"), (T4, "fp16 autocast + GradScaler"),
+                                          (A100, "bf16 autocast")])
+def test_the_reports_precision_row_follows_choose_precision(fake_gpus, gpu, row):
+    fake_gpus(gpu)
+    text = cg.format_runtime_report(cg.runtime_report())
+    assert re.search(rf"mixed precision +{re.escape(row)}", text)  # a P100 was told "fp16 + GradScaler"
+    assert cg.choose_precision("cuda").name == {"none: float32": "fp32"}.get(row, row[:4])
 
 
 def test_print_runtime_report_returns_the_dict(no_gpu, capsys):

@@ -131,6 +131,60 @@ def test_wrong_label_shape_is_a_clear_error():
         cg.train_epoch(model, bad, torch.optim.SGD(model.parameters(), 0.1), "cpu", progress=False)
 
 
+def labels_1_to_10(n=64):
+    """Labels a learner's CSV may have: classes numbered from 1, one past what nn.Linear(..., 10) outputs."""
+    return torch.arange(n) % 10 + 1
+
+
+@pytest.mark.parametrize("kind", ["DeviceLoader", "TensorDataset", "list of batches"])
+def test_labels_beyond_the_models_outputs_stop_fit_before_the_first_step(kind):
+    inputs = torch.randn(64, 4)
+    if kind == "DeviceLoader":
+        train = cg.DeviceLoader(inputs, labels_1_to_10(), batch_size=16, device="cpu")
+    elif kind == "TensorDataset":
+        train = DataLoader(TensorDataset(inputs, labels_1_to_10()), batch_size=16)
+    else:  # nothing to read the labels from but the batches themselves
+        train = [(inputs[i:i + 16], labels_1_to_10()[i:i + 16]) for i in range(0, 64, 16)]
+    model = nn.Linear(4, 10)
+    before = model.weight.detach().clone()
+    with pytest.raises(ValueError, match=r"labels go from 1 to 10, but the model outputs 10 classes.*"
+                                         r"labels from 0 to 9.*output 11 classes.*subtract 1.*device-side assert"):
+        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=2, progress=False,
+               verbose=False)
+    assert torch.equal(model.weight, before)  # nothing was trained on the bad labels
+
+
+def test_a_bad_label_in_a_later_batch_is_found_when_the_loader_keeps_its_labels():
+    labels = torch.arange(64) % 10
+    labels[60] = 99  # the last batch: the first batch alone looks fine
+    train = DataLoader(TensorDataset(torch.randn(64, 4), labels), batch_size=16)
+    model = nn.Linear(4, 10)
+    with pytest.raises(ValueError, match="go from 0 to 99, but the model outputs 10 classes"):
+        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=1, progress=False,
+               verbose=False)
+
+
+def test_ignored_labels_and_a_custom_loss_are_not_taken_for_classes():
+    labels = torch.arange(32) % 2
+    labels[:4] = -100  # cross_entropy's ignore_index: padding, not a class
+    train = DataLoader(TensorDataset(torch.randn(32, 4), labels), batch_size=8)
+    model = nn.Linear(4, 2)
+    cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=1, progress=False,
+           verbose=False)
+    assert cg.train.label_range(torch.tensor([0.2, 0.8])) is None  # soft targets: no class indices
+
+
+def test_a_nan_loss_stops_fit_with_the_epoch_and_the_batch():
+    inputs = torch.randn(64, 4)
+    inputs[37] = float("nan")  # one bad row in the third batch of 16
+    train = DataLoader(TensorDataset(inputs, torch.arange(64) % 2), batch_size=16)
+    model = nn.Linear(4, 2)
+    with pytest.raises(FloatingPointError, match=r"loss became nan at epoch 1, batch 2 \(counting from 0\).*"
+                                                 r"torch.isfinite\(inputs\).all\(\)"):
+        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=3, progress=False,
+               verbose=False)
+
+
 def test_empty_data_set_is_a_clear_error():
     model = nn.Linear(2, 2)
     empty = DataLoader(TensorDataset(torch.zeros(0, 2), torch.zeros(0, dtype=torch.long)), batch_size=4)

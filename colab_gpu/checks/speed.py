@@ -122,7 +122,10 @@ def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
     try:
         summary = summarize_profile(prof, PHASES)
     except (AssertionError, ValueError) as err:  # PyTorch asserts when no step was ever recorded
-        message = str(err).splitlines()[0] if isinstance(err, ValueError) else f"PyTorch says: {err}."
+        if isinstance(err, ValueError):
+            message = str(err).splitlines()[0]
+        else:  # before PyTorch 2.10 the profiler's assert has no message
+            message = f"PyTorch says: {err}." if str(err) else "The profiler recorded no step (a bare AssertionError)."
         return check_that(False, "", f"{message} Call prof.step() once per training step, with more steps than "
                                      "the schedule's wait + warmup + active (and repeat=1).")
     missing = [phase for phase in PHASES if phase not in summary.shares]

@@ -205,6 +205,7 @@ my_prediction = None  # your guess of the GPU's speed-up over the CPU for one co
 # %%
 import copy
 
+# time_train_step times a training step in train mode (cg.fit left the model in eval mode), like the GPU figure
 cpu_step, _peak = cg.time_train_step(copy.deepcopy(model).cpu(), torch.randn(step_shape),
                                      torch.randint(0, 10, step_shape[:1]), repeat=3)
 device_times = {"cpu": cpu_step.median}

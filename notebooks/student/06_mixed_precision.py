@@ -92,9 +92,13 @@ for dtype in (torch.float32, torch.float16, torch.bfloat16):
 # ## 2. What autocast does, operation by operation
 #
 # Inside `torch.autocast(device_type, dtype=...)`, matrix products and convolutions run in the
-# low-precision dtype; operations that need range or accuracy (softmax, losses, reductions on
-# CUDA) run in float32; element-wise ops follow their inputs. The CPU has its own lists (on
-# the CPU softmax stays in bf16, for instance). Printing dtypes shows what happens here:
+# low-precision dtype; operations on autocast's float32 list run in float32; everything else
+# follows its inputs. On CUDA that list has the losses, softmax and log_softmax, `sum`,
+# `prod`, `cumsum`, `cumprod`, the norms, and functions such as `exp`, `log` and `pow`. It
+# does **not** have `mean`, `max`, `min`, `var` or `std`: those stay in the inputs' 16-bit
+# dtype (they accumulate in float32 internally, but return fp16 or bf16). The CPU has its own,
+# shorter lists (on the CPU softmax and sum stay in bf16, for instance). Printing dtypes shows
+# what happens here:
 
 # %%
 import torch.nn.functional as F
@@ -116,6 +120,7 @@ with torch.autocast(device.type, dtype=low):
         "F.linear": F.linear(x, w).dtype,
         "softmax": torch.softmax(logits, dim=-1).dtype,
         "sum": logits.sum().dtype,
+        "mean": logits.mean().dtype,
         "cross_entropy": F.cross_entropy(logits, targets).dtype,
         "x + 1 (float32 input)": (x + 1).dtype,
     }
@@ -125,6 +130,7 @@ print("outside the region, x @ w is", (x @ w).dtype)
 
 assert dtypes["matmul (x @ w)"] == low and dtypes["F.linear"] == low
 assert dtypes["cross_entropy"] == torch.float32
+assert dtypes["mean"] == low  # not on autocast's float32 list, on CUDA or the CPU
 if device.type == "cuda":
     assert dtypes["softmax"] == torch.float32 and dtypes["sum"] == torch.float32
 
@@ -261,15 +267,19 @@ assert torch.isclose(scaled_norm / 2.0**10, true_norm, rtol=1e-3), "unscale_ div
 # **nothing**. Switch it on with
 #
 # ```python
-# torch.backends.cuda.matmul.fp32_precision = "tf32"   # matmuls
-# torch.backends.cudnn.conv.fp32_precision = "tf32"    # convolutions
+# torch.backends.cuda.matmul.allow_tf32 = True   # matmuls
+# torch.backends.cudnn.allow_tf32 = True         # convolutions
 # ```
 #
-# Those two settings appeared in PyTorch 2.9; before, the switches were
-# `torch.backends.cuda.matmul.allow_tf32` and `torch.backends.cudnn.allow_tf32`.
-# (`torch.set_float32_matmul_precision("high")` is the older global switch; use one API, not both:
-# PyTorch refuses to report the setting when they were mixed.) `cg.set_tf32(True/False)` sets
-# both with whichever API your PyTorch has.
+# **A trap in PyTorch 2.9-2.10 (Kaggle's image).** PyTorch 2.9 added a newer spelling,
+# `torch.backends.cuda.matmul.fp32_precision = "tf32"` (and `torch.backends.cudnn.conv.fp32_precision`),
+# and recommends it. Set *only* that, and the older state no longer agrees with it: reading
+# `torch.backends.cuda.matmul.allow_tf32` or `torch.get_float32_matmul_precision()` then raises
+# "... you have used mix of the legacy and new APIs ...". Your own code rarely reads them, but
+# `torch.compile` (lesson 11) does in 2.9 and 2.10 at least, so it fails on the first call
+# (pytorch/pytorch#166387). The two lines above set both the old and the new state, on every
+# PyTorch, so every reader agrees. `cg.set_tf32(True/False)` sets exactly those two flags, and lesson 09
+# reproduces the error.
 #
 # These are **process-wide** settings, and PyTorch's defaults are not symmetric: matmuls IEEE,
 # convolutions TF32. So "switch it off afterwards" is not "put it back": a later cell would run
