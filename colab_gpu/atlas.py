@@ -177,7 +177,9 @@ ENTRIES: tuple[AtlasEntry, ...] = (
            "The batch's activations, the model and optimizer state, or tensors the notebook still holds do not "
            "fit (on a CPU the same failure reads 'DefaultCPUAllocator: can't allocate memory').",
            "Smaller batch (cg.find_max_batch_size), mixed precision, gradient accumulation; free what the "
-           "notebook keeps (cg.cleanup).", "lesson 07; lesson 09, memory"),
+           "notebook keeps (cg.cleanup). Much 'reserved but unallocated': PYTORCH_CUDA_ALLOC_CONF="
+           "expandable_segments:True before CUDA starts (torch 2.10's message names PYTORCH_ALLOC_CONF, which "
+           "2.9.1-2.11 ignore for this key).", "lesson 07; lesson 09, memory"),
     _entry("cuda-not-started", "memory", "Invalid device argument 0: did you call init?",
            r"Invalid device (argument|index)\b",
            "A CUDA memory call ran before CUDA started in this process. PyTorch starts CUDA at the first GPU tensor "

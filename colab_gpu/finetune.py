@@ -77,7 +77,7 @@ def time_finetune_epochs(model: nn.Module, loader, device: torch.device, *, epoc
 
 def finetune_epoch_row(device: str | torch.device) -> Row:
     """Images per second of one fine-tuning epoch (ResNet-18, every layer trained, channels_last) on a folder of
-    JPEG files decoded and augmented by DataLoader workers. The first epoch starts the workers and tunes cuDNN;
+    JPEG files decoded and augmented by DataLoader workers. The first epoch starts the workers and loads the kernels;
     the second is the one reported. Random weights: the bench downloads nothing, and the speed is the same."""
     from torchvision.models import resnet18
 

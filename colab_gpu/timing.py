@@ -175,7 +175,7 @@ class ConvStepTiming:
     Taught in lesson 04.
     """
 
-    first_step_s: float  # includes CUDA/cuDNN start-up and, with cudnn.benchmark, the autotuning
+    first_step_s: float  # cuDNN/cuBLAS loading (CUDA started with the model) and, with cudnn.benchmark, autotuning
     steady: BenchResult
 
 

@@ -499,8 +499,10 @@ cg.check_amp_step(amp_step, device)
 #   `scale(loss).backward()`, `step(optimizer)`, `update()`. Never `torch.cuda.amp.*`.
 # - Only the forward pass and the loss go inside `autocast`; with a scaler, `scaler.unscale_(optimizer)`
 #   before `clip_grad_norm_`.
-# - TF32 (`torch.backends.cuda.matmul.fp32_precision = "tf32"`) speeds up float32 matmuls on
-#   CC >= 8.0 and does nothing on a T4. It is process-wide: change it in `with cg.tf32_mode(...)`.
+# - TF32 (`torch.backends.cuda.matmul.allow_tf32 = True` and `torch.backends.cudnn.allow_tf32 = True`)
+#   speeds up float32 matmuls on CC >= 8.0 and does nothing on a T4. Not the newer `fp32_precision`
+#   alone: `torch.compile` then fails on PyTorch 2.9-2.10. It is process-wide: change it in
+#   `with cg.tf32_mode(...)`.
 # - Measure: this runtime's speedups and memory savings are printed above.
 #
 # Next: **07 · GPU memory**.

@@ -381,7 +381,8 @@ if on_gpu:
 # PyTorch 2.9 added a device-neutral `PYTORCH_ALLOC_CONF`, but for this key on CUDA it is
 # silently ignored in 2.9.1 to 2.11 (Colab's and Kaggle's versions, pytorch/pytorch#183387) and
 # unknown before 2.9, while `PYTORCH_CUDA_ALLOC_CONF` works on every version this course supports
-# (and PyTorch's own out-of-memory message still names it).
+# (PyTorch's out-of-memory message names `PYTORCH_CUDA_ALLOC_CONF` in 2.7-2.9 and 2.14, but
+# `PYTORCH_ALLOC_CONF` in 2.10, Kaggle's version: set `PYTORCH_CUDA_ALLOC_CONF` whatever it says).
 #
 # A setting that is silently ignored is worse than none, so **confirm it took effect**: the
 # allocator reports the settings it applied in `torch.cuda.memory._snapshot()["allocator_settings"]`
@@ -430,6 +431,7 @@ if on_gpu:
     for _ in range(2):
         cg.train_step(model, *step_batch, optimizer)  # warm-up: Adam creates its state here
     torch.cuda.reset_peak_memory_stats(device)
+    held_before = torch.cuda.memory_allocated(device)  # the timeline counts from here
     torch.cuda.memory._record_memory_history(max_entries=100_000)
     cg.train_step(model, *step_batch, optimizer)
     torch.cuda.synchronize(device)
@@ -441,7 +443,8 @@ if on_gpu:
     plt.show()
     print(f"{len(timeline)} allocations and frees; at most {max(timeline) / 2**20:.1f} MiB more than before the "
           f"step; peak allocated {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB")
-    assert max(timeline) <= torch.cuda.max_memory_allocated(device)  # what the step added fits under the peak
+    # The snapshot and the allocator's own peak count the same tensors: before + the timeline's top is the peak's
+    assert held_before + max(timeline) <= torch.cuda.max_memory_allocated(device)
     print("wrote memory_snapshot.pickle: open it at https://pytorch.org/memory_viz")
 else:
     print("CPU runtime: snapshots record the CUDA caching allocator. On a GPU runtime this cell plots the memory "

@@ -381,7 +381,8 @@ class CudaInWorkers(Dataset):
 
 
 with cg.shows_error(RuntimeError, raises=on_gpu, atlas="fork-cuda"):  # a CPU runtime has no CUDA to re-initialize
-    list(DataLoader(CudaInWorkers(), batch_size=4, num_workers=2))
+    # fork by name: Python 3.14 starts workers with forkserver, which would fail first on pickling this class
+    list(DataLoader(CudaInWorkers(), batch_size=4, num_workers=2, multiprocessing_context="fork"))
 if not on_gpu:
     cg.explain("Cannot re-initialize CUDA in forked subprocess")
 

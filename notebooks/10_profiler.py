@@ -252,8 +252,10 @@ assert grouped.ops_per_step < per_tensor.ops_per_step
 # In a terminal (Colab: **Terminal** in the left bar; Kaggle: a second notebook cell that you
 # stop), `nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv -l 1` prints the
 # "GPU utilisation" every second; Colab's **Resources** panel plots the same counter. It is the
-# share of time **at least one kernel** was running: the `gpu_busy` figure above. A single tiny
-# kernel that occupies 1 of a GPU's streaming multiprocessors (an H100 SXM has 132) counts as busy. High
+# share of time **at least one kernel** was running, over its own sampling period: close to the
+# `gpu_busy` figure above, which is measured over the profiled steps only and also counts the
+# copies between host and GPU. A single tiny kernel that occupies 1 of a GPU's streaming
+# multiprocessors (an H100 SXM has 132) counts as busy. High
 # utilisation means the GPU is never idle, not that it is working at its speed: compare your
 # model's FLOP/s with the matmul peak (lesson 06) for that.
 

@@ -107,3 +107,9 @@ def test_lesson_09_shows_every_entry_under_its_message():
         shown = by_message[entry.message]
         checked = f'atlas="{entry.key}"' in shown or f'.key == "{entry.key}"' in shown
         assert (checked if entry.reproduced else "cg.explain(" in shown), entry.key
+
+
+def test_the_readme_counts_the_atlas_as_it_is():
+    readme = (LESSON_09.parents[1] / "README.md").read_text()
+    counts = re.findall(r"atlas of (\d+) errors|\((\d+) messages, grouped", readme)
+    assert counts and {int(a or b) for a, b in counts} == {len(ENTRIES)}

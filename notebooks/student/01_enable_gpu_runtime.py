@@ -135,7 +135,9 @@ if torch.cuda.is_available():
     print("compute capability: ", f"{props.major}.{props.minor}")
     print("total memory:       ", f"{props.total_memory / 1024**3:.1f} GiB")
     print("multiprocessors:    ", props.multi_processor_count)
-    print("cuDNN version:      ", torch.backends.cudnn.version())
+    # torch.backends.cudnn.version() raises on a GPU that this cuDNN dropped (a P100 or V100 with cuDNN 9.11+)
+    cudnn, refused = cg.runtime.cudnn_version()
+    print("cuDNN version:      ", cudnn or f"none for this GPU ({refused})")
     assert props.total_memory > 0
 else:
     print("No GPU: skipping its properties. Everything below still runs, on the CPU.")
@@ -161,8 +163,9 @@ if torch.cuda.is_available():
 for name, cc in gpus:
     verdict = {True: "runs", False: "NO kernels", None: "unknown"}[cg.kernels_for(cc, arches)]
     print(f"{name:14} CC {cc[0]}.{cc[1]}: {verdict}")
-if torch.cuda.is_available():
-    assert cg.kernels_for(gpus[-1][1], arches) is not False  # every GPU cell above ran on it
+if torch.cuda.is_available() and cg.kernels_for(gpus[-1][1], arches) is False:
+    print("This GPU is visible but this PyTorch has no kernels for it: the first computation on it will fail with "
+          "'no kernel image is available'. Switch to a supported GPU (Kaggle: GPU T4 x2).")
 
 # %% [markdown]
 # `colab_gpu` gathers all of this in one report, with advice for the runtime you are on (Colab,

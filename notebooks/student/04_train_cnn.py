@@ -166,8 +166,8 @@ print(f"test accuracy after {epochs} epochs: {test_acc:.1%} (target {target:.0%}
 # and that cache does not look at the flag. Time "off" and then "on" in the same process and
 # the "on" run silently reuses the "off" run's choices: you measure nothing. So
 # `cg.time_conv_step_fresh` times each setting in a **fresh Python process** (a few seconds to
-# start), where nothing is cached: its first step shows the one-off costs (CUDA start-up and,
-# with the flag on, the autotuning), then the median of the steady steps. cuDNN settings only
+# start), where nothing is cached: its first step shows the one-off costs (loading cuDNN's and
+# cuBLAS's kernels and, with the flag on, the autotuning), then the median of the steady steps. cuDNN settings only
 # exist on the GPU, so the CPU runtime times `channels_last` alone.
 
 # %%

@@ -349,8 +349,11 @@ print(f"per-image calls: {loop_time} for 64 images, vs {batch_time} for a batch 
 # %% [markdown]
 # ## 6. Mistake: CUDA inside worker processes
 #
-# Workers are *forked* copies of the notebook's process. CUDA cannot be initialized again in a
-# forked child once the parent used it, so a `Dataset` that creates GPU tensors in
+# On Linux, workers are *forked* copies of the notebook's process up to Python 3.13 (Colab's and
+# Kaggle's); Python 3.14 starts them with `forkserver` instead, which pickles the dataset and
+# cannot find a class defined in a notebook. This section asks for fork by name
+# (`multiprocessing_context="fork"`), so it shows the same thing everywhere. CUDA cannot be
+# initialized again in a forked child once the parent used it, so a `Dataset` that creates GPU tensors in
 # `__getitem__` fails with **"Cannot re-initialize CUDA in forked subprocess"** on a GPU
 # runtime. On a CPU runtime the same code runs (there is no CUDA to re-initialize), so this
 # cell only fails on a GPU.
@@ -368,7 +371,7 @@ class GpuInWorker(Dataset):
 
 
 with cg.shows_error(RuntimeError, match="CUDA", raises=device.type == "cuda"):  # only a GPU runtime fails
-    list(DataLoader(GpuInWorker(), batch_size=16, num_workers=2))
+    list(DataLoader(GpuInWorker(), batch_size=16, num_workers=2, multiprocessing_context="fork"))
 
 # %% [markdown]
 # The fix: workers return **CPU** tensors; the training loop moves each batch to the GPU
@@ -384,7 +387,7 @@ class CpuInWorker(Dataset):
         return torch.full((3,), float(i))  # CPU tensor; moved to the GPU in the main process
 
 
-loader = DataLoader(CpuInWorker(), batch_size=16, num_workers=2, pin_memory=on_gpu)
+loader = DataLoader(CpuInWorker(), batch_size=16, num_workers=2, pin_memory=on_gpu, multiprocessing_context="fork")
 batches = [batch.to(device, non_blocking=True) for batch in loader]
 assert len(batches) == 4 and batches[0].device == device
 

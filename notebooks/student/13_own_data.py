@@ -354,7 +354,9 @@ running_mean_before = model.bn1.running_mean.clone()
 
 checkpoints = cg.default_checkpoint_dir("lesson13_checkpoints")
 data_name = Path(MY_FOLDER).name if MY_FOLDER else cg.own_data.archive_name(archive)
-name = f"{data_name}_{size}px_{split.fingerprint}" + ("" if pretrained else "_random")  # e.g. shapes_64px_1a2b3c4d
+# The GPU in the name too: a run resumed on another GPU would print the first GPU's images/s as this one's.
+hardware = torch.cuda.get_device_name(device).replace(" ", "-") if on_gpu else "cpu"
+name = f"{data_name}_{size}px_{split.fingerprint}_{hardware}" + ("" if pretrained else "_random")
 head_optimizer = torch.optim.AdamW(model.fc.parameters(), lr=1e-3)
 head_history = cg.fit(model, train_loader, val_loader, head_optimizer, device, epochs=3, precision=precision,
                       checkpoint=checkpoints / f"{name}_head.pt", progress=False)
