@@ -165,7 +165,7 @@ from .timing import (
 )
 from .train import evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 
-__version__ = "0.21.0"
+__version__ = "0.21.1"
 
 __all__ = [
     "ActivationMemory",

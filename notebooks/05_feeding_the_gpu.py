@@ -38,7 +38,7 @@ import importlib
 import subprocess
 import sys
 
-COLAB_GPU = "0.21.0"
+COLAB_GPU = "0.21.1"
 try:
     import colab_gpu
     found = getattr(colab_gpu, "__version__", "unknown")
