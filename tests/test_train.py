@@ -237,6 +237,20 @@ def test_fit_on_real_gpu():
     assert history.last["test_acc"] > 0.5
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["DeviceLoader", "list of batches"])
+def test_bad_labels_on_a_gpu_are_caught_before_the_device_side_assert(kind):
+    device = cg.get_device("cuda")
+    inputs = torch.randn(64, 4)
+    train = (cg.DeviceLoader(inputs, labels_1_to_10(), batch_size=16, device=device) if kind == "DeviceLoader"
+             else [(inputs[i:i + 16], labels_1_to_10()[i:i + 16]) for i in range(0, 64, 16)])
+    model = nn.Linear(4, 10).to(device)
+    with pytest.raises(ValueError, match="labels go from 1 to 10, but the model outputs 10 classes"):
+        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), device, epochs=1, progress=False,
+               verbose=False)
+    assert torch.ones(4, device=device).sum().item() == 4  # the runtime is still usable: no device-side assert
+
+
 def test_train_step_returns_detached_loss_and_outputs():
     model = nn.Linear(2, 2)
     x, y = torch.randn(4, 2), torch.zeros(4, dtype=torch.long)
