@@ -246,10 +246,36 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600, log:
     return run
 
 
+def without_machine_paths(text: str) -> str:
+    """``text`` without the paths of the machine that ran it: what readers of GitHub and the site see.
+
+    The checkout becomes a relative path, installed packages their import path, the home folder ``~``, and the
+    kernel's temporary file of a cell (``/tmp/ipykernel_123/456.py``, in tracebacks and Dynamo's logs) ``<cell>``.
+    """
+    text = re.sub(r"/tmp/ipykernel_\d+/\d+\.py", "<cell>", text)
+    text = re.sub(r"[^\s'\"(]*/site-packages/", "", text)
+    for folder, shown in ((NOTEBOOKS, ""), (ROOT, ""), (Path.home(), "~")):
+        text = text.replace(f"{folder}/", f"{shown}/" if shown else "").replace(str(folder), shown or ".")
+    return text
+
+
+def strip_machine_paths(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Apply `without_machine_paths` to every output of ``notebook`` (streams, text results, tracebacks)."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            if "text" in output:
+                output["text"] = without_machine_paths(output["text"])
+            if "text/plain" in output.get("data", {}):
+                output["data"]["text/plain"] = without_machine_paths(output["data"]["text/plain"])
+            if "traceback" in output:
+                output["traceback"] = [without_machine_paths(line) for line in output["traceback"]]
+    return notebook
+
+
 def write_paired(notebook: nbformat.NotebookNode, source: Path) -> Path:
-    """Write the executed notebook next to its source, keeping the jupytext pairing."""
+    """Write the executed notebook next to its source, keeping the jupytext pairing, without machine paths."""
     target = source.with_suffix(".ipynb")
-    jupytext.write(notebook, target, fmt="ipynb")
+    jupytext.write(strip_machine_paths(notebook), target, fmt="ipynb")
     return target
 
 

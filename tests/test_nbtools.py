@@ -98,3 +98,16 @@ def test_every_badge_in_readme_and_notebooks_opens_a_file_of_this_repository():
     for source in lesson_sources():
         for notebook in (source.with_suffix(".ipynb"), STUDENT / source.with_suffix(".ipynb").name):
             assert badge_url(config, notebook) in readme, f"README's lesson table lacks {notebook.relative_to(ROOT)}"
+
+
+def test_committed_outputs_lose_the_paths_of_the_machine_that_ran_them():
+    from pathlib import Path
+
+    from nbtools import NOTEBOOKS, ROOT, without_machine_paths
+
+    text = (f"saved to {NOTEBOOKS}/lesson13_checkpoints/a.pt; log {ROOT}/build/x.log; "
+            f".venv/lib/python3.11/site-packages/torch/_dynamo/guards.py:12] Recompiling forward in "
+            f"/tmp/ipykernel_8866/1789536557.py:21; to {Path.home()}/.cache/torch/hub")
+    assert without_machine_paths(text) == ("saved to lesson13_checkpoints/a.pt; log build/x.log; "
+                                           "torch/_dynamo/guards.py:12] Recompiling forward in <cell>:21; "
+                                           "to ~/.cache/torch/hub")
