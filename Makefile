@@ -35,7 +35,8 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 
-.PHONY: test course lint unit nbval notebooks stamp gpu-suite doctor bench clean test-compat release test-wheel
+.PHONY: test course lint unit nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
+	release test-wheel
 
 # --no-compile: Python compiles (and caches, see above) what it imports on first use; compiling all of torch up
 # front costs ~40 s here.
@@ -51,7 +52,7 @@ test: lint unit nbval
 
 lint: $(ENV_READY)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then \
-		$(PY) -m ruff check colab_gpu tests scripts notebooks/[0-9]*.py; \
+		$(PY) -m ruff check colab_gpu tests scripts notebooks/[0-9]*.py maintainers; \
 	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 
@@ -93,6 +94,16 @@ bench: $(ENV_READY)
 
 gpu-suite: $(ENV_READY)
 	$(PY) scripts/gpu_suite.py $(GPU_SUITE_ARGS)
+
+# make gpu-kaggle [GPU_KAGGLE_ARGS="--lessons 08"]: the GPU suite on Kaggle's GPU T4 x2 at the commit checked out (it
+# must be pushed), through the `kaggle` CLI on PATH; a passing run is imported (scripts/gpu_kaggle.py, README "GPU CI").
+gpu-kaggle: $(ENV_READY)
+	$(PY) scripts/gpu_kaggle.py $(GPU_KAGGLE_ARGS)
+
+# make import-gpu-run RUN=<run folder or zip>: a GPU run into reports/gpu/, references.json, the instructor guide.
+import-gpu-run: $(ENV_READY)
+	@test -n "$(RUN)" || { echo "usage: make import-gpu-run RUN=<the run's folder, or its zip>"; exit 2; }
+	$(PY) scripts/import_gpu_run.py "$(RUN)"
 
 test-compat:
 	$(if $(filter 1,$(UNCAPPED)),PIP_CONFIG_FILE=/dev/null )TORCH=$(TORCH) TORCHVISION=$(TORCHVISION) \

@@ -1,9 +1,9 @@
 """Predict, then measure: a lesson's headline figure beside the same figure measured on the course's GPUs.
 
 A learner without a GPU still sees the real picture, and one with a GPU notices when their runtime is
-abnormal. The reference figures come from the committed GPU reports (``reports/gpu/*.json``, written by
-``make gpu-suite``): ``scripts/update_references.py`` copies each report's lesson figures into
-``colab_gpu/references.json``, shipped with the package. A GPU without a report says "not measured yet".
+abnormal. The reference figures come from the GPU runs imported into the course (``reports/gpu/<date>-<gpu>/``,
+from GPU CI on Kaggle or ``make gpu-suite``): ``make import-gpu-run`` copies each run's lesson figures into
+``colab_gpu/references.json``, shipped with the package. A GPU without a run says "not measured yet".
 
 When ``COLAB_GPU_FIGURES`` names a file (the GPU suite sets it while it runs the lessons), every figure a
 lesson shows is also written there, for the report.

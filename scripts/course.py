@@ -76,13 +76,16 @@ def write_report(lessons: list[Lesson], build: Path) -> None:
     (build / "report.md").write_text("# Course run\n\n" + "\n".join(lines) + f"\n\nTotal: {total:.1f} s\n")
 
 
+def lesson_timings(lessons: list[Lesson]) -> dict:
+    """Seconds and status per lesson, and the device: what the instructor guide's table and a GPU report read."""
+    return {"device": lessons[0].device if lessons else None,
+            "lessons": {lesson.source.stem: {"seconds": round(lesson.seconds, 1), "status": lesson.status}
+                        for lesson in lessons}}
+
+
 def write_timings(lessons: list[Lesson], build: Path) -> None:
-    """build/timings.json: seconds per lesson and the device, for the instructor guide's table."""
-    (build / "timings.json").write_text(json.dumps({
-        "device": lessons[0].device if lessons else None,
-        "lessons": {lesson.source.stem: {"seconds": round(lesson.seconds, 1), "status": lesson.status}
-                    for lesson in lessons},
-    }, indent=2) + "\n")
+    """build/timings.json (scripts/guide_times.py puts it in the instructor guide)."""
+    (build / "timings.json").write_text(json.dumps(lesson_timings(lessons), indent=2) + "\n")
 
 
 def write_site(lessons: list[Lesson], build: Path = BUILD) -> str | None:

@@ -12,6 +12,7 @@ they do on GitHub, and the theme's Colab button opens the same notebook as the l
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shutil
 import subprocess
@@ -28,6 +29,7 @@ from nbtools import (
     STUDENT,
     badge_markdown,
     course_config,
+    read_lesson,
     student_notebook,
 )
 
@@ -60,8 +62,46 @@ def download_cell(page: Path) -> nbformat.NotebookNode:
     return nbformat.v4.new_markdown_cell(f"{download} · {other}")
 
 
-def stage_notebook(notebook: nbformat.NotebookNode, page: Path, src: Path, build: Path) -> None:
-    """Stage a notebook as the page ``page`` (its path in the repository), and the notebook itself beside it."""
+def gpu_run_of(source: Path, runs: Path | None = None) -> tuple[nbformat.NotebookNode, Path] | None:
+    """The newest imported GPU run (reports/gpu/<date>-<gpu>/) that executed this lesson's current source:
+    its notebook and its folder; None when no run has this version of the lesson."""
+    current = [cell.source for cell in read_lesson(source).cells]
+    for manifest in sorted((runs or REPORTS / "gpu").glob("*/manifest.json"), reverse=True):  # newest date first
+        path = manifest.parent / "notebooks" / f"{source.stem}.ipynb"
+        if path.exists():
+            notebook = nbformat.read(path, as_version=4)
+            if [cell.source for cell in notebook.cells] == current:
+                return notebook, manifest.parent
+    return None
+
+
+def git_commit() -> str | None:
+    done = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def shown_notebook(lesson, runs: Path | None = None) -> tuple[nbformat.NotebookNode, str]:
+    """The notebook a lesson's page shows, and the line under its title that says which run produced its outputs:
+    a GPU run of its current source where one was imported, else the CPU run that built the site."""
+    found = gpu_run_of(lesson.source, runs)
+    if found is not None:
+        notebook, folder = found
+        manifest = json.loads((folder / "manifest.json").read_text())
+        gpu = json.loads((folder / "report.json").read_text())["gpu"]
+        where = " on Kaggle" if manifest.get("image", {}).get("KAGGLE_KERNEL_RUN_TYPE") else ""
+        return notebook, (f"**Outputs on this page:** a GPU run on {gpu}{where}, {manifest['started'][:10]}, commit "
+                          f"`{manifest['sha'][:7]}` ([its report](../reports/gpu/{folder.name}/report.md)).")
+    commit = git_commit()
+    return lesson.notebook, (
+        f"**Outputs on this page:** a CPU run ({lesson.device}), {time.strftime('%Y-%m-%d')}"
+        f"{f', commit `{commit}`' if commit else ''}. No GPU run of this version of the lesson is imported yet: "
+        "its timings are a CPU's, and the GPU figures it quotes come from the course's reports.")
+
+
+def stage_notebook(notebook: nbformat.NotebookNode, page: Path, src: Path, build: Path,
+                   label: str | None = None) -> None:
+    """Stage a notebook as the page ``page`` (its path in the repository), and the notebook itself beside it;
+    ``label``, where its outputs come from, goes under the download line."""
     (build / page).parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(notebook, build / page)   # what "Download .ipynb" gives: the notebook as it ran
     staged = copy.deepcopy(notebook)
@@ -69,6 +109,8 @@ def stage_notebook(notebook: nbformat.NotebookNode, page: Path, src: Path, build
         if cell.cell_type == "markdown":
             cell.source = localize_badges(cell.source, depth=len(page.parts) - 1)
     staged.cells.insert(1, download_cell(page))
+    if label:
+        staged.cells.insert(2, nbformat.v4.new_markdown_cell(label))
     if page.parent.name == STUDENT.name:  # the lesson's own title would make two identical search results
         staged.cells[0].source = re.sub(r"^(# .*)$", r"\1 (student version)", staged.cells[0].source, count=1,
                                         flags=re.M)
@@ -119,11 +161,16 @@ def stage_reports(src: Path) -> list[str]:
     """The newest bench report and every GPU report, with their plots: the pages under "Reports"."""
     pages = []
     bench = sorted(p for p in (REPORTS / "bench").glob("*") if (p / "bench.md").exists())
-    gpu = sorted(p.parent for p in (REPORTS / "gpu").glob("**/*.md"))
-    for folder in bench[-1:] + gpu:
-        target = src / folder.relative_to(ROOT)
+    gpu = sorted(p.parent for p in (REPORTS / "gpu").glob("*/report.md"))
+    for folder in bench[-1:]:
+        target = src / "reports" / folder.relative_to(REPORTS)
         shutil.copytree(folder, target, dirs_exist_ok=True)
         pages += [md.relative_to(src).with_suffix("").as_posix() for md in sorted(target.glob("*.md"))]
+    for folder in gpu:  # the report only: a run's notebooks are shown as the lessons' pages (shown_notebook)
+        target = src / "reports" / folder.relative_to(REPORTS)
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / "report.md", target / "report.md")
+        pages.append((target / "report").relative_to(src).as_posix())
     lines = ["# Reports", "", "Measured by `colab_gpu bench` and the GPU suite (`make gpu-suite`); newest bench first.",
              ""]
     if not gpu:
@@ -188,7 +235,8 @@ def stage(lessons, build: Path) -> Path:
     for local in BADGE_ASSETS.values():
         shutil.copyfile(ASSETS / local, src / local)
     for lesson in lessons:
-        stage_notebook(lesson.notebook, lesson_page(lesson), src, build)
+        notebook, label = shown_notebook(lesson)
+        stage_notebook(notebook, lesson_page(lesson), src, build, label)
     student_pages = stage_students(lessons, src, build)
     stage_home(lessons, src, student_pages, stage_docs(src), stage_reports(src))
     return src

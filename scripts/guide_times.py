@@ -1,7 +1,8 @@
 """Put measured lesson run times into docs/instructor_guide.md.
 
 Usage: python scripts/guide_times.py cpu|gpu [build/timings.json]
-Reads the timings `make course` wrote and fills that column of the table between the
+Reads the timings `make course` wrote and fills that column (`make import-gpu-run` fills the GPU column from a T4
+run's report) of the table between the
 `<!-- times:start -->` and `<!-- times:end -->` markers; the other column is kept.
 """
 
@@ -41,6 +42,20 @@ def render(columns: dict[str, dict[str, str]], devices: dict[str, str]) -> str:
     return "\n".join(rows)
 
 
+def fill_column(column: str, timings: dict, guide: Path = GUIDE) -> None:
+    """Put ``timings`` (build/timings.json's shape: device, seconds and status per lesson) in one column."""
+    text = guide.read_text()
+    columns = current_columns(text)
+    for stem, result in timings["lessons"].items():
+        columns[column][stem[:2]] = f"{result['seconds']:.0f} s" if result["status"] == "ok" else "failed"
+    devices = dict(re.findall(r"<!-- device:(cpu|gpu)=([^>]*) -->", text))
+    devices[column] = timings["device"]
+    table = render(columns, devices)
+    device_notes = "".join(f"<!-- device:{k}={v} -->" for k, v in sorted(devices.items()))
+    head, tail = text.split(START, 1)[0], text.split(END, 1)[1]
+    guide.write_text(f"{head}{START}{device_notes}\n{table}\n{END}{tail}")
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("cpu", "gpu"):
         print(__doc__, file=sys.stderr)
@@ -50,17 +65,7 @@ def main(argv: list[str]) -> int:
     if not timings_file.exists():
         print(f"No {timings_file}: run `make course` first.", file=sys.stderr)
         return 1
-    timings = json.loads(timings_file.read_text())
-    text = GUIDE.read_text()
-    columns = current_columns(text)
-    for stem, result in timings["lessons"].items():
-        columns[column][stem[:2]] = f"{result['seconds']:.0f} s" if result["status"] == "ok" else "failed"
-    devices = dict(re.findall(r"<!-- device:(cpu|gpu)=([^>]*) -->", text))
-    devices[column] = timings["device"]
-    table = render(columns, devices)
-    device_notes = "".join(f"<!-- device:{k}={v} -->" for k, v in sorted(devices.items()))
-    head, tail = text.split(START, 1)[0], text.split(END, 1)[1]
-    GUIDE.write_text(f"{head}{START}{device_notes}\n{table}\n{END}{tail}")
+    fill_column(column, json.loads(timings_file.read_text()), GUIDE)
     print(f"updated the {column} column of {GUIDE} from {timings_file}")
     return 0
 

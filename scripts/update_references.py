@@ -1,7 +1,8 @@
-"""Copy the lesson figures of the committed GPU reports into colab_gpu/references.json (shipped with the package).
+"""Copy the lesson figures of the committed GPU runs into colab_gpu/references.json (shipped with the package).
 
-Usage: python scripts/update_references.py   (after committing a report from `make gpu-suite`; then release)
-For each GPU the course names, the newest report wins. Reports without lesson figures are skipped.
+Usage: python scripts/update_references.py   (`make import-gpu-run` runs it; then release)
+Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the
+newest run wins. Runs without lesson figures are skipped.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ from colab_gpu.references import gpu_label  # noqa: E402
 
 REPORTS = ROOT / "reports" / "gpu"
 TARGET = ROOT / "colab_gpu" / "references.json"
-ABOUT = "Lesson figures from the committed GPU reports (reports/gpu/*.json); written by scripts/update_references.py."
+ABOUT = ("Lesson figures from the committed GPU runs (reports/gpu/*/report.json); "
+         "written by scripts/update_references.py.")
 
 
 def collect(reports: Path = REPORTS) -> dict:
     """{"figures": {key: {label: value}}, "sources": {label: report file}} from every report, newest last."""
     figures: dict[str, dict[str, float]] = {}
     sources: dict[str, str] = {}
-    for report in sorted(reports.glob("*.json")):  # named <date>-<gpu>.json: sorted is oldest first
+    for report in sorted(reports.glob("*/report.json")):  # in <date>-<gpu>/: sorted is oldest first
         data = json.loads(report.read_text())
         label = gpu_label(data.get("runtime", {}).get("gpus", [{}])[0].get("name", ""))
         lesson_figures = data.get("lesson_figures") or {}
@@ -32,7 +34,7 @@ def collect(reports: Path = REPORTS) -> dict:
             continue
         for key, figure in lesson_figures.items():
             figures.setdefault(key, {})[label] = figure["value"]
-        sources[label] = report.name
+        sources[label] = report.parent.name
     return {"about": ABOUT, "figures": figures, "sources": sources}
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -92,3 +94,39 @@ def fake_gpus(monkeypatch):
         monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset_peak_memory_stats)
 
     return install
+
+
+# A GPU run and a course to import it into: tests/test_gpu_kaggle.py and tests/test_import_gpu_run.py.
+GPU_RUN_LESSON = "01_enable_gpu_runtime"
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    """A run as gpu_runner.py leaves it on Kaggle (the fake fills in the sha pushed)."""
+    run = tmp_path / "fixture-run"
+    (run / "notebooks").mkdir(parents=True)
+    shutil.copyfile(ROOT / "notebooks" / f"{GPU_RUN_LESSON}.ipynb", run / "notebooks" / f"{GPU_RUN_LESSON}.ipynb")
+    manifest = {"format": 1, "sha": "?", "status": "passed", "failures": [], "started": "2026-11-20T10:00:00+00:00",
+                "gpus": ["Tesla T4", "Tesla T4"], "gpu_count": 2, "torch": "2.10.0+cu128", "seconds": 2520.0,
+                "image": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}, "tests": {"passed": 1310, "failed": 0, "skipped": 3}}
+    report = {"commit": "?", "gpu": "Tesla T4 x2", "runtime": {"gpus": [{"name": "Tesla T4"}] * 2},
+              "lessons": {"device": "cuda:0 (Tesla T4)",
+                          "lessons": {GPU_RUN_LESSON: {"seconds": 21.4, "status": "ok"}}},
+              "lesson_figures": {"02.matmul_gpu_vs_cpu": {"value": 31.5, "device": "Tesla T4"}}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "report.json").write_text(json.dumps(report))
+    (run / "report.md").write_text("# GPU suite: Tesla T4 x2, 2026-11-20\n")
+    (run / "logs").mkdir()
+    (run / "logs" / "gpu-suite.log").write_text("...\n")
+    return run
+
+
+@pytest.fixture
+def course(tmp_path):
+    """The parts of a course checkout that an import writes to."""
+    root = tmp_path / "course"
+    (root / "reports" / "gpu").mkdir(parents=True)
+    (root / "colab_gpu").mkdir()
+    (root / "docs").mkdir()
+    shutil.copyfile(ROOT / "docs" / "instructor_guide.md", root / "docs" / "instructor_guide.md")
+    return root

@@ -1,6 +1,7 @@
 import json
 
 import gpu_suite
+import pytest
 
 
 def test_reads_junit_outcomes(tmp_path):
@@ -41,30 +42,36 @@ def test_targets_met_missed_and_unmeasured():
     assert all(t["reason"] for t in results.values())
 
 
-def test_report_lists_everything(tmp_path, monkeypatch):
-    monkeypatch.setattr(gpu_suite, "REPORTS", tmp_path)
-    doctor = {"gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "total_memory_gib": 79.1}],
-              "torch": "2.11.0", "cuda_runtime": "13.0", "cudnn": 91000, "driver": "580", "python": "3.12.3",
-              "cpu_count": 16}
-    steps = {"make test": (0, 200.0), "make course": (0, 240.0), "colab_gpu bench": (0, 60.0)}
+def test_report_lists_everything(tmp_path):
+    doctor = {"gpus": [{"name": "Tesla T4", "compute_capability": "7.5", "total_memory_gib": 14.7}] * 2,
+              "torch": "2.10.0", "cuda_runtime": "12.8", "cudnn": 91000, "driver": "560", "python": "3.12.3",
+              "cpu_count": 4}
+    steps = {"unit tests": (0, 200.0), "lessons": (0, 240.0), "colab_gpu bench": (0, 60.0)}
     targets = gpu_suite.evaluate_targets(BENCH, 240.0)
-    figures = {"02.matmul_gpu_vs_cpu": {"value": 123.4, "device": "NVIDIA H100 80GB HBM3"}}
-    lessons = {"device": "NVIDIA H100 80GB HBM3",
-               "lessons": {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok"}}}
-    md, js = gpu_suite.write_report(doctor, steps, BENCH, targets, lessons, [("tests::t", "passed", 0.1)], figures)
-    text = md.read_text()
-    assert "| 01_enable_gpu_runtime | NVIDIA H100 80GB HBM3 | 3.0 | ok |" in text
-    assert json.loads(js.read_text())["lessons"] == lessons  # structured, read from build/timings.json
-    assert "| 02.matmul_gpu_vs_cpu | 123 | NVIDIA H100 80GB HBM3 |" in text
-    assert json.loads(js.read_text())["lesson_figures"] == figures  # what scripts/update_references.py reads
-    assert md.name.endswith("-nvidia-h100-80gb-hbm3.md")
-    assert "compute capability 9.0" in text and "| `make test` | passed | 200 |" in text
+    figures = {"02.matmul_gpu_vs_cpu": {"value": 123.4, "device": "Tesla T4"}}
+    lessons = {"device": "cuda:0 (Tesla T4)", "lessons": {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok"}}}
+    md, js = gpu_suite.write_report(tmp_path / "run", doctor, steps, BENCH, targets, lessons,
+                                    [("tests::t", "passed", 0.1)], figures, commit="abc1234")
+    text, data = md.read_text(), json.loads(js.read_text())
+    assert (md.name, js.name, md.parent.name) == ("report.md", "report.json", "run")
+    assert text.startswith("# GPU suite: Tesla T4 x2, ") and data["gpu"] == "Tesla T4 x2"
+    assert "| 01_enable_gpu_runtime | cuda:0 (Tesla T4) | 3.0 | ok |" in text
+    assert data["lessons"] == lessons and data["commit"] == "abc1234" and "- Commit: abc1234" in text
+    assert "| 02.matmul_gpu_vs_cpu | 123 | Tesla T4 |" in text
+    assert data["lesson_figures"] == figures  # what scripts/update_references.py reads
+    assert "compute capability 7.5" in text and "| unit tests | passed | 200 |" in text
     assert "| AMP MLP training reaches at least 50% of the measured half-precision matmul peak | 0.41 | NO |" in text
     assert "| resident | skipped | no GPU |" in text and "| tests::t | passed |" in text
-    assert json.loads(js.read_text())["targets"][0]["key"] == "cnn_cpu_gpu"
+    assert data["targets"][0]["key"] == "cnn_cpu_gpu"
 
 
-def test_lessons_come_from_timings_json_not_from_markdown(tmp_path):
-    assert gpu_suite.course_lessons(tmp_path / "timings.json") == {}
-    (tmp_path / "timings.json").write_text('{"device": "cpu", "lessons": {"01_x": {"seconds": 1.5, "status": "ok"}}}')
-    assert gpu_suite.course_lessons(tmp_path / "timings.json")["lessons"]["01_x"]["seconds"] == 1.5
+def test_one_gpu_is_named_without_a_count():
+    assert gpu_suite.gpu_title({"gpus": [{"name": "NVIDIA L4"}]}) == "NVIDIA L4"
+    assert gpu_suite.gpu_title({"gpus": [{"name": "Tesla T4"}, {"name": "Tesla T4"}]}) == "Tesla T4 x2"
+
+
+def test_lessons_are_selected_by_number():
+    assert [s.name[:2] for s in gpu_suite.selected_lessons(["01", "08"])] == ["01", "08"]
+    assert len(gpu_suite.selected_lessons([])) == len(gpu_suite.lesson_sources())
+    with pytest.raises(SystemExit, match=r"no lesson numbered \['99'\]"):
+        gpu_suite.selected_lessons(["99"])

@@ -48,16 +48,18 @@ def test_update_references_takes_the_newest_report_per_gpu(tmp_path):
     reports.mkdir()
 
     def report(name, gpu, figures):
-        (reports / name).write_text(json.dumps({"runtime": {"gpus": [{"name": gpu}]}, "lesson_figures": figures}))
+        (reports / name).mkdir()
+        (reports / name / "report.json").write_text(json.dumps({"runtime": {"gpus": [{"name": gpu}]},
+                                                                "lesson_figures": figures}))
 
-    report("2026-11-01-tesla-t4.json", "Tesla T4", {"02.x": {"value": 20.0, "device": "Tesla T4"}})
-    report("2026-12-01-tesla-t4.json", "Tesla T4", {"02.x": {"value": 22.0, "device": "Tesla T4"}})
-    report("2026-12-02-h100.json", "NVIDIA H100 80GB HBM3", {"02.x": {"value": 150.0, "device": "H100"}})
-    report("2026-12-03-p100.json", "Tesla P100-PCIE-16GB", {"02.x": {"value": 5.0, "device": "P100"}})
-    report("2026-12-04-l4.json", "NVIDIA L4", {})  # an older suite without lesson figures
+    report("2026-11-01-tesla-t4-x2", "Tesla T4", {"02.x": {"value": 20.0, "device": "Tesla T4"}})
+    report("2026-12-01-tesla-t4-x2", "Tesla T4", {"02.x": {"value": 22.0, "device": "Tesla T4"}})
+    report("2026-12-02-h100", "NVIDIA H100 80GB HBM3", {"02.x": {"value": 150.0, "device": "H100"}})
+    report("2026-12-03-p100", "Tesla P100-PCIE-16GB", {"02.x": {"value": 5.0, "device": "P100"}})
+    report("2026-12-04-l4", "NVIDIA L4", {})  # an older suite without lesson figures
     data = update_references.collect(reports)
     assert data["figures"] == {"02.x": {"T4": 22.0, "H100": 150.0}}
-    assert data["sources"] == {"T4": "2026-12-01-tesla-t4.json", "H100": "2026-12-02-h100.json"}
+    assert data["sources"] == {"T4": "2026-12-01-tesla-t4-x2", "H100": "2026-12-02-h100"}
     target = tmp_path / "references.json"
     assert update_references.main(reports, target) == 0
     assert json.loads(target.read_text())["figures"] == data["figures"]

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import course_site
 import nbformat
 import pytest
 from course import Lesson, write_site
@@ -45,8 +46,29 @@ def lessons():
     return found
 
 
+GPU_RUN = "2026-11-20-tesla-t4-x2"
+
+
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, lessons):
+def reports(tmp_path_factory):
+    """The committed reports, plus an imported GPU run of lesson 01's current source (its committed notebook)."""
+    reports = tmp_path_factory.mktemp("reports") / "reports"
+    shutil.copytree(ROOT / "reports", reports)
+    run = reports / "gpu" / GPU_RUN
+    (run / "notebooks").mkdir(parents=True)
+    shutil.copyfile(lesson_sources()[0].with_suffix(".ipynb"), run / "notebooks" / lesson_sources()[0].with_suffix(
+        ".ipynb").name)
+    (run / "manifest.json").write_text(json.dumps({"sha": "1234567" + "0" * 33, "started": "2026-11-20T10:00:00",
+                                                   "image": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}}))
+    (run / "report.json").write_text(json.dumps({"gpu": "Tesla T4 x2"}))
+    (run / "report.md").write_text("# GPU suite: Tesla T4 x2, 2026-11-20\n\nA report.\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(course_site, "REPORTS", reports)
+        yield reports
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, lessons, reports):
     build = tmp_path_factory.mktemp("build")
     error = write_site(lessons, build)
     assert error is None, error
@@ -104,6 +126,7 @@ def test_every_page_loads_without_console_errors_and_renders_its_images(crawl, s
                  for lesson in lessons for student in (False, True)}
     newest_bench = sorted((ROOT / "reports" / "bench").glob("*/bench.md"))[-1]
     expected.add(newest_bench.relative_to(ROOT).with_suffix(".html").as_posix())  # with its plot
+    expected.add(f"reports/gpu/{GPU_RUN}/report.html")
     reached = {path.relative_to(site).as_posix() for path in crawl}
     assert expected <= reached, f"pages no link reaches: {sorted(expected - reached)}"
     for path, page in crawl.items():
@@ -172,11 +195,36 @@ def test_every_badge_and_download_opens_its_own_notebook(crawl, site, lessons, s
         assert "".join(first_cell).startswith(f"# {lesson.title}"), f"{page} downloads another notebook"
 
 
+def test_each_lesson_page_says_which_run_its_outputs_come_from(site, lessons, browser):
+    """Lesson 01 has an imported GPU run of its current source: its page shows that run; the others the CPU's."""
+    for number, lesson in enumerate(lessons):
+        browser.get((site / lesson_page(lesson).with_suffix(".html")).as_uri())
+        text = browser.execute_script("return document.querySelector('main').textContent")
+        if number == 0:
+            assert "Outputs on this page: a GPU run on Tesla T4 x2 on Kaggle, 2026-11-20, commit 1234567" in text
+            links = browser.execute_script("return Array.from(document.links).map(a => a.href)")
+            assert any(href.endswith(f"reports/gpu/{GPU_RUN}/report.html") for href in links)
+        else:
+            assert f"Outputs on this page: a CPU run ({lesson.device})" in text, lesson.source.stem
+
+
+def test_a_gpu_run_of_an_older_source_is_not_shown(tmp_path, lessons):
+    run = tmp_path / "2026-11-20-tesla-t4-x2"
+    (run / "notebooks").mkdir(parents=True)
+    old = nbformat.read(lessons[0].source.with_suffix(".ipynb"), as_version=4)
+    old.cells[3].source += "\n# a line the lesson no longer has"
+    nbformat.write(old, run / "notebooks" / f"{lessons[0].source.stem}.ipynb")
+    (run / "manifest.json").write_text("{}")
+    assert course_site.gpu_run_of(lessons[0].source, tmp_path) is None
+    notebook, label = course_site.shown_notebook(lessons[0], tmp_path)
+    assert notebook is lessons[0].notebook and label.startswith("**Outputs on this page:** a CPU run")
+
+
 def test_every_plot_and_diagram_of_a_lesson_shows_on_its_page(crawl, site, lessons):
     for lesson in lessons:
         shown = crawl[site / lesson_page(lesson).with_suffix(".html")]["plots"]
         plots = sum(any(kind.startswith("image/") for kind in o.get("data", {}))
-                    for c in lesson.notebook.cells for o in c.get("outputs", []))
+                    for c in course_site.shown_notebook(lesson)[0].cells for o in c.get("outputs", []))
         assert shown == plots, f"{lesson.source.stem}: {plots} plots in the notebook, {shown} on its page"
 
 

@@ -1,0 +1,317 @@
+"""`make gpu-kaggle`: the GPU suite on Kaggle's free "GPU T4 x2", at the commit checked out, imported into the course.
+
+That commit must be pushed: the kernel clones the public repository named in pyproject.toml's [tool.course]
+(`--repo URL` for a fork). It drives the official `kaggle` CLI found on PATH (`pip install "kaggle>=2.2.5"`; tests
+put a fake one first) and needs KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY (README, "GPU CI").
+
+  1. writes build/gpu-kaggle/<slug>/kernel/: kernel-metadata.json (a private script kernel, internet on,
+     machine_shape NvidiaTeslaT4) and scripts/gpu_runner.py with the repository, commit and options filled in;
+  2. `kaggle kernels push -p DIR --accelerator NvidiaTeslaT4 -t KAGGLE_TIMEOUT_S`;
+  3. polls `kaggle kernels status` every KAGGLE_POLL_S seconds up to KAGGLE_DEADLINE_S after the push;
+  4. downloads /kaggle/working with `kaggle kernels output` into build/gpu-kaggle/<slug>/output/, checks that its
+     manifest is of the commit pushed, and imports a passing run (scripts/import_gpu_run.py);
+  5. deletes the kernel, whatever happened, and prints one closing line.
+
+Kaggle's known traps each end in a clear message and a non-zero exit: "Kernel push error: ..." printed with exit
+code 0, the 2-GPU-sessions limit, HTTP 429/500 answered as HTML pages (retried KAGGLE_RETRIES times with backoff
+from KAGGLE_RETRY_S seconds), a crashed kernel left RUNNING past -t, a kernel in ERROR (the end of its log is
+shown), an output from another commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = Path(__file__).resolve().parent / "gpu_runner.py"
+WORK = ROOT / "build" / "gpu-kaggle"
+ACCELERATOR = "NvidiaTeslaT4"  # the CLI's name for "GPU T4 x2" (kaggle-cli #1196/#1198)
+HOW_TO_CREDENTIALS = ("no Kaggle credentials: set KAGGLE_API_TOKEN (kaggle.com > Settings > API > Generate New "
+                      "Token, on a phone-verified account), or KAGGLE_USERNAME and KAGGLE_KEY; README, 'GPU CI'.")
+FINAL = {"COMPLETE", "ERROR", "CANCEL_REQUESTED", "CANCEL_ACKNOWLEDGED"}
+HTTP_TROUBLE = re.compile(r"<html|<!doctype|\b(429|500|502|503|504)\b|too many requests|internal server error|"
+                          r"service unavailable|bad gateway|timed? ?out|connection (reset|aborted|refused)", re.I)
+SESSION_LIMIT = re.compile(r"(maximum|max)\b.*\bGPU session count of (\d+) reached", re.I)
+
+
+class Stop(Exception):
+    """The run cannot go on; the message says why and what to do."""
+
+
+@dataclass
+class Settings:
+    deadline_s: float = 3 * 3600.0  # from the push: queue + run + a margin
+    poll_s: float = 60.0
+    timeout_s: int = 2 * 3600       # the kernel's own limit (-t): an estimated full run is well under an hour
+    retries: int = 5
+    retry_s: float = 20.0
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Settings:
+        names = {"deadline_s": "KAGGLE_DEADLINE_S", "poll_s": "KAGGLE_POLL_S", "timeout_s": "KAGGLE_TIMEOUT_S",
+                 "retries": "KAGGLE_RETRIES", "retry_s": "KAGGLE_RETRY_S"}
+        values = {}
+        for field, name in names.items():
+            if env.get(name):
+                kind = type(getattr(cls, field))
+                try:
+                    values[field] = kind(env[name])
+                except ValueError:
+                    raise Stop(f"{name}={env[name]!r} is not a number of seconds (or tries).") from None
+        return cls(**values)
+
+
+def kaggle_cli() -> str:
+    found = shutil.which("kaggle")
+    if found is None:
+        raise Stop('no `kaggle` command on PATH: pip install "kaggle>=2.2.5" (or put a pinned one first on PATH).')
+    return found
+
+
+def call(cli: str, args: list[str], settings: Settings, deadline: float, retry: bool = True) -> str:
+    """Run `kaggle ARGS`; retry with backoff while it fails with an HTTP error page; return its output."""
+    for attempt in range(settings.retries + 1):
+        done = subprocess.run([cli, *args], capture_output=True, text=True)
+        output = (done.stdout + done.stderr).strip()
+        trouble = done.returncode != 0 or bool(re.search(r"<html|<!doctype", output, re.I))
+        if not trouble:
+            return output
+        transient = bool(HTTP_TROUBLE.search(output))
+        wait = settings.retry_s * 2 ** attempt
+        if not (retry and transient) or attempt == settings.retries or time.monotonic() + wait > deadline:
+            raise Stop(f"`kaggle {' '.join(args)}` failed after {attempt + 1} tries: {readable(output)}")
+        print(f"kaggle {args[0]} {args[1]}: {readable(output, 120)}; again in {wait:.0f} s", flush=True)
+        time.sleep(wait)
+    raise AssertionError("unreachable")
+
+
+def readable(output: str, limit: int = 600) -> str:
+    """A failed call's output as one line: a traceback from its exception on, an HTML error page as its text."""
+    lines = output.splitlines()
+    raised = [i for i, line in enumerate(lines) if re.match(r"[\w.]+(Error|Exception)\b", line)]
+    output = "\n".join(lines[raised[-1]:]) if raised else output
+    text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?is)<(script|style).*?</\1>", " ", output)))
+    text = " ".join(text.split()) or "(no output)"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def kaggle_user(cli: str, env: dict[str, str], settings: Settings) -> str:
+    """The Kaggle account the kernel belongs to (its id is user/slug)."""
+    if env.get("KAGGLE_USERNAME") and (env.get("KAGGLE_KEY") or env.get("KAGGLE_API_TOKEN")):
+        return env["KAGGLE_USERNAME"]
+    if not env.get("KAGGLE_API_TOKEN"):
+        raise Stop(HOW_TO_CREDENTIALS)
+    shown = call(cli, ["config", "view"], settings, time.monotonic() + settings.deadline_s)
+    found = re.search(r"^- username: (\S+)", shown, re.M)
+    if found is None or found.group(1) == "None":
+        raise Stop("KAGGLE_API_TOKEN is set but Kaggle does not accept it (`kaggle config view` names no user): "
+                   "generate a new token at kaggle.com > Settings > API.")
+    return found.group(1)
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def repository_url() -> str:
+    import tomllib
+
+    course = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
+    return f"https://github.com/{course['repository']}.git"
+
+
+def warn_if_not_pushed(sha: str) -> None:
+    if git("status", "--porcelain", "--untracked-files=no"):
+        print("note: uncommitted changes are not part of the run: the kernel clones the commit", flush=True)
+    if not git("branch", "-r", "--contains", sha):
+        print(f"note: no remote branch here contains {sha[:7]}: push it, or the kernel's clone will fail", flush=True)
+
+
+def kernel_slug(sha: str) -> str:
+    """Lower case, digits and hyphens only: an underscore breaks `kaggle kernels status`."""
+    return f"course-gpu-ci-{sha[:7]}"
+
+
+def kernel_metadata(user: str, sha: str) -> dict:
+    # No docker_image: a pinned image silently overrode the accelerator (kaggle-cli #1197); the run records the
+    # image's versions instead.
+    return {"id": f"{user}/{kernel_slug(sha)}", "title": kernel_slug(sha).replace("-", " "),
+            "code_file": RUNNER.name, "language": "python", "kernel_type": "script", "is_private": True,
+            "enable_gpu": True, "enable_internet": True, "machine_shape": ACCELERATOR,
+            "dataset_sources": [], "competition_sources": [], "kernel_sources": [], "model_sources": []}
+
+
+def write_kernel(folder: Path, user: str, sha: str, repo: str, lessons: list[str]) -> Path:
+    """The kernel folder `kaggle kernels push` uploads: its metadata and the runner, configured."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / "kernel-metadata.json").write_text(json.dumps(kernel_metadata(user, sha), indent=2) + "\n")
+    config = {"repo": repo, "sha": sha, "out": "/kaggle/working", "require_cuda": True, "lessons": lessons}
+    source, found = re.subn(r"^CONFIG: dict = \{\}.*$", lambda _: f"CONFIG: dict = {json.dumps(config)}",
+                            RUNNER.read_text(), flags=re.M)
+    if found != 1:
+        raise Stop(f"{RUNNER} must hold exactly one line starting with 'CONFIG: dict = {{}}'")
+    (folder / RUNNER.name).write_text(source)
+    return folder
+
+
+def push(cli: str, folder: Path, settings: Settings, deadline: float) -> None:
+    args = ["kernels", "push", "-p", str(folder), "--accelerator", ACCELERATOR, "-t", str(settings.timeout_s)]
+    output = call(cli, args, settings, deadline, retry=False)
+    print(output, flush=True)
+    limit = SESSION_LIMIT.search(output)
+    if limit:
+        raise Stop(f"Kaggle runs at most {limit.group(2)} GPU sessions at once per account and yours are all busy: "
+                   "wait for them, or stop one at kaggle.com/code (Your Work), then run again.")
+    error = re.search(r"Kernel push error:?\s*(.*)", output)
+    if error:  # the CLI prints this and still exits 0
+        raise Stop(f"Kaggle refused the kernel: {error.group(1).strip() or output}")
+
+
+def status_of(output: str) -> str:
+    found = re.search(r'has status "(?:KernelWorkerStatus\.)?([A-Z_]+)"', output)
+    if found is None:
+        raise Stop(f"`kaggle kernels status` said something unexpected: {readable(output)}")
+    return found.group(1)
+
+
+def wait_for(cli: str, kernel: str, settings: Settings, pushed: float, deadline: float) -> str:
+    """Poll until the kernel reaches a final status; Stop at the deadline."""
+    last = None
+    while True:
+        status = status_of(call(cli, ["kernels", "status", kernel], settings, deadline))
+        if status != last:
+            print(f"{time.monotonic() - pushed:7.0f} s  {kernel}: {status}", flush=True)
+            last = status
+        if status in FINAL:
+            return status
+        if time.monotonic() + settings.poll_s > deadline:
+            elapsed = time.monotonic() - pushed
+            past = (f", past its own -t limit of {settings.timeout_s} s: a crashed kernel that Kaggle did not stop"
+                    if elapsed > settings.timeout_s else "")
+            raise Stop(f"the kernel is still {status} after {elapsed:.0f} s "
+                       f"(KAGGLE_DEADLINE_S={settings.deadline_s:.0f}){past}; it is deleted now.")
+        time.sleep(settings.poll_s)
+
+
+def log_tail(output: Path, lines: int = 40) -> str:
+    """The end of the kernel's log (Kaggle writes it as <slug>.log: a JSON list of stream records, or text)."""
+    logs = sorted(output.glob("*.log"))
+    if not logs:
+        return "(Kaggle returned no log)"
+    text = logs[0].read_text(errors="replace")
+    try:
+        text = "".join(record.get("data", "") for record in json.loads(text))
+    except (ValueError, AttributeError, TypeError):
+        pass
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def download(cli: str, kernel: str, output: Path, settings: Settings, deadline: float) -> None:
+    shutil.rmtree(output, ignore_errors=True)
+    output.mkdir(parents=True)
+    call(cli, ["kernels", "output", kernel, "-p", str(output), "-o"], settings, deadline)
+
+
+def checked_manifest(output: Path, sha: str) -> dict:
+    path = output / "manifest.json"
+    if not path.exists():
+        raise Stop(f"the kernel's output has no manifest.json (it has: {sorted(p.name for p in output.iterdir())}): "
+                   f"the runner stopped before writing it. The end of its log:\n{log_tail(output)}")
+    manifest = json.loads(path.read_text())
+    if manifest.get("sha") != sha:
+        raise Stop(f"the output is of commit {manifest.get('sha')}, not of {sha} pushed: an older kernel "
+                   "version's output. Nothing is imported.")
+    return manifest
+
+
+def delete(cli: str, kernel: str, settings: Settings) -> None:
+    """Delete the kernel whatever happened (it may not exist, after a refused push)."""
+    try:
+        call(cli, ["kernels", "delete", kernel, "--yes"], settings, time.monotonic() + 10 * settings.retry_s + 60)
+        print(f"deleted the kernel {kernel}", flush=True)
+    except Stop as failed:
+        print(f"could not delete the kernel {kernel} (delete it at kaggle.com/code): {failed}", flush=True)
+
+
+def closing_line(outcome: str, manifest: dict | None, started: float) -> str:
+    manifest = manifest or {}
+    tests = manifest.get("tests", {})
+    gpus = ", ".join(manifest.get("gpus") or []) or "GPUs unknown"
+    used = manifest.get("seconds")
+    minutes = f"{used / 60:.1f} GPU min used" if used is not None else "GPU time unknown"
+    return (f"gpu-kaggle {outcome}: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, on {gpus}; "
+            f"{minutes}, {(time.monotonic() - started) / 60:.1f} min in all")
+
+
+def run(args: argparse.Namespace, env: dict[str, str]) -> int:
+    started = time.monotonic()
+    manifest = None
+    try:
+        settings = Settings.from_env(env)
+        cli = kaggle_cli()
+        if not (env.get("KAGGLE_API_TOKEN") or (env.get("KAGGLE_USERNAME") and env.get("KAGGLE_KEY"))):
+            raise Stop(HOW_TO_CREDENTIALS)
+        user = kaggle_user(cli, env, settings)
+        sha = args.sha or git("rev-parse", "HEAD")
+        warn_if_not_pushed(sha)
+        work = args.work / kernel_slug(sha)
+        kernel = kernel_metadata(user, sha)["id"]
+        write_kernel(work / "kernel", user, sha, args.repo or repository_url(), args.lessons)
+        deadline = time.monotonic() + settings.deadline_s
+        print(f"pushing {kernel}: commit {sha[:7]} on {ACCELERATOR}, -t {settings.timeout_s} s", flush=True)
+        try:
+            push(cli, work / "kernel", settings, deadline)
+            pushed = time.monotonic()
+            status = wait_for(cli, kernel, settings, pushed, deadline)
+            download(cli, kernel, work / "output", settings, deadline)
+            if status == "ERROR":
+                found = work / "output" / "manifest.json"
+                manifest = json.loads(found.read_text()) if found.exists() else None
+                failures = "; ".join((manifest or {}).get("failures", [])) or "see the log"
+                raise Stop(f"the kernel ended in ERROR ({failures}); what it returned is in {work / 'output'}. "
+                           f"The end of its log:\n{log_tail(work / 'output')}")
+            if status != "COMPLETE":
+                raise Stop(f"the kernel ended {status}: someone cancelled it on kaggle.com")
+            manifest = checked_manifest(work / "output", sha)
+            if manifest.get("status") != "passed":
+                raise Stop(f"the run failed: {'; '.join(manifest.get('failures', [])) or 'see its logs'} "
+                           f"(everything is in {work / 'output'})")
+            from import_gpu_run import ImportRefused, import_run  # the course's environment: torch, nbformat
+
+            try:
+                print(import_run(work / "output", args.import_to), flush=True)
+            except ImportRefused as refused:
+                raise Stop(f"the run passed but was not imported: {refused}") from None
+        finally:
+            delete(cli, kernel, settings)
+    except Stop as stop:
+        print(f"gpu-kaggle: {stop}", file=sys.stderr, flush=True)
+        print(closing_line("FAILED", manifest, started), flush=True)
+        return 1
+    print(closing_line("passed", manifest, started), flush=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", help="the repository the kernel clones (default: [tool.course] on GitHub)")
+    parser.add_argument("--sha", help="the commit to run (default: the one checked out)")
+    parser.add_argument("--lessons", nargs="*", default=[], metavar="NN", help="only these lessons (default: all)")
+    parser.add_argument("--work", type=Path, default=WORK, help="where the kernel folder and its output go")
+    parser.add_argument("--import-to", type=Path, default=ROOT, help="the course the passing run is imported into")
+    return run(parser.parse_args(argv), dict(os.environ))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,257 @@
+"""The GPU runner: the course's GPU suite on a fresh GPU machine, everything it produced in one folder.
+
+It is the code of the Kaggle kernel that `make gpu-kaggle` pushes (scripts/gpu_kaggle.py fills CONFIG below), and
+what a maintainer runs by hand on Colab Pro (maintainers/gpu_run.ipynb) or on any GPU machine:
+
+    python gpu_runner.py --repo https://github.com/OWNER/REPO.git --sha COMMIT [--out DIR]
+
+  1. records `nvidia-smi` and the image's versions (Python, torch, torchvision, CUDA, driver, `pip freeze`);
+  2. clones the repository and checks out the commit;
+  3. installs colab_gpu from the clone, and those of requirements.txt's tools the image lacks (nbval, jupytext...),
+     never torch or torchvision: pip runs with them pinned to the image's versions, and the runner checks and
+     records that they did not change;
+  4. runs the GPU suite (scripts/gpu_suite.py --refresh-notebooks): unit tests with the `@gpu` tests, every lesson
+     under nbval, every lesson timed (lesson 08 on every visible GPU), and `colab_gpu bench`;
+  5. writes the suite's report.md/report.json, JUnit XML, executed notebooks and logs to --out (Kaggle's
+     /kaggle/working by default), and manifest.json: the commit, GPUs, versions, seconds per lesson, test counts.
+
+With REQUIRE_CUDA=1 (the Kaggle kernel and the maintainer notebook set it) a machine without a CUDA GPU fails at
+once. Without it the suite runs on the CPU as a dry run (`--lessons 01` keeps it short), which `make
+import-gpu-run` refuses. Exits non-zero when anything failed. Standard library only: it runs before the clone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+CONFIG: dict = {}  # `make gpu-kaggle` writes the repository, the commit and the options here
+MANIFEST = "manifest.json"
+PINNED = ("torch", "torchvision")  # the image's own builds: never installed over
+KAGGLE_WORKING = Path("/kaggle/working")
+# What a Kaggle kernel tells about its image, kept in the manifest (Kaggle sets these; none of them is a secret).
+IMAGE_ENV = ("KAGGLE_DOCKER_IMAGE", "KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_URL_BASE", "COLAB_RELEASE_TAG",
+             "COLAB_GPU", "CUDA_VERSION", "NV_CUDA_LIB_VERSION")
+VERSIONS_CODE = """
+import json, platform, torch
+try:
+    import torchvision
+    vision = torchvision.__version__
+except ImportError:
+    vision = None
+count = torch.cuda.device_count()
+print(json.dumps({"python": platform.python_version(), "torch": torch.__version__, "torchvision": vision,
+                  "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available(),
+                  "gpus": [torch.cuda.get_device_name(i) for i in range(count)]}))
+"""
+
+
+class RunFailed(Exception):
+    """A step that leaves nothing to run after it (no GPU, no clone, a changed torch)."""
+
+
+def truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def sh(command: list[str], log: Path, cwd: Path | None = None, env: dict | None = None) -> int:
+    """Run ``command``, its output into ``log`` and its last lines onto the terminal; return its exit code."""
+    print("$", shlex.join(command), flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        code = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+    tail = log.read_text(errors="replace").splitlines()[-15:]
+    print("\n".join(f"  {line}" for line in tail), flush=True)
+    return code
+
+
+def nvidia_smi(logs: Path) -> dict:
+    """The driver and GPU names from `nvidia-smi` (None where there is none), its full output in logs/."""
+    if shutil.which("nvidia-smi") is None:
+        (logs / "nvidia-smi.txt").write_text("nvidia-smi: not found\n")
+        return {"driver": None, "smi_gpus": []}
+    full = subprocess.run(["nvidia-smi"], capture_output=True, text=True)
+    (logs / "nvidia-smi.txt").write_text(full.stdout + full.stderr)
+    query = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+    rows = [line.split(", ") for line in query.stdout.strip().splitlines() if ", " in line]
+    return {"driver": rows[0][1] if rows else None, "smi_gpus": [row[0] for row in rows]}
+
+
+def versions(python: str) -> dict:
+    """Python, torch, torchvision, CUDA and the visible GPUs, asked of a fresh ``python``."""
+    done = subprocess.run([python, "-c", VERSIONS_CODE], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RunFailed(f"{python} cannot import torch:\n{done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def require_gpu(found: dict) -> None:
+    if not found["cuda_available"]:
+        raise RunFailed(
+            "REQUIRE_CUDA=1 is set but torch sees no CUDA GPU "
+            f"(torch {found['torch']}, CUDA build {found['cuda']}). On Kaggle, the kernel needs the accelerator "
+            "'GPU T4 x2' (make gpu-kaggle asks for it); on Colab, Runtime > Change runtime type > GPU; "
+            "on this machine, unset REQUIRE_CUDA for a CPU dry run.")
+
+
+def clone(repo: str, sha: str, into: Path, logs: Path) -> str:
+    """Clone ``repo`` and check out ``sha``; return the full commit."""
+    log = logs / "clone.log"
+    if sh(["git", "clone", "--quiet", repo, str(into)], log) != 0:
+        raise RunFailed(f"git clone {repo} failed (see logs/clone.log): is the repository public and the URL right?")
+    if sh(["git", "-C", str(into), "checkout", "--quiet", sha], log) != 0:
+        raise RunFailed(f"commit {sha} is not in {repo}: push it first (the runner clones it from there).")
+    return subprocess.run(["git", "-C", str(into), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def missing_requirements(requirements: Path) -> list[str]:
+    """requirements.txt's pins whose package this Python lacks, torch and torchvision left out."""
+    missing = []
+    for line in requirements.read_text().splitlines():
+        spec = line.split("#", 1)[0].strip()
+        if not spec:
+            continue
+        name = spec.split("==")[0].split(">=")[0].strip()
+        if name.lower() in PINNED:
+            continue
+        try:
+            metadata.version(name)
+        except metadata.PackageNotFoundError:
+            missing.append(spec)
+    return missing
+
+
+def install(course: Path, python: str, before: dict, logs: Path, work: Path) -> list[str]:
+    """colab_gpu from the clone, and what the image lacks; torch and torchvision pinned to ``before``."""
+    constraints = work / "constraints.txt"
+    constraints.write_text("".join(f"{name}=={before[name]}\n" for name in PINNED if before.get(name)))
+    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
+    log = logs / "install.log"
+    missing = missing_requirements(course / "requirements.txt")
+    if missing and sh([*pip, *missing], log) != 0:
+        raise RunFailed(f"pip could not install {missing} next to torch {before['torch']} (see logs/install.log)")
+    # The image's setuptools builds it: no download, and nothing but colab_gpu itself changes.
+    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    if sh([*pip, "--no-deps", *isolation, str(course)], log) != 0:
+        raise RunFailed("pip could not install colab_gpu from the clone (see logs/install.log)")
+    after = versions(python)
+    changed = [f"{name} {before[name]} -> {after[name]}" for name in PINNED if before[name] != after[name]]
+    if changed:
+        raise RunFailed(f"installing the tools changed the image's {', '.join(changed)}: the run would not test "
+                        "the image learners have.")
+    return missing
+
+
+def suite_command(course: Path, python: str, out: Path, options: dict, require_cuda: bool) -> list[str]:
+    """`make gpu-suite` in the clone, on this Python, writing into ``out``."""
+    args = ["--refresh-notebooks", "--out", str(out)]
+    if options.get("lessons"):
+        args += ["--lessons", *options["lessons"]]
+    if options.get("unit_tests"):
+        args += ["--unit-tests", *options["unit_tests"]]
+    if options.get("bench"):
+        args += ["--bench-only", *options["bench"]]
+    if not require_cuda:
+        args.append("--allow-cpu")
+    return ["make", "-C", str(course), "gpu-suite", "USE_SYSTEM_PYTHON=1", f"PYTHON={python}",
+            f"GPU_SUITE_ARGS={shlex.join(args)}"]
+
+
+def test_counts(report: dict) -> dict:
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    for _, outcome, _ in report.get("tests", []):
+        counts["skipped" if outcome == "skipped" else "passed" if outcome == "passed" else "failed"] += 1
+    return counts
+
+
+def write_manifest(out: Path, manifest: dict) -> None:
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+def run(options: dict) -> int:
+    out = Path(options["out"]).resolve()
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    python = sys.executable
+    require_cuda = truthy(os.environ.get("REQUIRE_CUDA"))
+    started = time.time()
+    manifest = {"format": 1, "repo": options["repo"], "sha": options["sha"], "status": "failed", "failures": [],
+                "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "require_cuda": require_cuda, "image": {k: os.environ[k] for k in IMAGE_ENV if k in os.environ}}
+    try:
+        manifest.update(nvidia_smi(logs))
+        before = versions(python)
+        manifest.update(python=before["python"], torch=before["torch"], torchvision=before["torchvision"],
+                        cuda=before["cuda"], gpus=before["gpus"], gpu_count=len(before["gpus"]))
+        (logs / "pip-freeze-before.txt").write_text(subprocess.run(
+            [python, "-m", "pip", "freeze"], capture_output=True, text=True).stdout)
+        if require_cuda:
+            require_gpu(before)
+        work = Path(options.get("workdir") or tempfile.mkdtemp(prefix="course-run-"))
+        course = work / "course"
+        manifest["sha"] = clone(options["repo"], options["sha"], course, logs)
+        manifest["installed"] = install(course, python, before, logs, work)
+        manifest["pinned_unchanged"] = True
+        code = sh(suite_command(course, python, out, options, require_cuda), logs / "gpu-suite.log",
+                  env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
+        manifest["lessons"] = report.get("lessons", {}).get("lessons", {})
+        manifest["steps"] = report.get("steps", {})
+        manifest["tests"] = test_counts(report)
+        if code != 0:
+            failed = [name for name, (step_code, _) in report.get("steps", {}).items() if step_code != 0]
+            raise RunFailed(f"the GPU suite failed ({', '.join(failed) or f'exit {code}'}): see logs/gpu-suite.log")
+        manifest["status"] = "passed"
+    except RunFailed as failure:
+        manifest["failures"].append(str(failure))
+        print(f"FAILED: {failure}", file=sys.stderr, flush=True)
+    finally:
+        manifest["seconds"] = round(time.time() - started, 1)
+        manifest["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        write_manifest(out, manifest)
+    tests = manifest.get("tests", {})
+    print(f"GPU run {manifest['status']}: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
+          f"on {', '.join(manifest.get('gpus') or ['no GPU'])}, {manifest['seconds'] / 60:.1f} min; "
+          f"everything is in {out}", flush=True)
+    return 0 if manifest["status"] == "passed" else 1
+
+
+def parse(argv: list[str] | None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", default=CONFIG.get("repo"), help="the course repository to clone (URL or path)")
+    parser.add_argument("--sha", default=CONFIG.get("sha"), help="the commit to check out")
+    default_out = KAGGLE_WORKING if KAGGLE_WORKING.is_dir() else Path("gpu-run")
+    parser.add_argument("--out", default=CONFIG.get("out", str(default_out)), help="where everything goes")
+    parser.add_argument("--workdir", default=None, help="where to clone (default: a new temporary folder)")
+    parser.add_argument("--lessons", nargs="*", default=CONFIG.get("lessons", []), metavar="NN")
+    parser.add_argument("--unit-tests", nargs="*", default=CONFIG.get("unit_tests", []), metavar="PATH")
+    parser.add_argument("--bench", nargs="*", default=CONFIG.get("bench", []), metavar="NAME",
+                        help="only these benchmarks (default: all)")
+    options = vars(parser.parse_args(argv))
+    if not options["repo"] or not options["sha"]:
+        parser.error("--repo and --sha are needed (make gpu-kaggle fills them in for a Kaggle kernel)")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    if CONFIG:  # a pushed kernel: its options are CONFIG, whatever arguments the platform starts it with
+        os.environ["REQUIRE_CUDA"] = "1" if CONFIG.get("require_cuda", True) else ""
+        argv = [] if argv is None else argv
+    return run(parse(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+"""Bring a GPU run into the course: `make import-gpu-run RUN=<folder or .zip>`.
+
+A run is what scripts/gpu_runner.py leaves (Kaggle's /kaggle/working, the maintainer notebook's zip, a self-hosted
+runner's build/gpu-run): manifest.json, the suite's report.md/report.json, the executed notebooks, logs, JUnit XML.
+Importing it:
+  - copies manifest.json, report.md, report.json and the GPU-executed notebooks to reports/gpu/<date>-<gpu>/
+    (the logs and JUnit XML stay in the run, which the workflow keeps as an artifact);
+  - refreshes colab_gpu/references.json from every imported run (scripts/update_references.py), so the lessons
+    show "on a T4: ..." beside the learner's own figure once the next release ships it;
+  - fills the instructor guide's GPU column from a T4 run (workshops run on Colab's free T4);
+and the site (scripts/course_site.py) then shows a lesson's GPU outputs wherever a run of its current source exists.
+
+A CPU dry run, or a run whose manifest and report disagree on the commit, is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import guide_times
+import update_references
+from gpu_suite import slug
+from nbtools import ROOT
+
+from colab_gpu.references import gpu_label
+
+RUN_FILES = ("manifest.json", "report.md", "report.json")
+GUIDE_GPU = "T4"  # the GPU whose lesson times the instructor guide shows: the free Colab one
+
+
+class ImportRefused(Exception):
+    """The run cannot be imported; the message says why and what to do."""
+
+
+def find_run(folder: Path) -> Path:
+    """The folder holding manifest.json: ``folder`` itself, or the one folder a zip wrapped it in."""
+    if (folder / "manifest.json").exists():
+        return folder
+    inner = [p.parent for p in folder.glob("*/manifest.json")]
+    if len(inner) == 1:
+        return inner[0]
+    found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    raise ImportRefused(f"{folder} holds no manifest.json (it has: {found or 'nothing'}); a run is what "
+                        "scripts/gpu_runner.py writes: its --out folder, or the zip of it.")
+
+
+def read_run(run: Path) -> tuple[dict, dict]:
+    """(manifest, report) of a run, checked: a GPU run, and one commit."""
+    missing = [name for name in RUN_FILES if not (run / name).exists()]
+    if missing:
+        manifest = json.loads((run / "manifest.json").read_text())
+        why = "; ".join(manifest.get("failures", [])) or "see its logs/"
+        raise ImportRefused(f"{run} has no {', '.join(missing)}: the run stopped before the suite wrote its "
+                            f"report ({why}).")
+    manifest, report = (json.loads((run / name).read_text()) for name in ("manifest.json", "report.json"))
+    if not manifest.get("gpus"):
+        raise ImportRefused(f"{run} is a CPU dry run (no GPU in its manifest): only GPU runs are imported.")
+    if report.get("commit") and report["commit"] != manifest.get("sha"):
+        raise ImportRefused(f"{run}: its report is of commit {report['commit']}, its manifest of "
+                            f"{manifest.get('sha')}: the folder mixes two runs.")
+    return manifest, report
+
+
+def run_folder(reports: Path, manifest: dict, report: dict) -> Path:
+    """reports/gpu/<date>-<gpu>/; a second run of another commit on the same day and GPU gets its short sha."""
+    folder = reports / f"{manifest['started'][:10]}-{slug(report['gpu'])}"
+    existing = folder / "manifest.json"
+    if existing.exists() and json.loads(existing.read_text()).get("sha") != manifest["sha"]:
+        folder = folder.with_name(f"{folder.name}-{manifest['sha'][:7]}")
+    return folder
+
+
+def copy_run(run: Path, target: Path) -> list[str]:
+    """The run's report, manifest and notebooks into ``target``; returns the lessons whose notebook came along."""
+    shutil.rmtree(target, ignore_errors=True)
+    (target / "notebooks").mkdir(parents=True)
+    for name in RUN_FILES:
+        shutil.copyfile(run / name, target / name)
+    lessons = []
+    for notebook in sorted((run / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        shutil.copyfile(notebook, target / "notebooks" / notebook.name)
+        lessons.append(notebook.stem)
+    return lessons
+
+
+def guide_timings(manifest: dict, report: dict) -> dict:
+    """The report's lesson times, named for the guide's column header: GPU, where it ran, date and commit."""
+    where = "Kaggle" if manifest.get("image", {}).get("KAGGLE_KERNEL_RUN_TYPE") else "GPU suite"
+    return {"device": f"{report['gpu']} ({where}, {manifest['started'][:10]}, {manifest['sha'][:7]})",
+            "lessons": report.get("lessons", {}).get("lessons", {})}
+
+
+def import_run(source: Path, root: Path = ROOT) -> str:
+    """Import the run at ``source`` (a folder or a zip) into the course at ``root``; return what was done."""
+    if not source.exists():
+        raise ImportRefused(f"{source} does not exist: give RUN= a run folder or the zip of one.")
+    with tempfile.TemporaryDirectory() as scratch:
+        if source.is_file():
+            if not zipfile.is_zipfile(source):
+                raise ImportRefused(f"{source} is neither a folder nor a zip file.")
+            with zipfile.ZipFile(source) as archive:
+                archive.extractall(scratch)
+            source = Path(scratch)
+        run = find_run(source)
+        manifest, report = read_run(run)
+        target = run_folder(root / "reports" / "gpu", manifest, report)
+        lessons = copy_run(run, target)
+    references = root / "colab_gpu" / "references.json"
+    update_references.main(root / "reports" / "gpu", references)
+    done = [f"imported the {manifest['status']} run of {manifest['sha'][:7]} on {report['gpu']} into "
+            f"{target.relative_to(root)} ({len(lessons)} GPU-executed notebook(s))", f"refreshed {references.name}"]
+    if gpu_label(report["gpu"]) == GUIDE_GPU and report.get("lessons", {}).get("lessons"):
+        guide_times.fill_column("gpu", guide_timings(manifest, report), root / "docs" / "instructor_guide.md")
+        done.append("filled the instructor guide's GPU column")
+    return "; ".join(done)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run", type=Path, help="the run's folder, or the zip of it")
+    args = parser.parse_args(argv)
+    try:
+        print(import_run(args.run))
+    except ImportRefused as refused:
+        print(f"not imported: {refused}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

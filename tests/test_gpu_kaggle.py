@@ -1,0 +1,142 @@
+"""`make gpu-kaggle` against a fake `kaggle` CLI (tests/fake_kaggle/kaggle): a passing run and each known trap."""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import gpu_kaggle
+import pytest
+from nbtools import ROOT
+
+from tests.conftest import GPU_RUN_LESSON as LESSON
+
+FAKE = Path(__file__).parent / "fake_kaggle"
+SHA = "1234567abcdef0123456789abcdef0123456789a"
+
+
+@pytest.fixture
+def kaggle(tmp_path, monkeypatch, run_folder):
+    """The fake CLI first on PATH, fast polls and retries; returns a function running one scenario."""
+    state = tmp_path / "state"
+    state.mkdir()
+    monkeypatch.setenv("PATH", f"{FAKE}{os.pathsep}{os.environ['PATH']}")
+    for name in ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KAGGLE_API_TOKEN", "fake-token")
+    env = {"FAKE_KAGGLE_STATE": str(state), "FAKE_KAGGLE_RUN": str(run_folder), "KAGGLE_POLL_S": "0.01",
+           "KAGGLE_RETRY_S": "0.01", "KAGGLE_RETRIES": "3", "KAGGLE_DEADLINE_S": "20", "KAGGLE_TIMEOUT_S": "600"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(gpu_kaggle, "warn_if_not_pushed", lambda sha: None)
+
+    def play(scenario, course_root, capsys, **extra_env):
+        monkeypatch.setenv("FAKE_KAGGLE_SCENARIO", scenario)
+        for name, value in extra_env.items():
+            monkeypatch.setenv(name, value)
+        code = gpu_kaggle.main(["--sha", SHA, "--work", str(tmp_path / "work"), "--import-to", str(course_root),
+                                "--repo", "https://github.com/someone/course.git"])
+        out, err = capsys.readouterr()
+        calls = [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
+        deleted = (state / "deleted").read_text() if (state / "deleted").exists() else None
+        return code, out, err, calls, deleted
+
+    return play
+
+
+def test_a_passing_run_is_imported_and_the_kernel_deleted(kaggle, course, capsys):
+    code, out, err, calls, deleted = kaggle("pass", course, capsys)
+    assert code == 0, err
+    kernel = "fakeuser/course-gpu-ci-1234567"
+    assert calls[0] == ["config", "view"]  # KAGGLE_API_TOKEN alone: the CLI names the account
+    push = calls[1]
+    assert push[:2] == ["kernels", "push"] and push[push.index("--accelerator") + 1] == "NvidiaTeslaT4"
+    assert [c[:3] for c in calls[2:5]] == [["kernels", "status", kernel]] * 3
+    assert calls[-2][:3] == ["kernels", "output", kernel] and deleted == kernel
+    run = course / "reports" / "gpu" / "2026-11-20-tesla-t4-x2"
+    assert {p.name for p in run.iterdir()} == {"manifest.json", "report.md", "report.json", "notebooks"}
+    assert json.loads((run / "manifest.json").read_text())["sha"] == SHA
+    assert (run / "notebooks" / f"{LESSON}.ipynb").exists()
+    references = json.loads((course / "colab_gpu" / "references.json").read_text())
+    assert references["figures"] == {"02.matmul_gpu_vs_cpu": {"T4": 31.5}}
+    guide = (course / "docs" / "instructor_guide.md").read_text()
+    assert "GPU run time: Tesla T4 x2 (Kaggle, 2026-11-20, 1234567)" in guide
+    assert re.search(rf"\(\.\./notebooks/{LESSON}\.ipynb\) \| [^|]+ \| 21 s \|", guide)
+    assert out.strip().splitlines()[-1].startswith("gpu-kaggle passed: 1310 passed, 0 failed, on Tesla T4, Tesla T4;")
+    assert "42.0 GPU min used" in out
+
+
+def test_the_kernel_folder_is_checked_field_by_field(tmp_path):
+    folder = gpu_kaggle.write_kernel(tmp_path / "kernel", "someone", SHA, "https://github.com/a/b.git", ["08"])
+    meta = json.loads((folder / "kernel-metadata.json").read_text())
+    assert meta == {"id": "someone/course-gpu-ci-1234567", "title": "course gpu ci 1234567",
+                    "code_file": "gpu_runner.py", "language": "python", "kernel_type": "script",
+                    "is_private": True, "enable_gpu": True, "enable_internet": True, "machine_shape": "NvidiaTeslaT4",
+                    "dataset_sources": [], "competition_sources": [], "kernel_sources": [], "model_sources": []}
+    assert "_" not in meta["id"] and "docker_image" not in meta  # kaggle-cli #1197: a pinned image won
+    runner = (folder / "gpu_runner.py").read_text()
+    config = json.loads(re.search(r"^CONFIG: dict = (\{.*\})$", runner, re.M).group(1))
+    assert config == {"repo": "https://github.com/a/b.git", "sha": SHA, "out": "/kaggle/working",
+                      "require_cuda": True, "lessons": ["08"]}
+    assert sorted(p.name for p in folder.iterdir()) == ["gpu_runner.py", "kernel-metadata.json"]
+
+
+@pytest.mark.parametrize(("scenario", "extra", "message"), [
+    ("push-error", {}, "Kaggle refused the kernel: Notebook not found"),
+    ("session-limit", {}, "at most 2 GPU sessions at once"),
+    ("http-down", {}, "failed after 4 tries: requests.exceptions.HTTPError: 500 Server Error"),
+    ("stuck", {"KAGGLE_DEADLINE_S": "0.3", "KAGGLE_TIMEOUT_S": "1"}, "still RUNNING after"),
+    ("error", {}, "ended in ERROR (the GPU suite failed (nbval)"),
+    ("wrong-sha", {}, f"the output is of commit {'0' * 40}, not of {SHA} pushed"),
+])
+def test_each_trap_ends_non_zero_with_the_kernel_deleted(kaggle, course, capsys, scenario, extra, message):
+    code, out, err, calls, deleted = kaggle(scenario, course, capsys, **extra)
+    assert code == 1
+    assert message in err
+    assert deleted == "fakeuser/course-gpu-ci-1234567"
+    assert out.strip().splitlines()[-1].startswith("gpu-kaggle FAILED:")
+    assert not list((course / "reports" / "gpu").iterdir())  # nothing imported
+    if scenario == "error":  # the end of the kernel's log is shown
+        assert "peer access is not supported between these two devices" in err
+    if scenario == "http-down":
+        assert "<" not in err.split("tries:", 1)[1]  # the HTML page as text
+        assert len([c for c in calls if c[:2] == ["kernels", "status"]]) == 4
+
+
+def test_http_429_pages_are_retried(kaggle, course, capsys):
+    code, out, err, calls, deleted = kaggle("http-flaky", course, capsys)
+    assert code == 0, err
+    assert "Too Many Requests" in out and "again in" in out
+    assert len([c for c in calls if c[:2] == ["kernels", "status"]]) == 5  # 2 refused, QUEUED, RUNNING, COMPLETE
+
+
+def test_a_stuck_kernel_is_named_as_such(kaggle, course, capsys):
+    _, _, err, _, _ = kaggle("stuck", course, capsys, KAGGLE_DEADLINE_S="1.2", KAGGLE_TIMEOUT_S="1")
+    assert "past its own -t limit of 1 s" in err
+
+
+def test_without_credentials_it_says_how_to_get_them(kaggle, course, capsys, monkeypatch):
+    monkeypatch.delenv("KAGGLE_API_TOKEN")
+    code = gpu_kaggle.main(["--sha", SHA, "--import-to", str(course)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip() == f"gpu-kaggle: {gpu_kaggle.HOW_TO_CREDENTIALS}"
+
+
+def test_without_the_cli_it_says_how_to_install_it(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_kaggle.main(["--sha", SHA]) == 1
+    assert 'pip install "kaggle>=2.2.5"' in capsys.readouterr().err
+
+
+def test_settings_come_from_the_environment():
+    settings = gpu_kaggle.Settings.from_env({"KAGGLE_DEADLINE_S": "900", "KAGGLE_POLL_S": "5",
+                                             "KAGGLE_TIMEOUT_S": "600"})
+    assert (settings.deadline_s, settings.poll_s, settings.timeout_s, settings.retries) == (900.0, 5.0, 600, 5)
+    with pytest.raises(gpu_kaggle.Stop, match="KAGGLE_POLL_S='soon' is not a number"):
+        gpu_kaggle.Settings.from_env({"KAGGLE_POLL_S": "soon"})
+
+
+def test_repository_comes_from_pyproject():
+    assert gpu_kaggle.repository_url() == "https://github.com/colab-gpu-course/pytorch-gpus-colab.git"
+    assert gpu_kaggle.RUNNER.parent == ROOT / "scripts"

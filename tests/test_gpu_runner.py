@@ -1,0 +1,129 @@
+"""scripts/gpu_runner.py, the Kaggle kernel's code, run here against a local clone: clone, install, suite, manifest."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import gpu_runner
+import import_gpu_run
+import pytest
+import torch
+from nbtools import ROOT
+
+LESSON = "01_enable_gpu_runtime"
+
+
+@pytest.fixture(scope="module")
+def course_repo(tmp_path_factory):
+    """This working tree (tracked and new files) committed into a fresh repository: what the kernel clones."""
+    repo = tmp_path_factory.mktemp("origin") / "course"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, repo / name)
+    git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "the commit under test"], check=True)
+    return repo, subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def image_python(tmp_path_factory):
+    """A Python that sees this environment's packages (torch...) but installs into its own folder: the runner's
+    pip changes nothing here, as on Kaggle it may add tools but never replace the image's torch."""
+    venv = tmp_path_factory.mktemp("image") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    (Path(own) / "image.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def runner(python, repo, sha, out, *options, require_cuda=""):
+    env = dict(os.environ, REQUIRE_CUDA=require_cuda, CUDA_VISIBLE_DEVICES="")  # this machine's CPU, even on a GPU
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return subprocess.run([python, ROOT / "scripts" / "gpu_runner.py", "--repo", str(repo), "--sha", sha,
+                           "--out", str(out), *options], env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_runner_clones_installs_runs_one_lesson_and_writes_the_manifest(course_repo, image_python, tmp_path):
+    repo, sha = course_repo
+    out = tmp_path / "run"
+    done = runner(image_python, repo, sha, out, "--lessons", "01", "--unit-tests", "tests/test_capability.py",
+                  "--bench", "h2d")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sha"] == sha and manifest["status"] == "passed" and manifest["failures"] == []
+    assert manifest["torch"] == torch.__version__ and manifest["pinned_unchanged"] is True
+    assert manifest["gpus"] == [] and manifest["require_cuda"] is False
+    assert manifest["lessons"] == {LESSON: {"seconds": manifest["lessons"][LESSON]["seconds"], "status": "ok"}}
+    assert manifest["tests"]["passed"] > 0 and manifest["tests"]["failed"] == 0
+    for name in ("report.md", "report.json", "junit/unit.xml", "junit/nbval.xml", f"notebooks/{LESSON}.ipynb",
+                 "logs/nvidia-smi.txt", "logs/clone.log", "logs/gpu-suite.log", "bench/bench.json"):
+        assert (out / name).exists(), name
+    report = json.loads((out / "report.json").read_text())
+    assert report["commit"] == sha and list(report["lessons"]["lessons"]) == [LESSON]
+    assert done.stdout.strip().splitlines()[-1].startswith("GPU run passed: ")
+    with pytest.raises(import_gpu_run.ImportRefused, match="CPU dry run"):
+        import_gpu_run.import_run(out, tmp_path / "course")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_require_cuda_on_a_cpu_machine_fails_at_once_with_the_reason(course_repo, image_python, tmp_path):
+    repo, sha = course_repo
+    done = runner(image_python, repo, sha, tmp_path / "run", require_cuda="1")
+    assert done.returncode == 1
+    assert "REQUIRE_CUDA=1 is set but torch sees no CUDA GPU" in done.stderr
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "GPU T4 x2" in manifest["failures"][0]
+    assert not (tmp_path / "run" / "logs" / "clone.log").exists()  # stopped before cloning
+
+
+def test_an_unknown_commit_says_push_it_first(course_repo, image_python, tmp_path):
+    repo, _ = course_repo
+    done = runner(image_python, repo, "0123456789abcdef0123456789abcdef01234567", tmp_path / "run")
+    assert done.returncode == 1 and "is not in" in done.stderr and "push it first" in done.stderr
+
+
+def test_only_what_the_image_lacks_is_installed_and_never_torch(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("# pins\ntorch==9.9\ntorchvision==9.9\npytest==0.1  # installed: kept as it is\n"
+                            "no-such-course-tool==1.0\n")
+    assert gpu_runner.missing_requirements(requirements) == ["no-such-course-tool==1.0"]
+
+
+def test_a_changed_torch_fails_the_run(tmp_path, monkeypatch):
+    before = {"torch": "2.10.0+cu128", "torchvision": "0.25.0+cu128"}
+    monkeypatch.setattr(gpu_runner, "missing_requirements", lambda path: [])
+    monkeypatch.setattr(gpu_runner, "sh", lambda command, log, **kw: 0)
+    monkeypatch.setattr(gpu_runner, "versions", lambda python: {"torch": "2.14.1", "torchvision": "0.25.0+cu128"})
+    with pytest.raises(gpu_runner.RunFailed, match=r"changed the image's torch 2\.10\.0\+cu128 -> 2\.14\.1"):
+        gpu_runner.install(tmp_path, sys.executable, before, tmp_path, tmp_path)
+    assert (tmp_path / "constraints.txt").read_text() == "torch==2.10.0+cu128\ntorchvision==0.25.0+cu128\n"
+
+
+def test_the_maintainer_notebook_runs_this_runner_and_zips_what_import_accepts():
+    """maintainers/gpu_run.ipynb (Colab Pro GPUs, or no Kaggle token): in sync with its .py, no outputs, a badge
+    that opens it, and a runner command whose options the runner accepts."""
+    import jupytext
+    from nbtools import badge_url, course_config
+
+    source, notebook = ROOT / "maintainers" / "gpu_run.py", ROOT / "maintainers" / "gpu_run.ipynb"
+    paired, stored = jupytext.read(source), jupytext.read(notebook)
+    assert [c.source for c in paired.cells] == [c.source for c in stored.cells], "run: jupytext --sync " + str(source)
+    assert all(not c.get("outputs") for c in stored.cells)
+    assert badge_url(course_config(), notebook) in stored.cells[0].source
+    code = "\n".join(c.source for c in stored.cells if c.cell_type == "code")
+    assert set(re.findall(r'"(--[a-z-]+)"', code)) == {"--repo", "--sha", "--out", "--lessons"}
+    assert gpu_runner.parse(["--repo", "https://github.com/a/b.git", "--sha", "main", "--out", "gpu-run",
+                             "--lessons", "08"])["lessons"] == ["08"]
+    assert 'base_dir="gpu-run"' in code  # the zip holds gpu-run/...: import_gpu_run.find_run looks one level down

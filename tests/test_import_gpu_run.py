@@ -1,0 +1,72 @@
+"""`make import-gpu-run RUN=...`: a run folder or its zip into reports/gpu/, references.json and the guide."""
+
+import json
+import shutil
+import zipfile
+
+import import_gpu_run
+import pytest
+
+from tests.conftest import GPU_RUN_LESSON as LESSON
+
+SHA = "89abcdef0123456789abcdef0123456789abcdef"
+
+
+def stamp(run, sha=SHA, gpu="Tesla T4", count=2, started="2026-11-21T08:00:00+00:00"):
+    manifest = json.loads((run / "manifest.json").read_text())
+    report = json.loads((run / "report.json").read_text())
+    manifest.update(sha=sha, gpus=[gpu] * count, started=started)
+    report.update(commit=sha, gpu=gpu + (f" x{count}" if count > 1 else ""), runtime={"gpus": [{"name": gpu}] * count})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "report.json").write_text(json.dumps(report))
+    return run
+
+
+def test_a_zip_from_the_maintainer_notebook_is_imported(run_folder, course, tmp_path):
+    stamp(run_folder, gpu="NVIDIA A100-SXM4-40GB", count=1)
+    archive = tmp_path / "gpu-run.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:  # the notebook zips its folder, gpu-run/, with the folder's name
+        for path in run_folder.rglob("*"):
+            zipped.write(path, "gpu-run/" + path.relative_to(run_folder).as_posix())
+    done = import_gpu_run.import_run(archive, course)
+    target = course / "reports" / "gpu" / "2026-11-21-nvidia-a100-sxm4-40gb"
+    assert f"into {target.relative_to(course)}" in done and (target / "notebooks" / f"{LESSON}.ipynb").exists()
+    assert json.loads((course / "colab_gpu" / "references.json").read_text())["figures"] == {
+        "02.matmul_gpu_vs_cpu": {"A100": 31.5}}
+    assert "instructor guide" not in done  # the guide's GPU column is the T4's: workshops run on free Colab
+    assert "not measured yet |" in (course / "docs" / "instructor_guide.md").read_text().split("GPU run time")[1]
+
+
+def test_a_second_commit_the_same_day_gets_its_own_folder(run_folder, course):
+    import_gpu_run.import_run(stamp(run_folder), course)
+    import_gpu_run.import_run(stamp(run_folder), course)  # the same run again replaces itself
+    import_gpu_run.import_run(stamp(run_folder, sha="f" * 40), course)
+    assert sorted(p.name for p in (course / "reports" / "gpu").iterdir()) == [
+        "2026-11-21-tesla-t4-x2", "2026-11-21-tesla-t4-x2-fffffff"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda run: (run / "report.json").unlink(), "has no report.json: the run stopped before"),
+    (lambda run: stamp(run, count=0), "CPU dry run"),
+    (lambda run: (run / "manifest.json").unlink(), "holds no manifest.json"),
+])
+def test_what_cannot_be_imported_says_why(run_folder, course, change, message):
+    stamp(run_folder)
+    change(run_folder)
+    with pytest.raises(import_gpu_run.ImportRefused, match=message):
+        import_gpu_run.import_run(run_folder, course)
+    assert not list((course / "reports" / "gpu").iterdir())
+
+
+def test_a_folder_mixing_two_runs_is_refused(run_folder, course):
+    stamp(run_folder)
+    report = json.loads((run_folder / "report.json").read_text())
+    (run_folder / "report.json").write_text(json.dumps(dict(report, commit="e" * 40)))
+    with pytest.raises(import_gpu_run.ImportRefused, match="mixes two runs"):
+        import_gpu_run.import_run(run_folder, course)
+
+
+def test_the_command_line_says_not_imported(tmp_path, capsys):
+    assert import_gpu_run.main([str(tmp_path / "nothing.zip")]) == 1
+    assert capsys.readouterr().err.startswith(f"not imported: {tmp_path / 'nothing.zip'} does not exist")
+    shutil.rmtree(tmp_path)
