@@ -39,6 +39,9 @@ from pathlib import Path
 CONFIG: dict = {}  # `make gpu-kaggle` writes the repository, the commit and the options here
 MANIFEST = "manifest.json"
 PINNED = ("torch", "torchvision")  # the image's own builds: never installed over
+# requirements.txt's tools that the suite does not use (the site's Sphinx stack and its browser test, the linter):
+# installing them on an image would only risk moving its IPython or docutils under the lessons.
+NOT_FOR_THE_SUITE = {"sphinx", "myst-nb", "sphinx-book-theme", "pydata-sphinx-theme", "selenium", "ruff"}
 KAGGLE_WORKING = Path("/kaggle/working")
 # What a Kaggle kernel tells about its image, kept in the manifest (Kaggle sets these; none of them is a secret).
 IMAGE_ENV = ("KAGGLE_DOCKER_IMAGE", "KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_URL_BASE", "COLAB_RELEASE_TAG",
@@ -118,14 +121,14 @@ def clone(repo: str, sha: str, into: Path, logs: Path) -> str:
 
 
 def missing_requirements(requirements: Path) -> list[str]:
-    """requirements.txt's pins whose package this Python lacks, torch and torchvision left out."""
+    """requirements.txt's pins whose package this Python lacks, torch, torchvision and NOT_FOR_THE_SUITE left out."""
     missing = []
     for line in requirements.read_text().splitlines():
         spec = line.split("#", 1)[0].strip()
         if not spec:
             continue
         name = spec.split("==")[0].split(">=")[0].strip()
-        if name.lower() in PINNED:
+        if name.lower() in PINNED or name.lower() in NOT_FOR_THE_SUITE:
             continue
         try:
             metadata.version(name)
@@ -155,8 +158,8 @@ def install(course: Path, python: str, before: dict, logs: Path, work: Path) -> 
     return missing
 
 
-def suite_command(course: Path, python: str, out: Path, options: dict, require_cuda: bool) -> list[str]:
-    """`make gpu-suite` in the clone, on this Python, writing into ``out``."""
+def suite_command(python: str, out: Path, options: dict, require_cuda: bool) -> list[str]:
+    """What `make gpu-suite` runs (scripts/gpu_suite.py, from the clone, on this Python), writing into ``out``."""
     args = ["--refresh-notebooks", "--out", str(out)]
     if options.get("lessons"):
         args += ["--lessons", *options["lessons"]]
@@ -166,8 +169,7 @@ def suite_command(course: Path, python: str, out: Path, options: dict, require_c
         args += ["--bench-only", *options["bench"]]
     if not require_cuda:
         args.append("--allow-cpu")
-    return ["make", "-C", str(course), "gpu-suite", "USE_SYSTEM_PYTHON=1", f"PYTHON={python}",
-            f"GPU_SUITE_ARGS={shlex.join(args)}"]
+    return [python, "scripts/gpu_suite.py", *args]
 
 
 def test_counts(report: dict) -> dict:
@@ -205,8 +207,10 @@ def run(options: dict) -> int:
         manifest["sha"] = clone(options["repo"], options["sha"], course, logs)
         manifest["installed"] = install(course, python, before, logs, work)
         manifest["pinned_unchanged"] = True
-        code = sh(suite_command(course, python, out, options, require_cuda), logs / "gpu-suite.log",
-                  env=dict(os.environ, PYTHONUNBUFFERED="1"))
+        # As `make gpu-suite USE_SYSTEM_PYTHON=1` would, without needing make: the clone first on the import path.
+        path = os.pathsep.join(filter(None, [str(course), os.environ.get("PYTHONPATH")]))
+        code = sh(suite_command(python, out, options, require_cuda), logs / "gpu-suite.log", cwd=course,
+                  env=dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1"))
         report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
         manifest["lessons"] = report.get("lessons", {}).get("lessons", {})
         manifest["steps"] = report.get("steps", {})
@@ -218,6 +222,9 @@ def run(options: dict) -> int:
     except RunFailed as failure:
         manifest["failures"].append(str(failure))
         print(f"FAILED: {failure}", file=sys.stderr, flush=True)
+    except Exception as error:  # noqa: BLE001 (an image without git, a full disk: still a manifest that says so)
+        manifest["failures"].append(f"the runner itself failed: {type(error).__name__}: {error}")
+        print(f"FAILED: {manifest['failures'][-1]}", file=sys.stderr, flush=True)
     finally:
         manifest["seconds"] = round(time.time() - started, 1)
         manifest["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

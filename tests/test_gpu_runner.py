@@ -94,11 +94,17 @@ def test_an_unknown_commit_says_push_it_first(course_repo, image_python, tmp_pat
     assert done.returncode == 1 and "is not in" in done.stderr and "push it first" in done.stderr
 
 
-def test_only_what_the_image_lacks_is_installed_and_never_torch(tmp_path):
+def test_only_what_the_image_lacks_is_installed_and_never_torch(tmp_path, monkeypatch):
+    def version(name):  # an image that has pytest and nothing else of the list
+        if name == "pytest":
+            return "8.4.0"
+        raise gpu_runner.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(gpu_runner.metadata, "version", version)
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("# pins\ntorch==9.9\ntorchvision==9.9\npytest==0.1  # installed: kept as it is\n"
-                            "no-such-course-tool==1.0\n")
-    assert gpu_runner.missing_requirements(requirements) == ["no-such-course-tool==1.0"]
+    requirements.write_text("# pins\ntorch==9.9\ntorchvision==9.9\npytest==9.2.0  # installed: kept as it is\n"
+                            "nbval==0.11.0\nsphinx==9.0.4\nruff==0.17.6\n")
+    assert gpu_runner.missing_requirements(requirements) == ["nbval==0.11.0"]  # the site's and lint's tools not
 
 
 def test_a_changed_torch_fails_the_run(tmp_path, monkeypatch):
