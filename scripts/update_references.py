@@ -28,7 +28,8 @@ def collect(reports: Path = REPORTS) -> dict:
     sources: dict[str, str] = {}
     for report in sorted(reports.glob("*/report.json")):  # in <date>-<gpu>/: sorted is oldest first
         data = json.loads(report.read_text())
-        label = gpu_label(data.get("runtime", {}).get("gpus", [{}])[0].get("name", ""))
+        gpus = data.get("runtime", {}).get("gpus") or [{}]
+        label = gpu_label(data.get("gpu") or gpus[0].get("name", ""))  # "Tesla T4 x2": the run's GPUs
         lesson_figures = data.get("lesson_figures") or {}
         if label is None or not lesson_figures:
             continue
