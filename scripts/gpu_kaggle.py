@@ -1,7 +1,7 @@
 """`make gpu-kaggle`: the GPU suite on Kaggle's free "GPU T4 x2", at the commit checked out, imported into the course.
 
 That commit must be pushed: the kernel clones the public repository named in pyproject.toml's [tool.course]
-(`--repo URL` for a fork). It drives the official `kaggle` CLI found on PATH (`pip install "kaggle>=2.2.5"`; tests
+(`--repo URL` for a fork). It drives the official `kaggle` CLI found on PATH (`pip install "kaggle==2.2.5" six`; tests
 put a fake one first) and needs KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY (README, "GPU CI").
 
   1. writes build/gpu-kaggle/<slug>/kernel/: kernel-metadata.json (a private script kernel, internet on,
@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -39,8 +40,14 @@ ACCELERATOR = "NvidiaTeslaT4"  # the CLI's name for "GPU T4 x2" (kaggle-cli #119
 HOW_TO_CREDENTIALS = ("no Kaggle credentials: set KAGGLE_API_TOKEN (kaggle.com > Settings > API > Generate New "
                       "Token, on a phone-verified account), or KAGGLE_USERNAME and KAGGLE_KEY; README, 'GPU CI'.")
 FINAL = {"COMPLETE", "ERROR", "CANCEL_REQUESTED", "CANCEL_ACKNOWLEDGED"}
+# What kaggle-cli 2.2.x prints for a failure worth retrying: its format_http_error() lines ("429 Client Error: Too
+# Many Requests", "You have been rate limited", "This is a problem on Kaggle's side"), an HTML page, the JSON decoder's
+# complaint about one ("Expecting value: line 1 column 1"), and network trouble.
 HTTP_TROUBLE = re.compile(r"<html|<!doctype|\b(429|500|502|503|504)\b|too many requests|internal server error|"
-                          r"service unavailable|bad gateway|timed? ?out|connection (reset|aborted|refused)", re.I)
+                          r"service unavailable|bad gateway|gateway time|rate.?limit|kaggle's side|try again later|"
+                          r"expecting value: line 1 column 1|max retries exceeded|timed? ?out|"
+                          r"connection (reset|aborted|refused|error)|quota exceeded", re.I)
+CALL_TIMEOUT_S = 300  # one CLI call; a hung one is retried like an HTTP error, not waited on for hours
 SESSION_LIMIT = re.compile(r"(maximum|max)\b.*\bGPU session count of (\d+) reached", re.I)
 
 
@@ -71,19 +78,27 @@ class Settings:
         return cls(**values)
 
 
+def pause(seconds: float) -> None:
+    """Wait between polls and retries (where a cancelled job's SIGTERM usually arrives)."""
+    time.sleep(seconds)
+
+
 def kaggle_cli() -> str:
     found = shutil.which("kaggle")
     if found is None:
-        raise Stop('no `kaggle` command on PATH: pip install "kaggle>=2.2.5" (or put a pinned one first on PATH).')
+        raise Stop('no `kaggle` command on PATH: pip install "kaggle==2.2.5" six (or put a pinned one first on PATH).')
     return found
 
 
 def call(cli: str, args: list[str], settings: Settings, deadline: float, retry: bool = True) -> str:
     """Run `kaggle ARGS`; retry with backoff while it fails with an HTTP error page; return its output."""
     for attempt in range(settings.retries + 1):
-        done = subprocess.run([cli, *args], capture_output=True, text=True)
-        output = (done.stdout + done.stderr).strip()
-        trouble = done.returncode != 0 or bool(re.search(r"<html|<!doctype", output, re.I))
+        try:
+            done = subprocess.run([cli, *args], capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+            output = (done.stdout + done.stderr).strip()
+        except subprocess.TimeoutExpired:
+            done, output = None, f"no answer in {CALL_TIMEOUT_S} s (timed out)"
+        trouble = done is None or done.returncode != 0 or bool(re.search(r"<html|<!doctype", output, re.I))
         if not trouble:
             return output
         transient = bool(HTTP_TROUBLE.search(output))
@@ -91,7 +106,7 @@ def call(cli: str, args: list[str], settings: Settings, deadline: float, retry: 
         if not (retry and transient) or attempt == settings.retries or time.monotonic() + wait > deadline:
             raise Stop(f"`kaggle {' '.join(args)}` failed after {attempt + 1} tries: {readable(output)}")
         print(f"kaggle {args[0]} {args[1]}: {readable(output, 120)}; again in {wait:.0f} s", flush=True)
-        time.sleep(wait)
+        pause(wait)
     raise AssertionError("unreachable")
 
 
@@ -123,6 +138,18 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def resolve_commit(given: str | None) -> str:
+    """The full sha of ``given`` (a sha, a short sha, a branch; default HEAD): the runner's manifest records the full
+    one, and the output is checked against it. A full sha this checkout lacks is taken as it is."""
+    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{given or 'HEAD'}^{{commit}}"], cwd=ROOT,
+                          capture_output=True, text=True)
+    if done.returncode == 0:
+        return done.stdout.strip()
+    if given and re.fullmatch(r"[0-9a-f]{40}", given):
+        return given
+    raise Stop(f"--sha {given or 'HEAD'} names no commit of this checkout: give a full sha, or fetch it first.")
+
+
 def repository_url() -> str:
     import tomllib
 
@@ -131,31 +158,41 @@ def repository_url() -> str:
 
 
 def warn_if_not_pushed(sha: str) -> None:
-    if git("status", "--porcelain", "--untracked-files=no"):
+    try:
+        dirty, pushed = git("status", "--porcelain", "--untracked-files=no"), git("branch", "-r", "--contains", sha)
+    except subprocess.CalledProcessError:
+        dirty, pushed = "", ""
+    if dirty:
         print("note: uncommitted changes are not part of the run: the kernel clones the commit", flush=True)
-    if not git("branch", "-r", "--contains", sha):
+    if not pushed:
         print(f"note: no remote branch here contains {sha[:7]}: push it, or the kernel's clone will fail", flush=True)
 
 
-def kernel_slug(sha: str) -> str:
-    """Lower case, digits and hyphens only: an underscore breaks `kaggle kernels status`."""
-    return f"course-gpu-ci-{sha[:7]}"
+def run_label(env: dict[str, str]) -> str:
+    """What tells this run's kernel from another of the same commit: the Actions run, else the time."""
+    return env.get("GITHUB_RUN_ID") or time.strftime("%m%d%H%M%S", time.gmtime())
 
 
-def kernel_metadata(user: str, sha: str) -> dict:
+def kernel_slug(sha: str, label: str) -> str:
+    """Lower case, digits and hyphens only: an underscore breaks `kaggle kernels status`. One kernel per run: pushing
+    to an existing kernel starts a second session, and status and output then answer for the newest only."""
+    return re.sub(r"[^a-z0-9-]+", "-", f"course-gpu-ci-{sha[:7]}-{label}".lower())
+
+
+def kernel_metadata(user: str, slug: str) -> dict:
     # No docker_image: a pinned image silently overrode the accelerator (kaggle-cli #1197); the run records the
-    # image's versions instead.
-    return {"id": f"{user}/{kernel_slug(sha)}", "title": kernel_slug(sha).replace("-", " "),
+    # image's versions instead. The title is the slug with spaces: the CLI warns when slugify(title) != slug.
+    return {"id": f"{user}/{slug}", "title": slug.replace("-", " "),
             "code_file": RUNNER.name, "language": "python", "kernel_type": "script", "is_private": True,
             "enable_gpu": True, "enable_internet": True, "machine_shape": ACCELERATOR,
             "dataset_sources": [], "competition_sources": [], "kernel_sources": [], "model_sources": []}
 
 
-def write_kernel(folder: Path, user: str, sha: str, repo: str, lessons: list[str]) -> Path:
+def write_kernel(folder: Path, user: str, slug: str, sha: str, repo: str, lessons: list[str]) -> Path:
     """The kernel folder `kaggle kernels push` uploads: its metadata and the runner, configured."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    (folder / "kernel-metadata.json").write_text(json.dumps(kernel_metadata(user, sha), indent=2) + "\n")
+    (folder / "kernel-metadata.json").write_text(json.dumps(kernel_metadata(user, slug), indent=2) + "\n")
     config = {"repo": repo, "sha": sha, "out": "/kaggle/working", "require_cuda": True, "lessons": lessons}
     source, found = re.subn(r"^CONFIG: dict = \{\}.*$", lambda _: f"CONFIG: dict = {json.dumps(config)}",
                             RUNNER.read_text(), flags=re.M)
@@ -201,7 +238,7 @@ def wait_for(cli: str, kernel: str, settings: Settings, pushed: float, deadline:
                     if elapsed > settings.timeout_s else "")
             raise Stop(f"the kernel is still {status} after {elapsed:.0f} s "
                        f"(KAGGLE_DEADLINE_S={settings.deadline_s:.0f}){past}; it is deleted now.")
-        time.sleep(settings.poll_s)
+        pause(settings.poll_s)
 
 
 def log_tail(output: Path, lines: int = 40) -> str:
@@ -263,18 +300,26 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
         if not (env.get("KAGGLE_API_TOKEN") or (env.get("KAGGLE_USERNAME") and env.get("KAGGLE_KEY"))):
             raise Stop(HOW_TO_CREDENTIALS)
         user = kaggle_user(cli, env, settings)
-        sha = args.sha or git("rev-parse", "HEAD")
+        sha = resolve_commit(args.sha)
         warn_if_not_pushed(sha)
-        work = args.work / kernel_slug(sha)
-        kernel = kernel_metadata(user, sha)["id"]
-        write_kernel(work / "kernel", user, sha, args.repo or repository_url(), args.lessons)
+        slug = kernel_slug(sha, run_label(env))
+        work = args.work / slug
+        kernel = kernel_metadata(user, slug)["id"]
+        write_kernel(work / "kernel", user, slug, sha, args.repo or repository_url(), args.lessons)
         deadline = time.monotonic() + settings.deadline_s
         print(f"pushing {kernel}: commit {sha[:7]} on {ACCELERATOR}, -t {settings.timeout_s} s", flush=True)
+        # The workflow's clean-up step deletes this kernel if the job itself is cancelled or killed.
+        (args.work / "kernel-id.txt").write_text(kernel + "\n")
         try:
             push(cli, work / "kernel", settings, deadline)
             pushed = time.monotonic()
             status = wait_for(cli, kernel, settings, pushed, deadline)
-            download(cli, kernel, work / "output", settings, deadline)
+            try:
+                download(cli, kernel, work / "output", settings, deadline)
+            except Stop as failed:
+                if status != "ERROR":
+                    raise
+                print(f"the output of the failed kernel could not be downloaded: {failed}", flush=True)
             if status == "ERROR":
                 found = work / "output" / "manifest.json"
                 manifest = json.loads(found.read_text()) if found.exists() else None
@@ -303,14 +348,27 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
     return 0
 
 
+def stop_on_sigterm(signum, frame) -> None:
+    """A cancelled job gets SIGTERM: leave through the `finally` that deletes the kernel."""
+    raise Stop(f"stopped by signal {signum} (the job was cancelled or timed out)")
+
+
 def main(argv: list[str] | None = None) -> int:
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm)
+    try:
+        return run(parse(argv), dict(os.environ))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", help="the repository the kernel clones (default: [tool.course] on GitHub)")
     parser.add_argument("--sha", help="the commit to run (default: the one checked out)")
     parser.add_argument("--lessons", nargs="*", default=[], metavar="NN", help="only these lessons (default: all)")
     parser.add_argument("--work", type=Path, default=WORK, help="where the kernel folder and its output go")
     parser.add_argument("--import-to", type=Path, default=ROOT, help="the course the passing run is imported into")
-    return run(parser.parse_args(argv), dict(os.environ))
+    return parser.parse_args(argv)
 
 
 if __name__ == "__main__":

@@ -261,4 +261,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    if code:  # only a failure raises: under an IPython-based kernel even SystemExit(0) can read as an error
+        raise SystemExit(code)

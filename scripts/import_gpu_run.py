@@ -7,7 +7,7 @@ Importing it:
     (the logs and JUnit XML stay in the run, which the workflow keeps as an artifact);
   - refreshes colab_gpu/references.json from every imported run (scripts/update_references.py), so the lessons
     show "on a T4: ..." beside the learner's own figure once the next release ships it;
-  - fills the instructor guide's GPU column from a T4 run (workshops run on Colab's free T4);
+  - fills the instructor guide's GPU column from a T4 run of every lesson (workshops run on Colab's free T4);
 and the site (scripts/course_site.py) then shows a lesson's GPU outputs wherever a run of its current source exists.
 
 A CPU dry run, or a run whose manifest and report disagree on the commit, is refused with the reason.
@@ -26,7 +26,7 @@ from pathlib import Path
 import guide_times
 import update_references
 from gpu_suite import slug
-from nbtools import ROOT
+from nbtools import ROOT, lesson_sources
 
 from colab_gpu.references import gpu_label
 
@@ -115,9 +115,12 @@ def import_run(source: Path, root: Path = ROOT) -> str:
     update_references.main(root / "reports" / "gpu", references)
     done = [f"imported the {manifest['status']} run of {manifest['sha'][:7]} on {report['gpu']} into "
             f"{target.relative_to(root)} ({len(lessons)} GPU-executed notebook(s))", f"refreshed {references.name}"]
-    if gpu_label(report["gpu"]) == GUIDE_GPU and report.get("lessons", {}).get("lessons"):
+    ran = set(report.get("lessons", {}).get("lessons", {}))
+    if gpu_label(report["gpu"]) == GUIDE_GPU and ran >= {source.stem for source in lesson_sources()}:
         guide_times.fill_column("gpu", guide_timings(manifest, report), root / "docs" / "instructor_guide.md")
         done.append("filled the instructor guide's GPU column")
+    elif gpu_label(report["gpu"]) == GUIDE_GPU:  # one header names the column's run: a part of one would mislabel it
+        done.append("left the instructor guide's GPU column as it was (the run did not cover every lesson)")
     return "; ".join(done)
 
 

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import gpu_kaggle
@@ -24,6 +25,7 @@ def kaggle(tmp_path, monkeypatch, run_folder):
     for name in ("KAGGLE_USERNAME", "KAGGLE_KEY", "KAGGLE_API_TOKEN"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KAGGLE_API_TOKEN", "fake-token")
+    monkeypatch.setenv("GITHUB_RUN_ID", "4242")
     env = {"FAKE_KAGGLE_STATE": str(state), "FAKE_KAGGLE_RUN": str(run_folder), "KAGGLE_POLL_S": "0.01",
            "KAGGLE_RETRY_S": "0.01", "KAGGLE_RETRIES": "3", "KAGGLE_DEADLINE_S": "20", "KAGGLE_TIMEOUT_S": "600"}
     for name, value in env.items():
@@ -47,7 +49,7 @@ def kaggle(tmp_path, monkeypatch, run_folder):
 def test_a_passing_run_is_imported_and_the_kernel_deleted(kaggle, course, capsys):
     code, out, err, calls, deleted = kaggle("pass", course, capsys)
     assert code == 0, err
-    kernel = "fakeuser/course-gpu-ci-1234567"
+    kernel = "fakeuser/course-gpu-ci-1234567-4242"
     assert calls[0] == ["config", "view"]  # KAGGLE_API_TOKEN alone: the CLI names the account
     push = calls[1]
     assert push[:2] == ["kernels", "push"] and push[push.index("--accelerator") + 1] == "NvidiaTeslaT4"
@@ -67,13 +69,17 @@ def test_a_passing_run_is_imported_and_the_kernel_deleted(kaggle, course, capsys
 
 
 def test_the_kernel_folder_is_checked_field_by_field(tmp_path):
-    folder = gpu_kaggle.write_kernel(tmp_path / "kernel", "someone", SHA, "https://github.com/a/b.git", ["08"])
+    slug = gpu_kaggle.kernel_slug(SHA, "4242")
+    folder = gpu_kaggle.write_kernel(tmp_path / "kernel", "someone", slug, SHA, "https://github.com/a/b.git", ["08"])
     meta = json.loads((folder / "kernel-metadata.json").read_text())
-    assert meta == {"id": "someone/course-gpu-ci-1234567", "title": "course gpu ci 1234567",
+    assert meta == {"id": "someone/course-gpu-ci-1234567-4242", "title": "course gpu ci 1234567 4242",
                     "code_file": "gpu_runner.py", "language": "python", "kernel_type": "script",
                     "is_private": True, "enable_gpu": True, "enable_internet": True, "machine_shape": "NvidiaTeslaT4",
                     "dataset_sources": [], "competition_sources": [], "kernel_sources": [], "model_sources": []}
     assert "_" not in meta["id"] and "docker_image" not in meta  # kaggle-cli #1197: a pinned image won
+    # The CLI's own check: slugify(title) must give the id's slug, or it warns and Kaggle renames the kernel.
+    assert re.sub(r"[^a-z0-9]+", "-", meta["title"].lower()).strip("-") == meta["id"].split("/")[1]
+    assert gpu_kaggle.kernel_slug(SHA, "Run_7") == "course-gpu-ci-1234567-run-7"  # no underscore ever
     runner = (folder / "gpu_runner.py").read_text()
     config = json.loads(re.search(r"^CONFIG: dict = (\{.*\})$", runner, re.M).group(1))
     assert config == {"repo": "https://github.com/a/b.git", "sha": SHA, "out": "/kaggle/working",
@@ -93,7 +99,7 @@ def test_each_trap_ends_non_zero_with_the_kernel_deleted(kaggle, course, capsys,
     code, out, err, calls, deleted = kaggle(scenario, course, capsys, **extra)
     assert code == 1
     assert message in err
-    assert deleted == "fakeuser/course-gpu-ci-1234567"
+    assert deleted == "fakeuser/course-gpu-ci-1234567-4242"
     assert out.strip().splitlines()[-1].startswith("gpu-kaggle FAILED:")
     assert not list((course / "reports" / "gpu").iterdir())  # nothing imported
     if scenario == "error":  # the end of the kernel's log is shown
@@ -103,11 +109,13 @@ def test_each_trap_ends_non_zero_with_the_kernel_deleted(kaggle, course, capsys,
         assert len([c for c in calls if c[:2] == ["kernels", "status"]]) == 4
 
 
-def test_http_429_pages_are_retried(kaggle, course, capsys):
+def test_what_the_real_cli_prints_for_a_refused_call_is_retried(kaggle, course, capsys):
     code, out, err, calls, deleted = kaggle("http-flaky", course, capsys)
     assert code == 0, err
-    assert "Too Many Requests" in out and "again in" in out
-    assert len([c for c in calls if c[:2] == ["kernels", "status"]]) == 5  # 2 refused, QUEUED, RUNNING, COMPLETE
+    for said in ("429 Client Error: Too Many Requests", "You have been rate limited", "Expecting value: line 1"):
+        assert said in out
+    assert out.count("again in") == 3
+    assert len([c for c in calls if c[:2] == ["kernels", "status"]]) == 6  # 3 refused, QUEUED, RUNNING, COMPLETE
 
 
 def test_a_stuck_kernel_is_named_as_such(kaggle, course, capsys):
@@ -126,7 +134,7 @@ def test_without_credentials_it_says_how_to_get_them(kaggle, course, capsys, mon
 def test_without_the_cli_it_says_how_to_install_it(monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     assert gpu_kaggle.main(["--sha", SHA]) == 1
-    assert 'pip install "kaggle>=2.2.5"' in capsys.readouterr().err
+    assert 'pip install "kaggle==2.2.5" six' in capsys.readouterr().err
 
 
 def test_settings_come_from_the_environment():
@@ -140,3 +148,33 @@ def test_settings_come_from_the_environment():
 def test_repository_comes_from_pyproject():
     assert gpu_kaggle.repository_url() == "https://github.com/colab-gpu-course/pytorch-gpus-colab.git"
     assert gpu_kaggle.RUNNER.parent == ROOT / "scripts"
+
+
+def test_a_cancelled_job_still_deletes_the_kernel(kaggle, course, capsys, monkeypatch):
+    """GitHub cancels a job with SIGTERM: it must leave through the `finally` that deletes the kernel."""
+    import signal
+
+    def cancelled(seconds):  # what the installed handler does when SIGTERM arrives while it waits
+        handler = signal.getsignal(signal.SIGTERM)
+        assert handler is gpu_kaggle.stop_on_sigterm
+        handler(signal.SIGTERM, None)
+
+    monkeypatch.setattr(gpu_kaggle, "pause", cancelled)
+    code, out, err, calls, deleted = kaggle("stuck", course, capsys)
+    assert code == 1 and "stopped by signal 15" in err, out + err
+    assert deleted == "fakeuser/course-gpu-ci-1234567-4242", out + err
+    assert signal.getsignal(signal.SIGTERM) is not gpu_kaggle.stop_on_sigterm  # put back after the run
+
+
+def test_the_commit_is_resolved_to_its_full_sha(tmp_path):
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode == 0:  # a git checkout (make test-wheel copies the tests without one)
+        assert gpu_kaggle.resolve_commit(None) == head.stdout.strip() == gpu_kaggle.resolve_commit(head.stdout[:9])
+    assert gpu_kaggle.resolve_commit(SHA) == SHA  # a full sha this checkout lacks: taken as it is
+    with pytest.raises(gpu_kaggle.Stop, match="--sha no-such-branch names no commit of this checkout"):
+        gpu_kaggle.resolve_commit("no-such-branch")
+
+
+def test_the_kernel_id_is_written_for_the_workflows_clean_up(kaggle, course, capsys, tmp_path):
+    kaggle("pass", course, capsys)
+    assert (tmp_path / "work" / "kernel-id.txt").read_text() == "fakeuser/course-gpu-ci-1234567-4242\n"

@@ -70,3 +70,13 @@ def test_the_command_line_says_not_imported(tmp_path, capsys):
     assert import_gpu_run.main([str(tmp_path / "nothing.zip")]) == 1
     assert capsys.readouterr().err.startswith(f"not imported: {tmp_path / 'nothing.zip'} does not exist")
     shutil.rmtree(tmp_path)
+
+
+def test_a_run_of_some_lessons_leaves_the_guides_column_alone(run_folder, course):
+    stamp(run_folder)
+    report = json.loads((run_folder / "report.json").read_text())
+    report["lessons"]["lessons"] = {LESSON: {"seconds": 21.4, "status": "ok"}}  # GPU_KAGGLE_ARGS="--lessons 01"
+    (run_folder / "report.json").write_text(json.dumps(report))
+    guide = (course / "docs" / "instructor_guide.md").read_text()
+    done = import_gpu_run.import_run(run_folder, course)
+    assert "did not cover every lesson" in done and (course / "docs" / "instructor_guide.md").read_text() == guide

