@@ -270,7 +270,6 @@ plt.show()
 # resume, and compare the final weights.
 
 # %%
-import tempfile
 from pathlib import Path
 
 small = data.limit(train=4096, test=1024)  # a few seconds per run
@@ -298,7 +297,8 @@ def disconnect_after_epoch_2(epoch, row):
         raise Disconnect("the runtime disconnected")
 
 
-checkpoint_path = Path(tempfile.mkdtemp()) / "mlp.pt"  # on Colab: cg.default_checkpoint_dir() / "mlp.pt"
+checkpoint_path = Path("checkpoints") / "mlp.pt"  # on Colab, for real: cg.default_checkpoint_dir() / "mlp.pt"
+checkpoint_path.unlink(missing_ok=True)  # start from scratch each time this cell runs: fit would resume from it
 net, net_optimizer, small_train, small_test = fresh_run()
 try:
     cg.fit(net, small_train, small_test, net_optimizer, device, epochs=4, checkpoint=checkpoint_path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -188,3 +189,36 @@ def test_every_self_check_passes_with_the_worked_solutions(source):
     for cell in checks:
         text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
         assert PASS in text and HINT not in text, f"{source.stem}: {cell.source[:60]!r} printed {text[:200]!r}"
+
+
+LOG_TAG = "shows-log"  # a cell whose stderr log the text discusses (lesson 11's recompile reasons), kept short
+MACHINE_PATH = re.compile("|".join(re.escape(part) for part in (
+    str(NOTEBOOKS.parent) + "/", str(Path.home()) + "/", "/tmp/", "ipykernel_", "site-packages/")))
+BARE_REPR = re.compile(r"^[A-Z]\w*\(\w+=|<[\w.]+ object at 0x", re.M)  # AtlasEntry(key=..., <Foo object at 0x..>
+COMMITTED = sorted([*NOTEBOOKS.glob("[0-9]*.ipynb"), *STUDENT.glob("[0-9]*.ipynb")])
+
+
+def output_text(output) -> str:
+    if output.output_type == "stream":
+        return output.text
+    if output.output_type == "error":
+        return "\n".join(output.traceback)
+    return output.get("data", {}).get("text/plain", "")
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[p.relative_to(NOTEBOOKS).as_posix() for p in COMMITTED])
+def test_committed_outputs_are_for_readers(path):
+    """What GitHub and the site show: no stderr chatter (profiler, Dynamo, library logs), no path of the machine
+    that ran the notebook, no bare repr of an object, no prediction the reader never made."""
+    for cell in code_cells(nbformat.read(path, as_version=4)):
+        where = f"{path.name}: the cell {cell.source.splitlines()[0][:70]!r}"
+        for output in cell.outputs:
+            text = output_text(output)
+            if output.output_type == "stream" and output.name == "stderr":
+                assert LOG_TAG in cell.metadata.get("tags", []), f"{where} writes to stderr: {text[:160]!r}"
+                assert len(text.splitlines()) <= 6, f"{where} shows a log of {len(text.splitlines())} lines"
+            found = MACHINE_PATH.search(text)
+            assert found is None, f"{where} shows a path of the machine that ran it: {found and found.group()!r}"
+            found = BARE_REPR.search(text)
+            assert found is None, f"{where} shows a bare repr: {text[found.start():found.start() + 80]!r}"
+            assert "prediction: None" not in text, f"{where} prints a prediction the reader did not make"

@@ -87,9 +87,16 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # - `record_function("name")` labels a region, so the table and the trace show it by name.
 
 # %%
+import os
+
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 from torch.utils.data import DataLoader
 from torchvision.transforms import v2
+
+# Kineto, the profiler's C++ library, writes "profiler_start"/"profiler_stop" lines to stderr at every profile
+# (and "gpuGetDeviceCount failed" on a CPU). Level 6 silences it; its ERROR lines too, so unset this variable
+# when a profile is missing its GPU kernels and you want to know why.
+os.environ["KINETO_LOG_LEVEL"] = "6"
 
 cg.seed_everything(0)
 data = cg.load_cifar10("data")
@@ -191,7 +198,7 @@ print(first)
 # **Predict first:** what share of the step is "data" after the fix?
 
 # %%
-my_prediction = None  # your guess of the "data" share after the fix, e.g. 0.2
+my_prediction = None  # your guess of the "data" share after the fix, in % of the step, e.g. 20
 
 
 def profile_with(loader, adam_options: dict | None = None, **options) -> cg.ProfileSummary:
@@ -207,7 +214,8 @@ resident = cg.DeviceLoader(decoded, labels, batch_size=128, device=device)
 slow, fast = profile_with(loader), profile_with(resident)
 for name, summary in (("JPEG DataLoader", slow), ("DeviceLoader", fast)):
     print(f"{name:>15}: {summary.step_ms:7.2f} ms per step, data {summary.shares.get('data', 0):.0%} of it")
-print(f"data share after the fix: {fast.shares.get('data', 0):.1%} (your prediction: {my_prediction})")
+cg.compare_with_references("10.data_share_after_fix", 100 * fast.shares.get("data", 0), device,
+                           prediction=my_prediction, unit="% of the step", what="the data share after the fix")
 # Decoding 128 JPEGs costs far more than slicing a tensor that is already there, on any runtime. (The step
 # times are printed, not asserted: three steps each, on a machine that may be busy with something else.)
 assert fast.shares.get("data", 0) < slow.shares["data"]

@@ -188,6 +188,8 @@ else:
 # in `forward`. `torch._dynamo.explain` runs the model once and lists the graphs and the breaks.
 
 # %%
+import logging
+
 from torch import nn
 
 
@@ -214,8 +216,10 @@ class FixedNet(DebugNet):
 
 torch._dynamo.reset()
 inputs = torch.randn(64, 1, 28, 28, device=device)
+torch._logging.set_logs(dynamo=logging.ERROR)  # explain reports the break below; no need for Dynamo's warning too
 broken = torch._dynamo.explain(DebugNet().to(device))(inputs)
 fixed = torch._dynamo.explain(FixedNet().to(device))(inputs)
+torch._logging.set_logs()  # back to the defaults
 print(f"DebugNet: {broken.graph_count} graphs, {broken.graph_break_count} break(s); first reason:")
 print("   ", broken.break_reasons[0].reason.splitlines()[0])
 print(f"FixedNet: {fixed.graph_count} graph, {fixed.graph_break_count} breaks")
@@ -224,7 +228,8 @@ assert fixed.graph_count == 1 and fixed.graph_break_count == 0
 
 # %% [markdown]
 # In a script, `TORCH_LOGS="graph_breaks" python train.py` prints each break as it happens
-# (recent PyTorch versions also warn once about a `.item()` break, as you may have seen above).
+# (recent PyTorch versions also log a warning at a `.item()` break, which the cell above turned off
+# while `explain` reported the same break).
 # `torch.compile(model, fullgraph=True)` turns any break into an error: useful when you want to
 # be sure a model compiles whole.
 #
@@ -239,7 +244,7 @@ assert fixed.graph_count == 1 and fixed.graph_break_count == 0
 # `torch._logging.set_logs(recompiles=True)` does what `TORCH_LOGS="recompiles"` does in a
 # script: it says *why* each recompilation happened.
 
-# %%
+# %% tags=["shows-log"]
 from torch.utils.data import DataLoader, TensorDataset
 
 samples = TensorDataset(torch.randn(1000, 1, 28, 28), torch.randint(0, 10, (1000,)))
