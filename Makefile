@@ -64,8 +64,11 @@ unit: $(ENV_READY)
 	@bash scripts/ensure_browser.sh
 	$(PY) -m pytest tests $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(UNIT_WORKERS)") $(call junit,unit)
 
+# Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb: their shared cells once, then
+# the student version's rest, then the lesson's (scripts/nbval_pairs.py says why and how).
 nbval: $(ENV_READY)
-	$(PY) -m pytest $(NBVAL) notebooks $(call junit,nbval)
+	@$(PY) scripts/nbval_pairs.py
+	$(PY) -m pytest $(NBVAL) build/nbval $(call junit,nbval)
 
 course: $(ENV_READY)
 	@$(PY) scripts/course.py

@@ -4,7 +4,7 @@ Runs, with REQUIRE_CUDA=1 (so nothing can silently fall back to the CPU), and wr
 build/gpu-run by default) that `make import-gpu-run RUN=<folder>` brings into the course:
   1. `colab_gpu doctor`   the GPU, driver and versions;
   2. the unit tests       the `@gpu` tests included (junit/unit.xml);
-  3. nbval                every lesson's cells run and checked (junit/nbval.xml);
+  3. nbval                every lesson's and student version's cells run and checked (junit/nbval.xml);
   4. the lessons          each lesson top to bottom, timed, its executed notebook kept (notebooks/NN_topic.ipynb);
   5. `colab_gpu bench`    the measured ratios (bench/);
 then report.md and report.json: every figure, every target met or not, every test and notebook cell.
@@ -45,6 +45,7 @@ from nbtools import (
     write_paired,
     write_student_versions,
 )
+from nbval_pairs import write_pairs
 
 from colab_gpu.bench import TARGETS
 
@@ -218,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     junit, logs = out / "junit", out / "logs"
     workers = ["-n", "2"] if subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0 else []
-    notebooks = [str(s.with_suffix(".ipynb").relative_to(ROOT)) for s in sources]
+    # Each lesson with its student version, as `make nbval` runs them (scripts/nbval_pairs.py).
+    notebooks = [str(path.relative_to(ROOT)) for path in write_pairs([s.name[:2] for s in sources])]
     steps = {}
     for name, command in (
         ("unit tests", [python, "-m", "pytest", *args.unit_tests, *workers, f"--junitxml={junit / 'unit.xml'}"]),

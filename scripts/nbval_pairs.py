@@ -1,0 +1,88 @@
+"""The notebooks `make nbval` runs: each lesson and its student version as one, build/nbval/NN_topic.ipynb.
+
+A student version is its lesson without the solution cells (scripts/nbtools.py, `student_notebook`), so both run
+the same cells up to the lesson's first solution: about 90% of a lesson's run time on a CPU. Executing that shared
+part twice doubled `make test`'s notebook time. The combined notebook runs it once, then goes on twice:
+  1. the shared part (the lesson's cells before its first solution cell, with their outputs: the cells marked
+     `# NBVAL_CHECK_OUTPUT` are compared there);
+  2. the student version's remaining cells, as a learner's Run all reaches them: exercises unsolved, each check
+     printing its hint, up to the student version's last cell;
+  3. the lesson's remaining cells, its solutions included: each check must pass again.
+Every cell of every committed notebook, lesson and student version, runs under nbval; only the identical shared
+cells run once. The student version must be the lesson minus its solution cells (else: run `make notebooks`).
+
+Usage: python scripts/nbval_pairs.py [--out build/nbval] [NN ...]    (make nbval runs it, then pytest --nbval-lax)
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+from nbtools import BUILD, SOLUTION_TAG, STUDENT, lesson_sources
+
+OUT = BUILD / "nbval"
+
+
+def is_solution(cell) -> bool:
+    return SOLUTION_TAG in cell.metadata.get("tags", [])
+
+
+def code_sources(notebook) -> list[str]:
+    return [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+
+
+def combined(lesson: nbformat.NotebookNode, student: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """The shared part once, then the student version's rest, then the lesson's rest (see the module's doc)."""
+    expected = [cell.source for cell in lesson.cells if cell.cell_type == "code" and not is_solution(cell)]
+    if code_sources(student) != expected:
+        raise SystemExit(f"notebooks/student/{name} is not its lesson without the solution cells: run `make notebooks`")
+    solutions = [i for i, cell in enumerate(lesson.cells) if is_solution(cell)]
+    first = solutions[0] if solutions else len(lesson.cells)
+    pair = copy.deepcopy(lesson)
+    student_rest = []
+    for cell in copy.deepcopy(lesson.cells[first:]):
+        if is_solution(cell):
+            continue
+        cell.id = f"{cell.id}-student"  # ids are unique within a notebook
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None  # as the student version stores it: no outputs
+        student_rest.append(cell)
+    marker = nbformat.v4.new_markdown_cell("*(make nbval: the student version ends here; the lesson's own cells "
+                                           "from its first solution on follow.)*")
+    pair.cells = lesson.cells[:first] + student_rest + [marker] + lesson.cells[first:]
+    return pair
+
+
+def write_pairs(numbers: list[str], out: Path = OUT) -> list[Path]:
+    sources = [s for s in lesson_sources() if not numbers or s.name[:2] in numbers]
+    if numbers and len(sources) != len(set(numbers)):
+        raise SystemExit(f"no lesson numbered {sorted(set(numbers) - {s.name[:2] for s in sources})}")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    written = []
+    for source in sources:
+        name = source.with_suffix(".ipynb").name
+        lesson = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+        student = nbformat.read(STUDENT / name, as_version=4)
+        nbformat.write(combined(lesson, student, name), out / name)
+        written.append(out / name)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("lessons", nargs="*", metavar="NN", help="only these lessons (default: all)")
+    args = parser.parse_args(argv)
+    written = write_pairs(args.lessons, args.out)
+    print(f"{len(written)} lesson + student notebook(s) in {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
