@@ -30,30 +30,33 @@
 # **Time:** 45 minutes. **Prerequisites:** lessons 01 (compute capability) and 03 (training loop).
 
 # %%
-# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
-# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
-# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+# @title Setup: colab_gpu 0.21.1, the course's package (installed where missing; never torch)
+# On Kaggle, turn on Settings > Internet first. PyPI first, else the course's git tag of this release.
 import importlib
 import subprocess
 import sys
 
 COLAB_GPU = "0.21.1"
+SOURCES = [f"colab-gpu=={COLAB_GPU}", f"git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v{COLAB_GPU}"]
 try:
-    import colab_gpu
-    found = getattr(colab_gpu, "__version__", "unknown")
+    from colab_gpu import __version__ as found
 except ImportError:
     found = None
+source = None
 if found != COLAB_GPU:
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"colab-gpu=={COLAB_GPU}"],
-                         capture_output=True, text=True)
-    if pip.returncode != 0:
-        raise RuntimeError(f"pip could not install colab-gpu=={COLAB_GPU} (is this runtime online? "
-                           f"On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+    for source in SOURCES:
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], capture_output=True, text=True)
+        if pip.returncode == 0:
+            break
+    else:
+        raise RuntimeError(f"pip could not install colab_gpu {COLAB_GPU} from {SOURCES} (is this runtime "
+                           f"online? On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
     for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
-        del sys.modules[name]  # a different version imported above: the import below loads the new one
+        del sys.modules[name]  # another version was imported above: the import below loads this one
     importlib.invalidate_caches()
-print(f"colab_gpu {COLAB_GPU}:", "already installed" if found == COLAB_GPU else f"installed (found: {found})")
+print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"installed from {source}")
 
+# %%
 import torch
 
 import colab_gpu as cg

@@ -46,31 +46,37 @@ NOTEBOOK_METADATA = {
 BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)"
                       r"(?:[ \n]#? ?\[!\[Open In Kaggle\]\([^)]*\)\]\([^)]*\))?")
 # The setup cell's install block, from its first comment line to the line that says what it did.
-SETUP_RE = re.compile(r"^# Setup: colab_gpu, .*?^print\(f\"colab_gpu \{COLAB_GPU\}.*?$", re.M | re.S)
+# The setup cell's install block (older lessons' blocks started "# Setup: colab_gpu, ..."), up to its print line.
+SETUP_RE = re.compile(r"^# (?:@title )?Setup: colab_gpu.*?^print\(f\"colab_gpu \{COLAB_GPU\}.*?$", re.M | re.S)
+# A Colab form cell: Colab shows only its title (the cell's metadata says "cellView": "form", added by
+# read_lesson); Kaggle and Jupyter show the code, so it stays short. Where PyPI lacks the pinned release (before a
+# publish, a yanked version), pip takes the repository's tag of the same release.
 SETUP_TEMPLATE = """\
-# Setup: colab_gpu, the course's companion package, at the release this lesson was written for.
-# pip installs it only where it is missing or another version (Colab, Kaggle, a new laptop), and
-# keeps the runtime's own torch. On Kaggle, turn on Settings > Internet first.
+# @title Setup: colab_gpu {version}, the course's package (installed where missing; never torch)
+# On Kaggle, turn on Settings > Internet first. PyPI first, else the course's git tag of this release.
 import importlib
 import subprocess
 import sys
 
 COLAB_GPU = "{version}"
+SOURCES = [f"{distribution}=={{COLAB_GPU}}", f"git+https://github.com/{repository}@v{{COLAB_GPU}}"]
 try:
-    import colab_gpu
-    found = getattr(colab_gpu, "__version__", "unknown")
+    from colab_gpu import __version__ as found
 except ImportError:
     found = None
+source = None
 if found != COLAB_GPU:
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"{distribution}=={{COLAB_GPU}}"],
-                         capture_output=True, text=True)
-    if pip.returncode != 0:
-        raise RuntimeError(f"pip could not install {distribution}=={{COLAB_GPU}} (is this runtime online? "
-                           f"On Kaggle: Settings > Internet):\\n{{pip.stderr[-1500:]}}")
+    for source in SOURCES:
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], capture_output=True, text=True)
+        if pip.returncode == 0:
+            break
+    else:
+        raise RuntimeError(f"pip could not install colab_gpu {{COLAB_GPU}} from {{SOURCES}} (is this runtime "
+                           f"online? On Kaggle: Settings > Internet):\\n{{pip.stderr[-1500:]}}")
     for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
-        del sys.modules[name]  # a different version imported above: the import below loads the new one
+        del sys.modules[name]  # another version was imported above: the import below loads this one
     importlib.invalidate_caches()
-print(f"colab_gpu {{COLAB_GPU}}:", "already installed" if found == COLAB_GPU else f"installed (found: {{found}})")"""
+print(f"colab_gpu {{COLAB_GPU}}:", "already installed" if source is None else f"installed from {{source}}")"""
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ class CourseConfig:
     @property
     def setup_block(self) -> str:
         """The setup cell's install block, identical in every lesson."""
-        return SETUP_TEMPLATE.format(version=self.version, distribution=self.distribution)
+        return SETUP_TEMPLATE.format(version=self.version, distribution=self.distribution,
+                                     repository=self.repository)
 
 
 def read_version(root: Path = ROOT) -> str:
@@ -190,6 +197,9 @@ def read_lesson(source: Path) -> nbformat.NotebookNode:
     """Read a lesson's ``.py`` source as a notebook with the course's metadata."""
     notebook = jupytext.read(source)
     notebook.metadata.update(NOTEBOOK_METADATA)
+    for cell in notebook.cells:
+        if cell.cell_type == "code" and cell.source.startswith("# @title"):
+            cell.metadata["cellView"] = "form"  # Colab shows the title only (the .py keeps tags alone)
     return notebook
 
 

@@ -106,6 +106,32 @@ def run_setup_cell(python: Path, wheel_dir: Path, cwd: Path) -> str:
     return run([str(python), "-c", course_config().setup_block], cwd=cwd, env=env)
 
 
+def tagged_repository(target: Path, version: str) -> Path:
+    """This checkout committed in a new repository and tagged ``v<version>``: what GitHub serves at the tag."""
+    copy_checkout(target)
+    git = ["git", "-C", str(target), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
+    run(["git", "init", "-q", str(target)], cwd=ROOT)
+    run([*git, "add", "-A"], cwd=ROOT)
+    run([*git, "commit", "-q", "-m", f"colab_gpu {version}"], cwd=ROOT)
+    run([*git, "tag", f"v{version}"], cwd=ROOT)
+    return target
+
+
+def run_setup_cell_without_pypi(python: Path, repository: Path, cwd: Path) -> str:
+    """The setup block where PyPI lacks the release: pip finds no wheel (an empty index), so the cell takes the git
+    tag; git's url.<base>.insteadOf sends the cell's own GitHub address to ``repository`` (offline)."""
+    empty = cwd / "empty-index"
+    empty.mkdir(exist_ok=True)
+    config = course_config()
+    # The image's setuptools builds it (PIP_NO_BUILD_ISOLATION=0 is pip's spelling of --no-build-isolation): an
+    # isolated build would download setuptools, and this check runs offline.
+    env = clean_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(empty), PIP_CONFIG_FILE=os.devnull,
+                    PIP_NO_BUILD_ISOLATION="0", GIT_CONFIG_COUNT="1",
+                    GIT_CONFIG_KEY_0=f"url.{repository.as_uri()}.insteadOf",
+                    GIT_CONFIG_VALUE_0=f"https://github.com/{config.repository}")
+    return run([str(python), "-c", config.setup_block], cwd=cwd, env=env)
+
+
 def installed_colab_gpu(python: Path, cwd: Path) -> dict[str, str]:
     return json.loads(run([str(python), "-c", "import json, colab_gpu; print(json.dumps({'version': "
                                               "colab_gpu.__version__, 'file': colab_gpu.__file__}))"], cwd=cwd))
@@ -150,6 +176,7 @@ def check(python: Path | None, wheel: Path | None, work: Path, unit: bool, borro
     # Absolute: pip runs in folders outside the checkout, where a relative --find-links finds nothing.
     wheel = wheel.resolve() if wheel else build_wheel(work / "dist")
     done.append(f"wheel: {wheel.name}")
+    own_venv = python is None
     python = python or venv_borrowing(work / "venv", borrow_from or Path(sys.executable))
     outside = Path(tempfile.mkdtemp(prefix="lesson-", dir=work))
     before = torch_identity(python, outside)
@@ -171,6 +198,17 @@ def check(python: Path | None, wheel: Path | None, work: Path, unit: bool, borro
     if package["version"] != config.version or Path(package["file"]).resolve().is_relative_to(ROOT / "colab_gpu"):
         raise WheelCheckError(f"colab_gpu should come from the installed wheel at {config.version}: {package}")
     done.append(f"colab_gpu {package['version']} imported from {package['file']}")
+
+    if own_venv:  # a second clean venv: the setup cell where PyPI lacks the release
+        tagged = tagged_repository(Path(tempfile.mkdtemp(prefix="tag-", dir=work)) / "repo", config.version)
+        fresh = venv_borrowing(work / "venv-tag", borrow_from or Path(sys.executable))
+        printed = run_setup_cell_without_pypi(fresh, tagged, outside)
+        wanted = f"colab_gpu {config.version}: installed from git+https://github.com/{config.repository}@v"
+        if wanted not in printed or installed_colab_gpu(fresh, outside)["version"] != config.version:
+            raise WheelCheckError(f"without the release on PyPI, the setup cell should take the git tag: {printed!r}")
+        done.append(f"setup cell without PyPI: {printed.strip()!r}")
+    else:
+        done.append("setup cell without PyPI: not checked (--python given: no clean environment to install into)")
 
     doctor = run([str(python), "-m", "colab_gpu", "doctor"], cwd=outside)
     done.append(f"doctor: {doctor.splitlines()[0]!r} ... ({len(doctor.splitlines())} lines)")

@@ -126,14 +126,27 @@ def test_setup_cell_installs_the_pinned_package_only_and_only_when_missing(sourc
     notebook = executed(source)
     setup = code_cells(notebook)[0].source
     config = course_config()
-    assert setup.startswith(config.setup_block + "\n"), "the setup cell starts with the stamped block: `make stamp`"
-    assert "device = cg.get_device()" in setup and "import colab_gpu as cg" in setup
+    assert setup == config.setup_block, "the setup cell is the stamped block alone: `make stamp`"
+    first = code_cells(notebook)[1].source  # in sight, not in the form: the lines a learner's own notebook needs
+    assert "import colab_gpu as cg" in first and "device = cg.get_device()" in first
     installs = [c.source for c in code_cells(notebook) if re.search(r"pip\b.*install", c.source)]
     assert installs == [setup], "only the setup cell may install anything"
     command = re.search(r"subprocess\.run\(\[sys\.executable,(.*?)\]", setup, re.S).group(1).split()
-    expected = ['"-m",', '"pip",', '"install",', '"-q",', f'f"{config.distribution}=={{COLAB_GPU}}"']
-    assert command == expected, "pip installs the companion package alone, pinned (never torch)"
+    assert command == ['"-m",', '"pip",', '"install",', '"-q",', "source"], "pip installs one thing at a time"
+    sources = re.search(r"^SOURCES = \[(.*)\]$", setup, re.M).group(1)
+    assert sources == (f'f"{config.distribution}=={{COLAB_GPU}}", '
+                       f'f"git+https://github.com/{config.repository}@v{{COLAB_GPU}}"'), \
+        "the pinned release from PyPI, else the repository's tag of it (never torch)"
     assert "if found != COLAB_GPU:" in setup, "it installs only when the pinned version is not importable"
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=IDS)
+def test_setup_cell_is_a_colab_form_that_shows_its_title_only(source):
+    for notebook in (executed(source), nbformat.read(STUDENT / source.with_suffix(".ipynb").name, as_version=4)):
+        setup = code_cells(notebook)[0]
+        assert setup.source.startswith("# @title Setup: colab_gpu "), "Colab titles a form cell by its first line"
+        assert setup.metadata.get("cellView") == "form", "without it Colab shows the whole install block"
+        assert sum(c.metadata.get("cellView") == "form" for c in code_cells(notebook)) == 1
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=IDS)

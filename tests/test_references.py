@@ -31,6 +31,14 @@ def test_comparison_names_every_course_gpu_and_says_what_is_not_measured(capsys,
     assert json.loads(figures.read_text()) == {"02.x": {"value": 1.25, "device": "cpu"}}  # for the GPU report
 
 
+def test_before_any_gpu_run_the_course_gpus_take_one_line(capsys, monkeypatch):
+    monkeypatch.setattr(references, "reference_figures", lambda key: dict.fromkeys(references.REFERENCE_GPUS))
+    cg.compare_with_references("02.x", 1.25, "cpu", what="matmul speed-up")
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["matmul speed-up:", "  this CPU runtime: 1.25 x",
+                   "  T4, L4, A100, H100 (course reports): not measured yet, until the course's GPU CI has run"]
+
+
 def test_a_figure_this_runtime_cannot_measure_is_said_so_and_not_recorded(capsys, monkeypatch, tmp_path):
     figures = tmp_path / "figures.json"
     monkeypatch.setenv(references.FIGURES_ENV, str(figures))

@@ -20,9 +20,14 @@ def test_setup_cell_installs_the_wheel_keeps_torch_and_lesson_01_runs_outside_th
     print("\n".join(steps))
     version = course_config().version
     assert steps[0] == f"wheel: colab_gpu-{version}-py3-none-any.whl"
-    assert f"colab_gpu {version}: installed (found: None)" in steps[1] and "already installed" in steps[1]
+    assert f"colab_gpu {version}: installed from colab-gpu=={version}" in steps[1]  # PyPI (here: the wheel)
+    assert "already installed" in steps[1]
     assert steps[2].startswith("torch unchanged: ")
     assert f"colab_gpu {version} imported from {tmp_path}" in steps[3]
+    # PyPI without the release: the cell takes the repository's tag of it, and says so in its one line.
+    repository = course_config().repository
+    assert steps[4] == (f"setup cell without PyPI: 'colab_gpu {version}: installed from "
+                        f"git+https://github.com/{repository}@v{version}'")
     assert steps[-1].startswith("01_enable_gpu_runtime executed top to bottom")
 
 
