@@ -40,3 +40,33 @@ def test_guide_times_fills_one_column_and_keeps_the_other(tmp_path, monkeypatch)
     assert "GPU run time: cuda:0 (Tesla T4)" in text and text.startswith("intro") and text.endswith("outro\n")
     assert guide_times.main(["tpu"]) == 2
     assert guide_times.main(["cpu", str(tmp_path / "missing.json")]) == 1
+
+
+def card_minutes(notebook) -> int:
+    return int(re.search(r"\*\*Time:\*\*\s*(\d+) minutes", notebook.cells[0].source).group(1))
+
+
+def test_study_times_are_honest_and_the_guide_agrees_with_the_cards():
+    """A card's study time covers reading the lesson, running it and the exercise; the guide's line and total
+    are the cards' (issue 34: the guide said "about 7 hours" for cards that added up to 8.8)."""
+    import nbformat
+
+    text = guide_times.GUIDE.read_text()
+    line = re.search(r"Study times: (.*?) \((\d+) h(?: (\d+) min)? in all\)", text, re.S)
+    assert line, "the guide's 'Study times: NN M min, ... (H h M min in all)' line"
+    listed = dict(re.findall(r"(\d\d) (\d+) min", line.group(1)))
+    cards = {}
+    rows = {row.split("](")[1][len("../notebooks/"):][:2]: row for row in table_rows(text)}
+    for source in lesson_sources():
+        notebook = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
+        number, minutes = source.stem[:2], card_minutes(notebook)
+        cards[number] = minutes
+        words = sum(len(c.source.split()) for c in notebook.cells if c.cell_type == "markdown")
+        lines = sum(len(c.source.splitlines()) for c in notebook.cells if c.cell_type == "code")
+        run = [int(s) for s in re.findall(r"\| (\d+) s", rows[number])]  # the measured CPU and GPU run times
+        needed = words / 150 + lines / 15 + 10 + max(run, default=0) / 60
+        assert minutes >= needed, f"{source.stem}: the card says {minutes} min; reading, running and the " \
+                                  f"exercise need {needed:.0f}"
+    assert {k: int(v) for k, v in listed.items()} == cards, "the guide's study times are not the cards'"
+    total = int(line.group(2)) * 60 + int(line.group(3) or 0)
+    assert total == sum(cards.values()), f"the guide says {total} min in all, the cards add up to {sum(cards.values())}"

@@ -31,7 +31,7 @@
 # - whether the PyTorch you have can run on the GPU you got (Kaggle's P100 cannot);
 # - Colab's tiers and limits, what a disconnect loses, and what to do on a CPU-only runtime.
 #
-# **Time:** 15 minutes. **Prerequisites:** basic Python; no PyTorch experience needed yet.
+# **Time:** 25 minutes. **Prerequisites:** basic Python; no PyTorch experience needed yet.
 #
 # Every lesson runs top to bottom on a GPU runtime *and* on a CPU-only one (slower, smaller sizes).
 
