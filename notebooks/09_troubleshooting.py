@@ -91,6 +91,54 @@ print(f"the atlas knows {len(cg.atlas.ENTRIES)} errors in {len(cg.atlas.GROUPS)}
       ", ".join(cg.atlas.GROUPS.values()))
 
 # %% [markdown]
+# ## Before the atlas: read a whole traceback
+#
+# The atlas shows each error in a few lines. Your own errors arrive as a full traceback: many
+# lines, most of them PyTorch's. Here is a real one, printed whole with `traceback.format_exc()`
+# (so that Run all goes on): a batch of CIFAR-10-sized images (3x32x32) reaches a model built for
+# MNIST (1x28x28).
+
+# %%
+import traceback
+
+
+def build_model() -> nn.Module:
+    return nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))
+
+
+def training_step(model: nn.Module, images: torch.Tensor) -> torch.Tensor:
+    logits = model(images)
+    return logits.sum()
+
+
+model = build_model().to(device)
+images = torch.randn(8, 3, 32, 32, device=device)
+shown = ""
+try:
+    training_step(model, images)
+except RuntimeError:
+    shown = traceback.format_exc()
+    print(shown)  # what a notebook prints when the error stops the cell (without the colours)
+assert "mat1 and mat2 shapes cannot be multiplied (8x3072 and 784x10)" in shown and "in training_step" in shown
+
+# %% [markdown]
+# Read it from the bottom up:
+# 1. **The last line is the error**: its type and its message. That is the line to search for in
+#    the atlas below (without the numbers, which change).
+# 2. **Then the first frame in your own code**, going up from the bottom: here `training_step`, at
+#    `logits = model(images)`. The frames below it (`torch/nn/modules/...`) are PyTorch's and only
+#    say how it got there; the message says what to fix: each image is 3 x 32 x 32 = 3,072 values,
+#    and the model's first layer expects 28 x 28 = 784.
+# 3. **On a GPU, the line can be the wrong one.** CUDA runs kernels asynchronously (lesson 02): an
+#    error inside a kernel (an index out of range: "device-side assert triggered") is noticed at a
+#    later call that waits for the GPU, so the traceback points at an innocent line such as
+#    `loss.item()`. Set `CUDA_LAUNCH_BLOCKING=1` before CUDA starts (Runtime > Restart session,
+#    then `os.environ["CUDA_LAUNCH_BLOCKING"] = "1"` in the first cell; in a script,
+#    `CUDA_LAUNCH_BLOCKING=1 python train.py`): each kernel then finishes before the next line
+#    runs, and the traceback points at the line that failed. It makes everything slower: use it
+#    to find the line, then take it out.
+
+# %% [markdown]
 # ## 1. Setup and install
 #
 # ### "No CUDA GPUs are available"
