@@ -263,18 +263,52 @@ plt.show()
 # drive.mount("/content/drive")      # asks for permission once
 # ```
 #
-# `cg.default_checkpoint_dir()` then points into Drive (and to a local folder elsewhere). A
-# checkpoint holds the model, the optimizer, the GradScaler, the epoch, the history and every
-# random generator, and is written **atomically**: to a temporary file, flushed, then renamed,
-# so a disconnect in the middle of a write leaves the previous checkpoint intact.
-# `cg.fit(..., checkpoint=path)` saves after each epoch and, when the file exists, resumes.
+# In plain PyTorch, the training state is a dictionary of `state_dict()`s plus the epoch, written
+# with `torch.save` **atomically**: to a temporary file first, then renamed over the old one, so a
+# disconnect in the middle of a write leaves the previous checkpoint intact.
+
+# %%
+import os
+from pathlib import Path
+
+
+def save_training_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, epoch: int) -> None:
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch,
+             "torch_rng": torch.get_rng_state()}
+    partial = path.with_name(path.name + ".partial")
+    torch.save(state, partial)  # a disconnect here leaves `path` as it was
+    os.replace(partial, path)  # atomic: `path` is now the old file or the new one, never half of one
+
+
+def load_training_state(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    state = torch.load(path, map_location="cpu", weights_only=True)  # tensors and plain values only
+    model.load_state_dict(state["model"])  # copied into the model's own device
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["torch_rng"])
+    return state["epoch"]
+
+
+state_path = Path("checkpoints") / "plain.pt"
+state_path.parent.mkdir(exist_ok=True)
+save_training_state(state_path, model, optimizer, epoch=3)
+restored = cg.mlp(in_features, hidden=512, classes=len(data.classes)).to(device)  # fresh weights
+restored_optimizer = torch.optim.Adam(restored.parameters(), lr=1e-3)
+epoch = load_training_state(state_path, restored, restored_optimizer)
+same = all(torch.equal(a, b) for a, b in zip(restored.state_dict().values(), model.state_dict().values(), strict=True))
+print(f"{state_path} ({state_path.stat().st_size / 1e6:.1f} MB): epoch {epoch}, weights restored exactly: {same}")
+assert same and epoch == 3 and restored_optimizer.state_dict()["state"].keys() == optimizer.state_dict()["state"].keys()
+
+# %% [markdown]
+# `cg.default_checkpoint_dir()` points into Drive once it is mounted (and to a local folder
+# elsewhere). The course's checkpoint, `cg.save_checkpoint`, is the same idea with more in it: the
+# model, the optimizer, the GradScaler, the epoch, the history and every random generator, written
+# atomically. `cg.fit(..., checkpoint=path)` saves one after each epoch and, when the file exists,
+# resumes.
 #
 # We train 4 epochs without interruption, then again with a "disconnect" after epoch 2 and a
 # resume, and compare the final weights.
 
 # %%
-from pathlib import Path
-
 small = data.limit(train=4096, test=1024)  # a few seconds per run
 
 
