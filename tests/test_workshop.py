@@ -46,3 +46,33 @@ def test_the_budget_check_notices_a_wrong_sum():
 def test_kit_is_linked_from_the_readme_and_the_guide():
     assert "(docs/workshop.md)" in (ROOT / "README.md").read_text()
     assert "(workshop.md)" in (ROOT / "docs" / "instructor_guide.md").read_text()
+
+
+def agenda(heading: str, text: str) -> list[tuple[int, str]]:
+    """(minutes from the start, block) for each row of the agenda under ``### heading``."""
+    block = re.search(rf"^### {re.escape(heading)}.*?(?=^### |^## )", text, re.M | re.S)
+    assert block, f"docs/workshop.md has no agenda '{heading}'"
+    rows = re.findall(r"^\| (\d+):(\d\d) \| ([^|]+) \|", block.group(0), re.M)
+    return [(int(h) * 60 + int(m), what.strip()) for h, m, what in rows]
+
+
+def lessons_in(rows) -> list[str]:
+    return [number for _, what in rows for number in re.findall(r"(?:^|, )(\d\d) ", what)]
+
+
+def test_the_three_hour_agenda_follows_the_prerequisites_and_ends_on_the_capstone():
+    rows = agenda("3 hours", KIT.read_text())
+    starts = [start for start, _ in rows]
+    assert starts == sorted(set(starts)) and starts[-1] < 180, starts  # in order, within the 3 hours
+    lessons = lessons_in(rows)
+    assert lessons == sorted(lessons), lessons  # each lesson after those it builds on
+    assert "04" in lessons and lessons[-1] == "12", lessons  # 05 needs 04; the payoff comes last
+    assert [what for _, what in rows][-1] == "exit survey" and 180 - starts[-1] <= 10
+
+
+def test_the_full_day_reaches_the_end_of_the_course():
+    rows = agenda("Full day", KIT.read_text())
+    starts = [start for start, _ in rows]
+    assert starts == sorted(set(starts)), starts
+    assert {"10", "11", "12", "13"} <= set(lessons_in(rows)), lessons_in(rows)
+    assert lessons_in(rows).index("12") > lessons_in(rows).index("05")
