@@ -29,6 +29,7 @@ from nbtools import (
     STUDENT,
     badge_markdown,
     course_config,
+    git_commit,
     read_lesson,
     student_notebook,
 )
@@ -75,11 +76,6 @@ def gpu_run_of(source: Path, runs: Path | None = None) -> tuple[nbformat.Noteboo
     return None
 
 
-def git_commit() -> str | None:
-    done = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else None
-
-
 def shown_notebook(lesson, runs: Path | None = None) -> tuple[nbformat.NotebookNode, str]:
     """The notebook a lesson's page shows, and the line under its title that says which run produced its outputs:
     a GPU run of its current source where one was imported, else the CPU run that built the site."""
@@ -94,7 +90,7 @@ def shown_notebook(lesson, runs: Path | None = None) -> tuple[nbformat.NotebookN
     commit = git_commit()
     return lesson.notebook, (
         f"**Outputs on this page:** a CPU run ({lesson.device}), {time.strftime('%Y-%m-%d')}"
-        f"{f', commit `{commit}`' if commit else ''}. No GPU run of this version of the lesson is imported yet: "
+        f"{f', commit `{commit[:7]}`' if commit else ''}. No GPU run of this version of the lesson is imported yet: "
         "its timings are a CPU's, and the GPU figures it quotes come from the course's reports.")
 
 

@@ -39,6 +39,7 @@ from nbtools import (
     course_config,
     device_label,
     execute,
+    git_commit,
     lesson_sources,
     read_lesson,
     strip_machine_paths,
@@ -96,12 +97,6 @@ def evaluate_targets(bench_rows: list[dict], course_seconds: float | None) -> li
     met = None if course_seconds is None else COURSE_TARGET.met(course_seconds)
     return results + [{"key": "course", "target": COURSE_TARGET.promise, "reason": COURSE_TARGET.reason,
                        "value": course_seconds, "met": met}]
-
-
-def git_commit() -> str | None:
-    """The commit this checkout is at, None outside a git checkout."""
-    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def gpu_title(doctor: dict) -> str:

@@ -215,6 +215,14 @@ class Execution:
     traceback: str | None = None  # its error as the notebook shows it, without colours
 
 
+def git_commit() -> str | None:
+    """The full sha of the commit this checkout is at (a GPU run's report, the site's CPU label); None outside git."""
+    import subprocess
+
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
 def device_label() -> str:
     """The device the lessons pick here: ``cuda:0 (Tesla T4)``, or ``cpu (2 cores)``."""
     device = cg.get_device()

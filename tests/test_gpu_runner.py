@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -13,6 +12,7 @@ import gpu_runner
 import import_gpu_run
 import pytest
 import torch
+import wheel_check
 from nbtools import ROOT
 
 LESSON = "01_enable_gpu_runtime"
@@ -21,18 +21,9 @@ LESSON = "01_enable_gpu_runtime"
 @pytest.fixture(scope="module")
 def course_repo(tmp_path_factory):
     """This working tree (tracked and new files) committed into a fresh repository: what the kernel clones."""
-    repo = tmp_path_factory.mktemp("origin") / "course"
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True,
-                            text=True, check=True).stdout.split("\0")
-    for name in filter(None, listed):
-        if (ROOT / name).is_file():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name)
-    git = ["git", "-C", str(repo), "-c", "user.email=ci@example.com", "-c", "user.name=ci"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "the commit under test"], check=True)
-    return repo, subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    repo = wheel_check.tagged_repository(tmp_path_factory.mktemp("origin") / "course", "0.0.0-test")
+    return repo, subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                check=True).stdout.strip()
 
 
 @pytest.fixture(scope="module")
