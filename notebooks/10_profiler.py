@@ -26,9 +26,10 @@
 # - to read `key_averages()` sorted the useful way, and to open a trace in Perfetto;
 # - to see the classic bottlenecks in a profile (a slow input pipeline, a host-device sync
 #   every step, many tiny operations) and fix each, measured before and after;
+# - to find the bottleneck of a loop you did not write, fix it, and measure the fix;
 # - why `nvidia-smi`'s "GPU utilisation" is not efficiency.
 #
-# **Time:** 40 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
+# **Time:** 50 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
 
 # %%
 # @title Setup: colab_gpu 0.21.1, the course's package (installed where missing; never torch)
@@ -304,49 +305,114 @@ with cg.shows_error(AssertionError, match="must be initialized|^$",
     empty.key_averages()
 
 # %% [markdown]
-# ## Exercise: label a training loop
+# ## Exercise: find and fix the bottleneck of a loop you did not write
 #
-# The loop below trains lesson 04's CNN from the DeviceLoader, inside a profiler. Label its
-# four phases with `record_function` ("data", "forward", "backward", "step") and end each
-# step with `prof.step()`, so that `cg.summarize_profile` can split the time.
-# `cg.check_profile_labels` checks that every phase has time and that together they cover
-# most of the step.
+# `their_steps` below is someone else's training loop: a small MLP on the JPEG images, with
+# three suspects in plain sight: the loss read with `.item()` every step (section 7), an
+# optimizer that updates each parameter tensor on its own (`foreach=False`, section 8), and
+# JPEGs decoded one sample at a time (section 6). Which one costs the most here? Profile it:
+#
+# 1. Label its phases "data", "forward", "backward" and "step" with `record_function`, as in
+#    section 2 (`prof.step()` is already there), and rerun the cell: `cg.check_profile_labels`
+#    checks that the labels cover the step and prints each phase's share.
+# 2. Write `my_steps(steps)`: the same training (the same model and learning rate, batches of
+#    128 of the same images, each flipped at random), returning one loss per step, without the
+#    cost your profile shows. `cg.check_bottleneck_fix` runs both loops on this runtime and
+#    wants yours at least twice as fast: taking out a suspect that costs little does not get there.
 
 # %%
-exercise_model = cg.small_cnn(3, 10, width=16).to(device)
-exercise_optimizer = torch.optim.SGD(exercise_model.parameters(), lr=0.01)
+from torch.nn import functional as F
+
+their_loader = DataLoader(cg.EncodedImages(images, labels, augment), batch_size=128, shuffle=True)
+
+
+def their_steps(steps, prof=None):
+    """Someone else's loop: ``steps`` training steps of an MLP on JPEG images; one loss per step."""
+    torch.manual_seed(0)
+    model = cg.mlp(3 * 32 * 32, hidden=64).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+    losses, batches = [], iter(their_loader)
+    for _ in range(steps):
+        inputs, targets = next(batches)
+        inputs, targets = inputs.to(device), targets.to(device)
+        loss = F.cross_entropy(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if prof is not None:
+            prof.step()
+    return torch.tensor(losses)
+
+
 with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
              acc_events=True) as prof:
-    batches = iter(resident)
-    for _ in range(5):
-        inputs, targets = next(batches)
-        loss = torch.nn.functional.cross_entropy(exercise_model(inputs), targets)
-        exercise_optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        exercise_optimizer.step()
+    their_steps(5, prof)
+
 
 # %% tags=["solution"]
-with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-             acc_events=True) as prof:
-    batches = iter(resident)
-    for _ in range(5):
+def their_steps(steps, prof=None):
+    """Someone else's loop, labelled: ``steps`` training steps of an MLP on JPEG images; one loss per step."""
+    torch.manual_seed(0)
+    model = cg.mlp(3 * 32 * 32, hidden=64).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+    losses, batches = [], iter(their_loader)
+    for _ in range(steps):
         with record_function("data"):
             inputs, targets = next(batches)
+            inputs, targets = inputs.to(device), targets.to(device)
         with record_function("forward"):
-            loss = torch.nn.functional.cross_entropy(exercise_model(inputs), targets)
+            loss = F.cross_entropy(model(inputs), targets)
         with record_function("backward"):
-            exercise_optimizer.zero_grad(set_to_none=True)
+            optimizer.zero_grad()
             loss.backward()
         with record_function("step"):
-            exercise_optimizer.step()
-        prof.step()
+            optimizer.step()
+            losses.append(loss.item())
+        if prof is not None:
+            prof.step()
+    return torch.tensor(losses)
+
+
+with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+             acc_events=True) as prof:
+    their_steps(5, prof)
 
 # %%
 cg.check_profile_labels(prof)
 
+
+# %%
+def my_steps(steps):
+    """Your loop: the same training as their_steps, without the cost your profile shows."""
+    return their_steps(steps)
+
+
+# %% tags=["solution"]
+def my_steps(steps):
+    """The same training from the images decoded once and kept on the device (section 6's fix): the profile
+    gives "data" most of the step, on a CPU runtime as on a GPU."""
+    torch.manual_seed(0)
+    model = cg.mlp(3 * 32 * 32, hidden=64).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    losses, batches = torch.zeros(steps, device=device), iter(resident)
+    for step in range(steps):
+        inputs, targets = next(batches)
+        loss = F.cross_entropy(model(cg.per_sample_flip(inputs)), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses[step] = loss.detach()  # read once, at the end
+    return losses
+
+
+# %%
+cg.check_bottleneck_fix(their_steps, my_steps, device)
+
 # %% [markdown]
 # ## Summary
 #
+# - Profile before you fix: the suspect in plain sight is not always the cost.
 # - Profile a few steps, not a whole epoch: `profile(activities=[CPU, CUDA],
 #   schedule=schedule(wait=1, warmup=1, active=3, repeat=1))`, `prof.step()` after each step,
 #   `record_function("...")` around data, forward, backward and step.

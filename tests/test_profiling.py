@@ -140,3 +140,64 @@ def test_a_gpu_profile_records_kernels_and_launches():
     labels = {"data", "forward", "backward", "step"}
     # Kineto also records the labels on the GPU timeline (is_device_annotation): none of them is a kernel here
     assert not [s for s in spans_of(prof) if s.on_device and (s.name in labels or s.name.startswith(STEP_PREFIX))]
+
+
+def lesson_exercise(data_images: int = 1024) -> dict:
+    """Lesson 10's exercise cells, run in order on the offline digits: their loop, its labelled twin, my_steps."""
+    from pathlib import Path
+
+    import jupytext
+    from torch.utils.data import DataLoader
+    from torchvision.transforms import v2
+
+    cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "10_profiler.py").cells
+    start = next(i for i, c in enumerate(cells) if c.source.startswith("## Exercise"))
+    data = cg.load_digits(32, 3)
+    images, labels = data.train_images[:data_images], data.train_labels[:data_images]
+    namespace = {"torch": torch, "cg": cg, "DataLoader": DataLoader, "profile": profile, "schedule": schedule,
+                 "record_function": record_function, "activities": [ProfilerActivity.CPU], "device": CPU,
+                 "images": images, "labels": labels, "resident": cg.DeviceLoader(images.float() / 255, labels,
+                                                                                 batch_size=128, device=CPU),
+                 "augment": v2.Compose([v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True)])}
+    codes = [c for c in cells[start:] if c.cell_type == "code"]
+    namespace["cells"] = {("solution" if "solution" in c.metadata.get("tags", []) else "given", i): c.source
+                          for i, c in enumerate(codes)}
+    return namespace
+
+
+def run_cell(namespace: dict, source: str) -> None:
+    exec(compile(source, "10_profiler.py", "exec"), namespace)
+
+
+def test_the_bottleneck_check_fails_on_the_starting_code_and_on_the_wrong_suspect(capsys):
+    lesson = lesson_exercise()
+    given = [source for (kind, _), source in lesson["cells"].items() if kind == "given" and "def " in source]
+    run_cell(lesson, given[0])  # their loop, profiled without labels
+    assert not cg.check_profile_labels(lesson["prof"])
+    run_cell(lesson, given[1])  # my_steps as the lesson starts it: their loop
+    assert not cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
+    assert "aim for 2x" in capsys.readouterr().out
+    wrong_suspect = given[0].split("\n\nwith profile")[0].replace("foreach=False", "foreach=True").replace(
+        "losses.append(loss.item())", "losses.append(loss.detach())").replace("def their_steps", "def my_steps")
+    run_cell(lesson, wrong_suspect)  # the sync and the per-tensor optimizer gone, the JPEG pipeline kept
+    assert not cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
+    assert "the other suspects cost little" in capsys.readouterr().out
+
+
+def test_the_lesson_solutions_pass_both_checks(capsys):
+    lesson = lesson_exercise()
+    for source in lesson["cells"].values():  # in the lesson's order, as "Run all" runs them
+        if "def " in source:
+            run_cell(lesson, source)
+    assert cg.check_profile_labels(lesson["prof"])
+    assert cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
+    assert "faster on cpu" in capsys.readouterr().out
+
+
+def test_the_bottleneck_check_wants_one_finite_loss_per_step(capsys):
+    for fast, hint in ((lambda steps: [1.0] * (steps - 1), "one finite loss per step"),
+                       (lambda steps: [float("nan")] * steps, "one finite loss per step"),
+                       (lambda steps: 1 / 0, "raised ZeroDivisionError"),
+                       ([1.0] * 6, "pass your function")):
+        assert not cg.check_bottleneck_fix(lambda steps: [1.0] * steps, fast, CPU)
+        assert hint in capsys.readouterr().out

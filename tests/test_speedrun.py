@@ -1,16 +1,21 @@
 """Lesson 12's speedrun ladder and its augmentation, on the CPU (GPU rungs through the fake-GPU fixtures)."""
 
+from pathlib import Path
+
+import jupytext
 import pytest
 import torch
+from torch import nn
+from torch.nn import functional as F
 from torchvision.transforms import v2
 
 import colab_gpu as cg
 from colab_gpu import speedrun_ladder as sr
-from colab_gpu.checks import HINT, PASS
-from colab_gpu.checks.speed import _crop_offset
+from colab_gpu.checks import HINT
 from colab_gpu.compiling import CompileSupport
 
 CPU = torch.device("cpu")
+LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "12_speedrun.py"
 
 
 @pytest.fixture(scope="module")
@@ -61,17 +66,72 @@ def test_random_crop_shifts_each_image_on_its_own():
         cg.random_crop(images[0], 2)
 
 
-def test_check_random_crop_passes_the_package_crop_and_explains_each_mistake(capsys):
-    assert cg.check_random_crop(cg.random_crop)
-    assert PASS in capsys.readouterr().out
-    same_for_all = v2.RandomCrop(32, padding=4)  # one draw per call: the whole batch shifts together
-    for wrong, hint in ((lambda images, padding: same_for_all(images), "the same shift"),
-                        (lambda images, padding: images.flip(-1), "not its input shifted"),
-                        (lambda images, padding: images.float(), "return a uint8 batch"),
-                        (lambda images, padding: images[0], "return a uint8 batch"),
-                        (lambda images, padding: 1 / 0, "raised ZeroDivisionError"),
-                        (cg.random_crop(torch.zeros(1, 1, 4, 4, dtype=torch.uint8), 1), "pass your function")):
-        assert not cg.check_random_crop(wrong)
+def _crop_offset(image: torch.Tensor, crop: torch.Tensor, padding: int) -> tuple[int, int] | None:
+    """Where ``crop`` sits in ``image`` padded by ``padding`` pixels (zeros or reflection), or None."""
+    h, w = image.shape[-2:]
+    for mode in ("constant", "reflect"):
+        padded = F.pad(image.float()[None], (padding,) * 4, mode=mode)[0].to(image.dtype)
+        for dy in range(2 * padding + 1):
+            for dx in range(2 * padding + 1):
+                if torch.equal(padded[:, dy:dy + h, dx:dx + w], crop):
+                    return dy, dx
+    return None
+
+
+def lesson_loops() -> tuple[dict, dict]:
+    """The exercise's two `train_fast`: the starting code (rung 0) and the worked solution, run from the lesson."""
+    cells = jupytext.read(LESSON).cells
+    solution = next(i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", []))
+    namespaces = []
+    for cell in (cells[solution - 1], cells[solution]):
+        namespace = {"torch": torch, "cg": cg, "F": F, "v2": v2}
+        exec(compile(cells[solution - 1].source, str(LESSON), "exec"), namespace)  # the imports and data set
+        exec(compile(cell.source, str(LESSON), "exec"), namespace)
+        namespaces.append(namespace)
+    return namespaces[0]["train_fast"], namespaces[1]["train_fast"]
+
+
+def test_lesson_crop_is_the_package_crop_in_plain_pytorch():
+    cells = jupytext.read(LESSON).cells
+    cell = next(c for c in cells if c.source.lstrip().startswith("from torch.nn import functional"))
+    namespace = {"torch": torch, "cg": cg, "plt": __import__("matplotlib.pyplot").pyplot,
+                 "data": cg.load_digits(32, 3).limit(train=8, test=8)}
+    exec(compile(cell.source.split("\ntorch.manual_seed(0)")[0], str(LESSON), "exec"), namespace)
+    images = torch.randint(0, 256, (32, 3, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    offsets = [_crop_offset(images[i], crop, 2) for i, crop in enumerate(namespace["random_crop"](images, 2))]
+    assert None not in offsets and len(set(offsets)) > 5
+
+
+def test_check_fast_loop_fails_on_rung_0s_loop_as_the_lesson_starts_it(capsys):
+    data = cg.load_digits(32, 3).limit(train=320, test=64)
+    rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=2)
+    starting, _ = lesson_loops()
+    assert not cg.check_fast_loop(starting, data, CPU, baseline=rung0)
+    assert "aim for 2x" in capsys.readouterr().out
+
+
+def test_check_fast_loop_passes_the_lesson_solution(capsys):
+    # The data the lesson uses offline on a CPU, for the CPU ladder's 3 epochs.
+    data = cg.load_digits(32, 3).limit(train=1_000, test=500)
+    rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=sr.ladder_size(CPU).epochs)
+    _, solution = lesson_loops()
+    assert cg.check_fast_loop(solution, data, CPU, baseline=rung0)
+    assert "vs rung 0's" in capsys.readouterr().out
+
+
+def test_check_fast_loop_explains_each_mistake(capsys):
+    data = cg.load_digits(32, 3).limit(train=64, test=64)
+    slow_and_good = sr.RungResult(sr.ladder(CPU)[0], epoch_seconds=[50.0, 50.0], images=64, test_acc=0.9)
+
+    def untrained(data, device, epochs):
+        return cg.speed_net(3, 10, width=4)  # fast, and learns nothing
+
+    for wrong, hint in ((untrained, "test accuracy vs rung 0's 90.0%: train all 2 epochs"),
+                        (lambda data, device, epochs: None, "return the trained model"),
+                        (lambda data, device, epochs: 1 / 0, "raised ZeroDivisionError"),
+                        (lambda data, device, epochs: nn.Linear(2, 2), "evaluating the model you returned raised"),
+                        (untrained(data, CPU, 2), "pass your function")):
+        assert not cg.check_fast_loop(wrong, data, CPU, baseline=slow_and_good)
         out = capsys.readouterr().out
         assert HINT in out and hint in out, out
 

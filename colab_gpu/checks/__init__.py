@@ -18,20 +18,21 @@ from .core import (
 from .memory import check_evaluation_memory, check_memory_saving, check_released
 from .parallel import check_ddp_script, check_shard
 from .speed import (
+    check_bottleneck_fix,
     check_compiles_once,
+    check_fast_loop,
     check_loader_settings,
     check_loader_speed,
     check_prediction_speed,
     check_profile_labels,
-    check_random_crop,
     check_timing,
 )
 from .training import check_amp_step, check_frozen_backbone, check_precision_rule, check_train_loop
 
 __all__ = [
-    "HINT", "PASS", "CheckResult", "check_amp_step", "check_close", "check_compiles_once", "check_ddp_script",
-    "check_evaluation_memory", "check_frozen_backbone", "check_label_validator", "check_loader_settings",
-    "check_loader_speed", "check_memory_saving", "check_on_device", "check_precision_rule", "check_prediction_speed",
-    "check_profile_labels", "check_random_crop", "check_released", "check_shard", "check_that", "check_timing",
-    "check_train_loop",
+    "HINT", "PASS", "CheckResult", "check_amp_step", "check_bottleneck_fix", "check_close", "check_compiles_once",
+    "check_fast_loop", "check_ddp_script", "check_evaluation_memory", "check_frozen_backbone",
+    "check_label_validator", "check_loader_settings", "check_loader_speed", "check_memory_saving",
+    "check_on_device", "check_precision_rule", "check_prediction_speed", "check_profile_labels", "check_released",
+    "check_shard", "check_that", "check_timing", "check_train_loop",
 ]

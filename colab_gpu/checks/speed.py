@@ -1,9 +1,10 @@
-"""Checks of speed exercises: the learner's code measured on this runtime (lessons 02, 04, 05, 10, 11)."""
+"""Checks of speed exercises: the learner's code measured on this runtime (lessons 02, 04, 05, 10, 11, 12)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import time
 
 import torch
 from torch import nn
@@ -139,6 +140,31 @@ def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
                       "fetching the batch to optimizer.step(), inside the four labels.")
 
 
+def check_bottleneck_fix(slow: object, fast: object, device: str | torch.device = "cpu", *, steps: int = 6,
+                         at_least: float = 2.0, repeat: int = 3) -> CheckResult:
+    """Check lesson 10's fix of a loop: ``fast(steps)`` trains like ``slow(steps)``, returning one finite loss per
+    step, and takes at most 1 / ``at_least`` of its time on this runtime (medians of ``repeat`` interleaved runs).
+    Taught in lesson 10."""
+    if not callable(fast):
+        return check_that(False, "", f"pass your function (my_steps, not my_steps(...)), got {type(fast).__name__}.")
+    try:
+        losses = torch.as_tensor(fast(steps), dtype=torch.float32).cpu()
+    except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
+        return check_that(False, "", f"my_steps({steps}) raised {type(err).__name__}: {err}")
+    if losses.shape != (steps,) or not torch.isfinite(losses).all():
+        return check_that(False, "", f"return one finite loss per step ({steps} numbers), got {losses.tolist()[:8]}.")
+
+    def timed(loop: object) -> object:
+        return lambda: (loop(steps), synchronize(device))
+
+    medians = interleaved_medians({"slow": timed(slow), "fast": timed(fast)}, repeat)
+    gain = medians["slow"] / medians["fast"]
+    timing = f"{steps} steps in {medians['fast'] * 1e3:.0f} ms instead of {medians['slow'] * 1e3:.0f} ms"
+    return check_that(gain >= at_least, f"{timing}: {gain:.1f}x faster on {torch.device(device)}.",
+                      f"{timing}: {gain:.1f}x, aim for {at_least:g}x. Fix the phase with the biggest share in your "
+                      "profile: the other suspects cost little next to it.")
+
+
 def check_compiles_once(model: object, loader: object, device: str | torch.device = "cpu", *,
                         dynamic: bool | None = None) -> CheckResult:
     """Check that one epoch through ``torch.compile(model, dynamic=dynamic)`` captures exactly one graph (lesson 11):
@@ -168,49 +194,55 @@ def check_compiles_once(model: object, loader: object, device: str | torch.devic
                       "smaller; use drop_last=True in the DataLoader, or compile with dynamic=True.")
 
 
-def _crop_offset(image: torch.Tensor, crop: torch.Tensor, padding: int) -> tuple[int, int] | None:
-    """Where ``crop`` sits in ``image`` padded by ``padding`` pixels (zeros or reflection), or None."""
-    h, w = image.shape[-2:]
-    for mode in ("constant", "reflect"):
-        padded = nn.functional.pad(image.float()[None], (padding,) * 4, mode=mode)[0].to(image.dtype)
-        for dy in range(2 * padding + 1):
-            for dx in range(2 * padding + 1):
-                if torch.equal(padded[:, dy:dy + h, dx:dx + w], crop):
-                    return dy, dx
-    return None
+def check_fast_loop(train: object, data, device: str | torch.device = "cpu", *, baseline=None,
+                    min_speedup: float = 2.0, accuracy_margin: float = 0.10) -> CheckResult:
+    """Check lesson 12's fast loop ``train(data, device, epochs)``, which trains a fresh model and returns it.
 
+    A speedrun's clock: the whole call (moving the data, building the model, every epoch) takes at most
+    1 / ``min_speedup`` of the time rung 0 took to train the same epochs (``baseline``, a ``RungResult`` from
+    `run_ladder`; trained here when not given), and the model's test accuracy, on images normalized with
+    ``data.normalization()``, is at most ``accuracy_margin`` below rung 0's (10 points: a few epochs of
+    rung 0 land anywhere within about that, depending on the seed). Taught in lesson 12.
+    """
+    from ..augment import AugmentedDeviceLoader
+    from ..precision import restored_backend_settings
+    from ..speedrun_ladder import ladder, ladder_size, run_rung
+    from ..train import evaluate
 
-def check_random_crop(crop: object, device: str | torch.device = "cpu", *, padding: int = 4) -> CheckResult:
-    """Check a batched random crop ``crop(images, padding)`` (lesson 12): every output image is its input shifted
-    by at most ``padding`` pixels (padded with zeros or by reflection), the shifts differ from image to image,
-    and one call on 1,024 images beats cropping them one at a time with ``v2.RandomCrop`` on this runtime."""
-    from torchvision.transforms import v2
-
-    from ..timing import benchmark
-
-    if not callable(crop):
-        return check_that(False, "", f"pass your function (crop, not crop(...)), got {type(crop).__name__}.")
-    images = torch.randint(0, 256, (1024, 3, 32, 32), dtype=torch.uint8,
-                           generator=torch.Generator().manual_seed(0)).to(device)
+    device = torch.device(device)
+    if isinstance(train, nn.Module) or not callable(train):
+        return check_that(False, "", f"pass your function (train_fast, not train_fast(...)), got "
+                                     f"{type(train).__name__}.")
+    if baseline is None:
+        baseline = run_rung(ladder(device)[0], data, device, epochs=ladder_size(device).epochs)
+    epochs, rung0_s = len(baseline.epoch_seconds), sum(baseline.epoch_seconds)
+    with restored_backend_settings():  # the cudnn.benchmark a loop turns on stays in that loop
+        synchronize(device)
+        start = time.perf_counter()
+        try:
+            model = train(data, device, epochs)
+        except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
+            return check_that(False, "", f"train_fast(data, device, {epochs}) raised {type(err).__name__}: {err}")
+        synchronize(device)
+        seconds = time.perf_counter() - start
+    if not isinstance(model, nn.Module):
+        return check_that(False, "", f"return the trained model (an nn.Module), got {type(model).__name__}.")
+    mean, std = data.normalization()
+    test = AugmentedDeviceLoader(data.test_images, data.test_labels, min(1024, len(data.test_images)),
+                                 device=device, mean=mean, std=std, augment=False, channels_last=False)
     try:
-        cropped = crop(images, padding)
-    except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
-        return check_that(False, "", f"crop(images, {padding}) raised {type(err).__name__}: {err}")
-    if not isinstance(cropped, torch.Tensor) or cropped.shape != images.shape or cropped.dtype != images.dtype:
-        got = f"{cropped.dtype} {tuple(cropped.shape)}" if isinstance(cropped, torch.Tensor) else type(cropped).__name__
-        return check_that(False, "", f"return a uint8 batch of the input's shape {tuple(images.shape)}, got {got}.")
-    offsets = [_crop_offset(images[i], cropped[i].to(images.device), padding) for i in range(64)]
-    if None in offsets:
-        return check_that(False, "", f"image {offsets.index(None)} is not its input shifted by at most {padding} "
-                                     "pixels: pad by `padding` on every side, then cut an H x W window.")
-    if len(set(offsets)) == 1:
-        return check_that(False, "", "every image got the same shift: that is one random draw for the whole batch "
-                                     "(what a v2 transform does on a batch). Draw one offset per image.")
-    one_at_a_time = v2.RandomCrop(images.shape[-1], padding=padding, padding_mode="reflect")
-    loop = benchmark(lambda: torch.stack([one_at_a_time(image) for image in images]), device=device, repeat=3)
-    yours = benchmark(lambda: crop(images, padding), device=device, repeat=5)
-    return check_that(yours.median < loop.median,
-                      f"{len(set(offsets))} different shifts in 64 images; 1,024 images in "
-                      f"{yours.median * 1e3:.1f} ms, {loop.median / yours.median:.0f}x faster than one at a time.",
-                      f"correct crops, but {yours.median * 1e3:.1f} ms vs {loop.median * 1e3:.1f} ms one image at a "
-                      "time: index the whole batch at once instead of looping over the images.")
+        accuracy = evaluate(model, test, device).accuracy
+    except Exception as err:  # a model left on another device, or one that expects other inputs
+        return check_that(False, "", f"evaluating the model you returned raised {type(err).__name__}: {err}")
+    speedup = rung0_s / seconds
+    if speedup < min_speedup:
+        return check_that(False, "", f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s: {speedup:.1f}x, "
+                                     f"aim for {min_speedup:.0f}x. Which rung's change is missing? The data on the "
+                                     "device, no .item() per step, a large batch with its schedule, the speed net: "
+                                     "section 4 shows each as a diff.")
+    return check_that(accuracy >= baseline.test_acc - accuracy_margin,
+                      f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s ({speedup:.1f}x), test "
+                      f"accuracy {accuracy:.1%} vs rung 0's {baseline.test_acc:.1%}, on {device}.",
+                      f"{speedup:.1f}x faster, but {accuracy:.1%} test accuracy vs rung 0's {baseline.test_acc:.1%}: "
+                      f"train all {epochs} epochs on every image, normalize with data.normalization(), and keep the "
+                      "learning rate and schedule of the rung you copied (rung 6: 0.05, one-cycle per batch).")

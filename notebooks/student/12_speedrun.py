@@ -31,10 +31,11 @@
 #   in the same run (seconds per epoch, images/s, test accuracy after the same budget);
 # - which rungs pay on which hardware: what a GPU gains from workers, resident data,
 #   channels_last, mixed precision, large batches and compiling, and what a CPU does not;
+# - what each rung changes in the training loop, as a diff of a few lines;
 # - to augment on the GPU: a random crop for every image of a batch in one indexing operation;
-# - to run the last rung as one call, `cg.speedrun(...)`, and read its time to accuracy.
+# - to write the fast loop yourself, in plain PyTorch, and measure it against rung 0 here.
 #
-# **Time:** 45 minutes. **Prerequisites:** lessons 03 (the loop), 05 (feeding the GPU),
+# **Time:** 60 minutes. **Prerequisites:** lessons 03 (the loop), 05 (feeding the GPU),
 # 06 (mixed precision) and 11 (`torch.compile`).
 
 # %% cellView="form"
@@ -104,14 +105,15 @@ print(f"\nevery rung trains a fresh model for {size.epochs} epochs on {device}")
 # The data: CIFAR-10 where it can be downloaded. Offline, the course's fallback (scikit-learn's
 # digits at 3x32x32) is too small to time a GPU with, so on a GPU its training images are
 # repeated to CIFAR-10's 50,000: the speeds are then CIFAR-10-sized, the accuracies are digits'.
-# A CPU runtime trains on a slice of CIFAR-10 (1,500 images), so that the ladder takes a minute.
+# A CPU runtime trains on 1,000 of the training images, so that the ladder takes about half a
+# minute.
 
 # %%
 data = cg.load_cifar10()
 if on_gpu and data.fallback:
     data = cg.speedrun_ladder.cifar_sized(data, size.train_images)
 elif not on_gpu:
-    data = data.limit(train=1_500, test=500)
+    data = data.limit(train=1_000, test=500)
 print(data)
 
 # %% [markdown]
@@ -170,52 +172,172 @@ assert all(r.test_acc > 2 / len(data.classes) for r in ran), "a rung did not lea
 # it back in accuracy per epoch: your table's last column says whether it did. On a CPU
 # runtime the arithmetic dominates every rung, and only the smaller network of the last rung
 # does much: the reason this course's speed-ups are measured on GPUs.
+
+# %% [markdown]
+# ## 4. What each rung changes in the loop
 #
-# ## 4. Augmentation on the GPU, for every image
+# Rung 0's loop is the starting code of this lesson's exercise: a `Dataset` that transforms one
+# image at a time, a `DataLoader`, and the loop of lesson 03. Each rung is the rung below plus a
+# few lines. Here they are as diffs (`-` a line taken out, `+` a line put in), with a GPU's
+# sizes (a CPU's ladder uses batches of 32 and 64 and a speed net of width 16).
+#
+# **Rung 1, workers + pinned memory** (lesson 05): the transforms run in worker processes while
+# the GPU trains, and batches arrive in page-locked memory, so their copies can be asynchronous.
+#
+# ```diff
+# -loader = DataLoader(dataset, batch_size=128, shuffle=True)
+# +loader = DataLoader(dataset, batch_size=128, shuffle=True, num_workers=2, pin_memory=True,
+# +                    persistent_workers=True)
+#  for inputs, targets in loader:
+# -    inputs, targets = inputs.to(device), targets.to(device)
+# +    inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+# ```
+#
+# **Rung 2, data on the device** (lesson 05, and section 5 below): the uint8 images go to the
+# device once; every batch is indexed, cropped, flipped and normalized there; nothing reads the
+# loss during the epoch, so the CPU queues steps ahead of the GPU.
+#
+# ```diff
+# -loader = DataLoader(dataset, batch_size=128, shuffle=True, num_workers=2, pin_memory=True, ...)
+# +images, labels = data.train_images.to(device), data.train_labels.to(device)  # uint8, once
+# +mean, std = (t.to(device)[:, None, None] for t in data.normalization())
+#  for epoch in range(epochs):
+# -    for inputs, targets in loader:
+# -        inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+# +    order = torch.randperm(len(images), device=device)
+# +    for step in range(len(images) // batch_size):
+# +        index = order[step * batch_size:(step + 1) * batch_size]
+# +        batch = cg.per_sample_flip(cg.random_crop(images[index], 4))
+# +        inputs, targets = (batch.float() / 255 - mean) / std, labels[index]
+#          loss = F.cross_entropy(model(inputs), targets)
+#          ...
+# -        running_loss += loss.item()
+# ```
+#
+# **Rung 3, channels_last + mixed precision** (lessons 04 and 06):
+#
+# ```diff
+# -model = model.to(device)
+# +model = model.to(device, memory_format=torch.channels_last)
+# +torch.backends.cudnn.benchmark = True
+# +dtype = cg.choose_precision(device).dtype  # bf16, or fp16 with a GradScaler on a T4
+# +scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+#  ...
+# -        loss = F.cross_entropy(model(inputs), targets)
+# +        inputs = inputs.contiguous(memory_format=torch.channels_last)
+# +        with torch.autocast(device.type, dtype=dtype):
+# +            loss = F.cross_entropy(model(inputs), targets)
+#          optimizer.zero_grad()
+# -        loss.backward()
+# -        optimizer.step()
+# +        scaler.scale(loss).backward()
+# +        scaler.step(optimizer)
+# +        scaler.update()
+# ```
+#
+# **Rung 4, large batch + schedule**: four times fewer steps, a learning rate that warms up
+# then anneals at every batch, and a fused optimizer.
+#
+# ```diff
+# -batch_size = 128
+# +batch_size = 512
+# -optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+# +optimizer = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9, nesterov=True,
+# +                            weight_decay=5e-4, fused=True)
+# +for parameter in model.parameters():
+# +    optimizer.state[parameter]["momentum_buffer"] = torch.zeros_like(parameter)
+# +schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.2, total_steps=epochs * steps,
+# +                                               pct_start=0.25, anneal_strategy="linear")
+#  ...
+#          scaler.update()
+# +        schedule.step()
+# ```
+#
+# A fused SGD updates every parameter in one kernel and reads GradScaler's overflow flag on the
+# GPU, where a plain optimizer's `scaler.step` waits for it: a `.item()` per step in float16.
+# Its first step creates the momentum buffers with `torch.empty_like`, and a first step that
+# GradScaler skips (an overflow, common at the start) would leave them holding garbage:
+# starting them at zeros gives what a first step computes anyway.
+#
+# **Rung 5, `torch.compile`** (lesson 11): the ladder compiles before its clock starts.
+#
+# ```diff
+# +compiled = torch.compile(model)
+#  ...
+# -            loss = F.cross_entropy(model(inputs), targets)
+# +            loss = F.cross_entropy(compiled(inputs), targets)
+# ```
+#
+# **Rung 6, speed net + recipe**: a network shaped for the hardware, its own learning rate,
+# label smoothing, and at test time the logits of each image and of its mirror, averaged.
+#
+# ```diff
+# -model = cg.small_cnn(3, 10, 32)
+# +model = cg.speed_net(3, 10, width=64)
+# -optimizer = torch.optim.SGD(model.parameters(), lr=0.2, ...)
+# +optimizer = torch.optim.SGD(model.parameters(), lr=0.05, ...)
+# -            loss = F.cross_entropy(compiled(inputs), targets)
+# +            loss = F.cross_entropy(compiled(inputs), targets, label_smoothing=0.2)
+#  # testing
+# -logits = model(images)
+# +logits = (model(images) + model(images.flip(-1))) / 2
+# ```
+#
+# ## 5. Augmentation on the GPU, for every image
 #
 # A torchvision v2 transform called on a batch draws one random crop for the whole batch
 # (lesson 05 showed it for flips), and cropping image by image in Python costs a call per
 # image. Rung 2 pads the batch once and indexes it with a different offset for every image:
-# one operation for the batch, on the device. `cg.random_crop` is that function; writing it
-# yourself is this lesson's exercise. Here it is on four digits, padding exaggerated:
+# one operation for the batch, on the device. Row indices of shape `(N, 1, H, 1)` and column
+# indices of shape `(N, 1, 1, W)` broadcast, with the batch and channel indices, to the whole
+# `(N, C, H, W)` crop:
 
 # %%
+from torch.nn import functional as F
+from torchvision.transforms import v2
+
+
+def random_crop(images, padding):
+    """Pad a batch (N, C, H, W) by reflection, then cut every image back to H x W at its own offset."""
+    n, c, h, w = images.shape
+    padded = F.pad(images.float(), (padding,) * 4, mode="reflect").to(images.dtype)  # reflect needs floats
+    dy = torch.randint(0, 2 * padding + 1, (n, 1), device=images.device)
+    dx = torch.randint(0, 2 * padding + 1, (n, 1), device=images.device)
+    rows = (dy + torch.arange(h, device=images.device))[:, None, :, None]  # (N, 1, H, 1)
+    cols = (dx + torch.arange(w, device=images.device))[:, None, None, :]  # (N, 1, 1, W)
+    batch = torch.arange(n, device=images.device)[:, None, None, None]
+    channel = torch.arange(c, device=images.device)[None, :, None, None]
+    return padded[batch, channel, rows, cols]
+
+
+torch.manual_seed(0)
 sample = data.test_images[:4]
-crops = cg.random_crop(sample, padding=8, generator=torch.Generator().manual_seed(0))
-cg.show_images(torch.cat([sample, crops]), ["original"] * 4 + ["cropped"] * 4, columns=4,
-               title="each image cut at its own offset")
+cg.show_images(torch.cat([sample, random_crop(sample, padding=8)]), ["original"] * 4 + ["cropped"] * 4,
+               columns=4, title="each image cut at its own offset (padding exaggerated)")
 plt.show()
 
-# %% [markdown]
-# ## 5. The last rung, at full length: `cg.speedrun`
-#
-# `cg.speedrun(data, device)` trains the last rung of this runtime's ladder, for longer than the
-# ladder's budget (16 epochs on a GPU, the ladder's 3 on a CPU). On a
-# GPU the course's target is the one the records point at: with the real CIFAR-10 on an H100 or
-# A100, at least 93% test accuracy in under 15 seconds of training. No measurement backs that
-# figure yet (the course's GPU machines cannot download CIFAR-10): run this cell on a GPU with
-# the real data set and compare. `python -m colab_gpu bench --only speedrun` times rung 0 and the
-# last rung side by side; on an offline fallback the accuracy here is digits'.
-
 # %%
-final = cg.speedrun(data, device)
-training = sum(final.epoch_seconds)
-print(f"time to {final.test_acc:.1%}: {training:.1f} s of training on {device}"
-      + (f" (compiling took {final.warmup_s:.1f} s before)" if final.warmup_s else ""))
-if data.fallback:
-    print("accuracy on the offline fallback (digits): the 93% target needs the real CIFAR-10")
-assert final.test_acc > 2 / len(data.classes)
+images = data.train_images[:1024].to(device)
+one_at_a_time = v2.RandomCrop(32, padding=4, padding_mode="reflect")
+loop = cg.benchmark(lambda: torch.stack([one_at_a_time(image) for image in images]), device=device, repeat=3)
+batched = cg.benchmark(lambda: random_crop(images, 4), device=device, repeat=5)
+print(f"{len(images):,} images cropped on {device}: {loop.median * 1e3:.1f} ms one at a time, "
+      f"{batched.median * 1e3:.1f} ms as one operation ({loop.median / batched.median:.0f}x)")
+assert batched.median < loop.median  # a Python call per image against one indexing operation
 
 # %% [markdown]
+# `cg.random_crop(images, padding)` is this function, and `cg.per_sample_flip(images)` (lesson
+# 05) flips each image on its own coin: the exercise uses both.
+#
 # ## 6. Common error: uint8 images into the model
 #
 # Keeping the images as uint8 on the GPU is what makes rung 2 fit and fast (a quarter of the
 # memory and of the copies of float32). Forget to convert them before the model, and the first
 # convolution stops: its weights are float32, the batch is bytes. Convert on the device, after
-# indexing the batch: `(images.float() / 255 - mean) / std`, which is what the augmenting loader
-# of rung 2 does. The message depends on the device: "expected scalar type Byte but found Float"
-# on a CPU, "Input type (torch.cuda.ByteTensor) and weight type (torch.cuda.FloatTensor) should
-# be the same" from cuDNN on a GPU.
+# indexing the batch: `(images.float() / 255 - mean) / std`, which is what rung 2's loop does.
+# The message depends on the device: "expected scalar type Byte but found Float" on a CPU,
+# "Input type (torch.cuda.ByteTensor) and weight type (torch.cuda.FloatTensor) should be the
+# same" from cuDNN on a GPU.
 
 # %%
 model = cg.speed_net(3, 10, width=8).to(device)
@@ -228,27 +350,71 @@ normalized = (uint8_batch.float().div(255) - mean.to(device)[:, None, None]) / s
 print("converted batch:", normalized.dtype, tuple(model(normalized).shape))
 
 # %% [markdown]
-# ## Exercise: crop every image at its own offset
+# ## Exercise: write the fast loop
 #
-# Write `my_crop(images, padding)`: pad a uint8 batch `(N, C, H, W)` by `padding` pixels on
-# every side (zeros, or `mode="reflect"` on a float copy), then cut an `H x W` window out of
-# every image at its own random offset between 0 and `2 * padding`, for the whole batch at once.
-# Hint: draw `dy` and `dx` of shape `(N, 1)`, build row and column indices of shape `(N, 1, H,
-# 1)` and `(N, 1, 1, W)`, and index the padded batch with them (broadcasting does the rest).
-# `cg.check_random_crop` checks that every image is its input shifted, that the shifts differ
-# between images, and that your crop beats cropping 1,024 images one at a time on this runtime.
+# The next cell is rung 0 in plain PyTorch: `train_fast(data, device, epochs)` trains a fresh
+# model on `data` for `epochs` epochs and returns it. Make it at least twice as fast as rung 0
+# was in your ladder, to a comparable test accuracy, by applying section 4's diffs yourself (about
+# 40 lines in the end). The rules of the check, `cg.check_fast_loop`:
+#
+# - its clock runs for the whole call, like a speedrun's: moving the data, building the model and
+#   every epoch count, and compiling would too (leave rung 5 out unless your epochs are long
+#   enough to pay it back);
+# - it evaluates the model you return on the test images, normalized with `data.normalization()`
+#   (no test-time flips), and compares with rung 0's accuracy in your ladder;
+# - `cg.speedrun_ladder.ladder_size(device)` has this device's sizes: `batch_size` (rung 0),
+#   `large_batch` and `width` (the speed net's).
+#
+# On a CPU runtime only rungs 2, 4 and 6 apply. On a GPU, go further afterwards: train your loop
+# on the real CIFAR-10 for 16 epochs. The records point at 93% test accuracy in under 15 seconds
+# of training on an A100 or H100; no run of this course has measured that yet (its GPU machines
+# cannot download CIFAR-10), and `cg.speedrun(data, device)` trains the ladder's last rung at that
+# length if you want a second opinion.
 
 # %%
-from torchvision.transforms import v2
+from torch.utils.data import DataLoader, Dataset
 
 
-def my_crop(images, padding):
-    crop = v2.RandomCrop(images.shape[-1], padding=padding)
-    return crop(images)  # one random offset for the whole batch
+class CroppedFlipped(Dataset):
+    """Rung 0's data: every image cropped, flipped and normalized on the CPU, one at a time."""
+
+    def __init__(self, images, labels, mean, std):
+        self.images, self.labels = images, labels
+        self.transform = v2.Compose([
+            v2.RandomCrop(32, padding=4, padding_mode="reflect"), v2.RandomHorizontalFlip(),
+            v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean.tolist(), std.tolist())])
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, index):
+        return self.transform(self.images[index]), self.labels[index]
+
+
+def train_fast(data, device, epochs):
+    """Rung 0, the seeds' loop: make it at least twice as fast, to a comparable accuracy."""
+    torch.manual_seed(0)
+    size = cg.speedrun_ladder.ladder_size(device)
+    mean, std = data.normalization()
+    loader = DataLoader(CroppedFlipped(data.train_images, data.train_labels, mean, std),
+                        batch_size=size.batch_size, shuffle=True)
+    model = cg.small_cnn(3, len(data.classes), 32).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    model.train()
+    for _ in range(epochs):
+        running_loss = 0.0
+        for inputs, targets in loader:
+            inputs, targets = inputs.to(device), targets.to(device)
+            loss = F.cross_entropy(model(inputs), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            running_loss += loss.item()  # the CPU waits for the GPU at every step
+    return model
 
 
 # %%
-cg.check_random_crop(my_crop, device)
+cg.check_fast_loop(train_fast, data, device, baseline=results[0])
 
 # %% [markdown]
 # ## Summary
@@ -257,10 +423,11 @@ cg.check_random_crop(my_crop, device)
 #   shows once the one in front of it is gone. Measure every rung in the same run.
 # - On a GPU: feed it (workers, or better, uint8 data resident on the device and augmented
 #   there), stop synchronizing every step, use its tensor cores (channels_last, the precision
-#   lesson 06 chooses), give it large batches with a per-batch schedule and a fused optimizer,
-#   compile, and pick a network shaped for the hardware.
-# - A v2 transform on a batch draws once per call; `cg.random_crop` and `cg.per_sample_flip`
-#   draw once per image, in one operation on the device.
-# - `cg.run_ladder(data, device)` measures the ladder; `cg.speedrun(data, device)` trains its
-#   last rung; `python -m colab_gpu bench --only speedrun` compares rung 0 and the
-#   last rung.
+#   lesson 06 chooses), give it large batches with a per-batch schedule and a fused optimizer
+#   (its momentum started at zeros), compile, and pick a network shaped for the hardware.
+# - A v2 transform on a batch draws once per call; indexing a padded batch with per-image
+#   offsets crops every image at its own (`cg.random_crop`), and `cg.per_sample_flip` flips each
+#   on its own coin, in one operation on the device.
+# - Time a speedrun by the whole call: data, model and every epoch. `cg.run_ladder(data, device)`
+#   measures the ladder side by side; `cg.speedrun(data, device)` trains its last rung;
+#   `python -m colab_gpu bench --only speedrun` compares rung 0 and the last rung.
