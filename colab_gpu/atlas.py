@@ -228,7 +228,7 @@ ENTRIES: tuple[AtlasEntry, ...] = (
            "The saved keys carry a prefix the model lacks: 'module.' (saved from DataParallel or DDP) or "
            "'_orig_mod.' (saved from a torch.compile wrapper), or the model changed.",
            "Save model.module.state_dict() / the original model's; or strip the prefix before loading.",
-           "lesson 08; lesson 11, section 7"),
+           "lesson 08; lesson 11, section 6"),
     _entry("size-mismatch", "saving", "size mismatch for weight: copying a param with shape",
            r"size mismatch for .*: copying a param with shape",
            "The checkpoint belongs to a model of other sizes (another width, number of classes or input size).",
@@ -255,7 +255,7 @@ ENTRIES: tuple[AtlasEntry, ...] = (
     _entry("no-cxx", "compile", "No working C++ compiler found", r"No working C\+\+ compiler found",
            "torch.compile writes C++ for CPU code and no compiler is installed.",
            "Install g++ (apt install g++; Xcode's tools on a Mac), or cg.compile_model falls back to eager.",
-           "lesson 11, section 9"),
+           "lesson 11, section 7"),
     _entry("triton-old-gpu", "compile", "which is too old to be supported by the triton GPU compiler",
            r"too old to be supported by the triton GPU compiler",
            "Triton, which writes torch.compile's GPU kernels, needs compute capability 7.0 or newer; a P100 is "

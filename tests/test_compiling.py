@@ -195,3 +195,27 @@ def test_on_a_gpu_compile_and_reduce_overhead_train_and_the_rows_are_measured():
     history = cg.fit(model, loader(64, 16), loader(32, 16), torch.optim.SGD(model.parameters(), 0.1), device,
                      epochs=2, progress=False, verbose=False, compile=True)
     assert len(history) == 2 and next(model.parameters()).device.type == "cuda"
+
+
+def test_lesson_11s_exercise_fails_as_it_starts_and_passes_solved():
+    from pathlib import Path
+
+    import jupytext
+
+    cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "11_torch_compile.py").cells
+    solution = next(i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", []))
+    data = TensorDataset(torch.randn(1000, 1, 28, 28), torch.randint(0, 10, (1000,)))
+    nets = {}
+    for name, cell in (("starting", cells[solution - 1]), ("solved", cells[solution])):
+        namespace = {"torch": torch, "nn": nn, "DataLoader": DataLoader, "samples": data}
+        exec(compile(cell.source, "11_torch_compile.py", "exec"), namespace)
+        torch.manual_seed(0)
+        nets[name] = namespace["ExerciseNet"](), namespace["exercise_loader"]
+    broken, _ = quietly(cg.check_compiles_once, *nets["starting"])
+    assert not broken and "breaks into 2 graphs" in broken.message and "an if on a tensor's value" in broken.message
+    still_recompiling, _ = quietly(cg.check_compiles_once, nets["solved"][0], nets["starting"][1])
+    assert not still_recompiling and "drop_last=True" in still_recompiling.message
+    assert quietly(cg.check_compiles_once, *nets["solved"])[0]
+    large = 10 * torch.randn(8, 1, 28, 28)  # activations above 6: the clamp is at work in both
+    with torch.no_grad():
+        torch.testing.assert_close(nets["solved"][0](large), nets["starting"][0](large))

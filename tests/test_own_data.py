@@ -8,6 +8,7 @@ import tarfile
 import types
 import urllib.error
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from torchvision.transforms.v2.functional import pil_to_tensor
 
 import colab_gpu as cg
 from colab_gpu import finetune, own_data
-from colab_gpu.checks import HINT, PASS
+from colab_gpu.checks import HINT
 
 CPU = torch.device("cpu")
 
@@ -283,25 +284,68 @@ def test_the_bench_row_times_a_finetuning_epoch_on_jpeg_files():
     assert "finetune" in cg.bench.EXPERIMENTS
 
 
-def solution(model, head):
-    model.requires_grad_(False)
-    head.requires_grad_(True)
-    return list(head.parameters())
+def lesson_csv_classes() -> tuple[type, type]:
+    """Lesson 13's exercise: the CsvImages it starts with and its worked solution, run from the lesson's cells."""
+    import jupytext
+
+    cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "13_own_data.py").cells
+    solution = next(i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", []))
+    helper = next(c.source for c in cells if "def upright_rgb(" in c.source)
+    upright = helper[helper.index("def upright_rgb("):helper.index("\n\n\ndef stratified_split")]
+    classes = []
+    for cell in (cells[solution - 1], cells[solution]):
+        namespace = {"Path": Path, "Image": Image, "ImageOps": ImageOps}
+        exec(compile(upright, "13_own_data.py", "exec"), namespace)
+        exec(compile(cells[solution - 1].source, "13_own_data.py", "exec"), namespace)  # imports, starting class
+        exec(compile(cell.source, "13_own_data.py", "exec"), namespace)
+        classes.append(namespace["CsvImages"])
+    return classes[0], classes[1]
 
 
-@pytest.mark.parametrize("freeze, verdict, hint", [
-    (solution, PASS, "frozen resnet18 step"),
-    (lambda model, head: head.parameters(), HINT, "still require gradients"),
-    (lambda model, head: model.requires_grad_(False).parameters(), HINT, "head is frozen too"),
-    (lambda model, head: (model.requires_grad_(False), head.requires_grad_(True)) and [], HINT, "return the head's"),
-    (lambda model, head: 1 / 0, HINT, "ZeroDivisionError"),
-    ("freeze_for_head", HINT, "pass your function"),
-])
-def test_check_frozen_backbone(freeze, verdict, hint, capsys):
-    result = cg.check_frozen_backbone(freeze, CPU)
-    out = capsys.readouterr().out
-    assert bool(result) == (verdict == PASS) and out.startswith(verdict) and hint in out
+def test_check_csv_dataset_fails_as_the_lesson_starts_and_passes_its_solution(capsys):
+    starting, solved = lesson_csv_classes()
+    assert not cg.check_csv_dataset(starting)
+    assert "len(dataset) is 0" in capsys.readouterr().out
+    assert cg.check_csv_dataset(solved)
+    assert "upright, RGB" in capsys.readouterr().out
 
+
+def test_check_csv_dataset_names_each_mistake(capsys):
+    _, solved = lesson_csv_classes()
+
+    class Sideways(solved):  # PIL's open alone: the EXIF tag ignored
+        def __getitem__(self, index):
+            file, label = self.rows[index]
+            image = Image.open(self.image_dir / file).convert("RGB")
+            return (self.transform(image) if self.transform else image), self.class_to_idx[label]
+
+    class FourChannels(solved):  # upright, but the PNG keeps its alpha channel
+        def __getitem__(self, index):
+            file, label = self.rows[index]
+            with Image.open(self.image_dir / file) as image:
+                image = ImageOps.exif_transpose(image)
+            return (self.transform(image) if self.transform else image), self.class_to_idx[label]
+
+    class Unsorted(solved):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.classes = list(dict.fromkeys(label for _, label in self.rows))  # in order of appearance
+
+    class NamesAsLabels(solved):
+        def __getitem__(self, index):
+            return super().__getitem__(index)[0], self.rows[index][1]
+
+    class NoTransform(solved):
+        def __getitem__(self, index):
+            file, label = self.rows[index]
+            return cg.own_data.load_upright(self.image_dir / file), self.class_to_idx[label]
+
+    for wrong, hint in ((Sideways, "lying on its side"), (FourChannels, "4 channel(s)"),
+                        (Unsorted, "the label names sorted"), (NamesAsLabels, "index of"),
+                        (NoTransform, "raised"), (solved.__init__, "pass your class")):
+        assert not cg.check_csv_dataset(wrong)
+        out = capsys.readouterr().out
+        assert HINT in out and hint in out, out
 
 
 @pytest.mark.gpu
@@ -321,8 +365,7 @@ def test_gpu_decoding_matches_the_cpu_and_turns_photos_upright(shapes, tmp_path)
 
 
 @pytest.mark.gpu
-def test_a_frozen_backbone_and_the_bench_row_on_a_real_gpu():
+def test_the_bench_row_on_a_real_gpu():
     device = cg.get_device("cuda")
-    assert cg.check_frozen_backbone(solution, device)
     row = finetune.finetune_epoch_row(device)
     assert row.status == "ok" and row.details["size"] == 224 and row.details["precision"] in ("bf16", "fp16")

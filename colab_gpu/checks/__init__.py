@@ -3,7 +3,7 @@
 Each ``check_*`` prints one line and returns a ``CheckResult`` (true when passed), so an exercise left undone
 does not crash the notebook; the learner reads the hint and tries again. Helpers that raise instead are named
 ``require_*`` (``require_model_on_device``). By topic: ``core`` (the contract, ``check_that``; recall exercises),
-``speed``, ``training``, ``memory`` and ``parallel`` (the skill exercises, measured on the learner's runtime).
+``data``, ``speed``, ``training``, ``memory`` and ``parallel`` (the skill exercises, measured on the learner's runtime).
 """
 
 from .core import (
@@ -15,6 +15,7 @@ from .core import (
     check_on_device,
     check_that,
 )
+from .data import check_csv_dataset
 from .memory import check_evaluation_memory, check_memory_saving, check_released
 from .parallel import check_ddp_script, check_shard
 from .speed import (
@@ -27,11 +28,11 @@ from .speed import (
     check_profile_labels,
     check_timing,
 )
-from .training import check_amp_step, check_frozen_backbone, check_precision_rule, check_train_loop
+from .training import check_amp_step, check_precision_rule, check_train_loop
 
 __all__ = [
     "HINT", "PASS", "CheckResult", "check_amp_step", "check_bottleneck_fix", "check_close", "check_compiles_once",
-    "check_fast_loop", "check_ddp_script", "check_evaluation_memory", "check_frozen_backbone",
+    "check_fast_loop", "check_ddp_script", "check_evaluation_memory", "check_csv_dataset",
     "check_label_validator", "check_loader_settings", "check_loader_speed", "check_memory_saving",
     "check_on_device", "check_precision_rule", "check_prediction_speed", "check_profile_labels", "check_released",
     "check_shard", "check_that", "check_timing", "check_train_loop",

@@ -187,7 +187,8 @@ def check_compiles_once(model: object, loader: object, device: str | torch.devic
         return check_that(False, "", "the loader gave no batch: is the data set empty?")
     if per_call > 1:
         return check_that(False, "", f"forward breaks into {per_call} graphs: run torch._dynamo.explain(model)(inputs) "
-                                     "to see where, and take the print or .item() out of forward.")
+                                     "to see where, and make that code branch-free or move it out of forward (a print, "
+                                     ".item(), an if on a tensor's value).")
     batch_sizes = sorted(set(sizes), reverse=True)
     return check_that(counter.compiles == 1, f"{len(sizes)} batches, one graph captured once: no break, no recompile.",
                       f"{counter.compiles} compilations for batches of {batch_sizes} samples: the last batch is "

@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from ..capability import COURSE_GPUS, GpuCapability
-from ..device import synchronize
 from ..timing import interleaved_medians
 from ..train import train_epoch, train_step
 from .core import CheckResult, check_that
@@ -181,60 +180,3 @@ def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, 
                                  "exceeds max_norm.")
     return check_that(difference < 0.05, f"{summary}, {difference:.1e} apart.",
                   f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.")
-
-
-def _frozen_cases() -> list[tuple[str, nn.Module, nn.Module]]:
-    """Two torchvision architectures with their heads where learners find them: MobileNet's last classifier
-    layer, ResNet's ``fc`` (last: the lesson's model, which the check times). Random weights, three classes."""
-    from torchvision.models import mobilenet_v3_small, resnet18
-
-    torch.manual_seed(0)
-    resnet, mobilenet = resnet18(num_classes=3), mobilenet_v3_small(num_classes=3)
-    return [("mobilenet_v3_small", mobilenet, mobilenet.classifier[-1]), ("resnet18", resnet, resnet.fc)]
-
-
-def _training_step(model: nn.Module, parameters: list, batch: tuple[torch.Tensor, torch.Tensor]):
-    optimizer = torch.optim.SGD(parameters, lr=0.1)
-    return lambda: train_step(model, *batch, optimizer)
-
-
-def check_frozen_backbone(freeze: object, device: str | torch.device = "cpu") -> CheckResult:
-    """Check ``freeze(model, head)`` (lesson 13) on ResNet-18 and MobileNetV3: every parameter outside ``head``
-    stops requiring gradients, the head's do not, the head's parameters are returned for the optimizer, and a
-    training step leaves the backbone's weights as they were. Then measures a frozen step against a full one on
-    this runtime: autograd skips the backbone's backward pass, so the frozen step is faster (medians of 5)."""
-    if not callable(freeze):
-        return check_that(False, "", "pass your function (freeze_for_head, not freeze_for_head(...)).")
-    batch = (torch.randn(16, 3, 64, 64, device=device), torch.arange(16, device=device) % 3)
-    for name, model, head in _frozen_cases():
-        model.to(device)
-        try:
-            returned = list(freeze(model, head) or [])
-        except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
-            return check_that(False, "", f"freeze({name}, head) raised {type(err).__name__}: {err}")
-        head_ids = {id(p) for p in head.parameters()}
-        still = [n for n, p in model.named_parameters() if p.requires_grad and id(p) not in head_ids]
-        if still:
-            return check_that(False, "", f"{name}: {len(still)} backbone parameters still require gradients "
-                                         f"({', '.join(still[:3])}, ...): autograd computes all their gradients "
-                                         "every step even if the optimizer never uses them. Set requires_grad = False.")
-        if not all(p.requires_grad for p in head.parameters()):
-            return check_that(False, "", f"{name}: the head is frozen too: its parameters must keep requires_grad.")
-        if {id(p) for p in returned} != head_ids:
-            return check_that(False, "", f"{name}: return the head's parameters (head.parameters()), the ones the "
-                                         f"optimizer trains; got {len(returned)} tensors.")
-        backbone = {n: p.detach().clone() for n, p in model.named_parameters() if id(p) not in head_ids}
-        _training_step(model, returned, batch)()
-        moved = [n for n, p in model.named_parameters() if n in backbone and not torch.equal(p, backbone[n])]
-        if moved:
-            return check_that(False, "", f"{name}: a training step changed the backbone ({', '.join(moved[:3])}).")
-    full = copy.deepcopy(model).requires_grad_(True)
-    seconds = interleaved_medians({
-        "frozen": lambda: (_training_step(model, returned, batch)(), synchronize(device)),
-        "full": lambda: (_training_step(full, list(full.parameters()), batch)(), synchronize(device)),
-    }, repeat=5)
-    gain = seconds["full"] / seconds["frozen"]
-    summary = (f"a frozen {name} step takes {seconds['frozen'] * 1e3:.1f} ms, a full one "
-               f"{seconds['full'] * 1e3:.1f} ms on {torch.device(device)}: {gain:.1f}x")
-    return check_that(gain > 1, f"both models frozen right; {summary}.",
-                      f"{summary}: the frozen step should be faster; run the check again on an idle runtime.")

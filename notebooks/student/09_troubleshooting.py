@@ -641,7 +641,7 @@ cg.explain("RuntimeError: Expected to have finished reduction in the prior itera
 #
 # ### "No working C++ compiler found"
 #
-# Reproduced by pointing Inductor at a compiler that does not exist (lesson 11, section 9):
+# Reproduced by pointing Inductor at a compiler that does not exist (lesson 11, section 7):
 
 # %%
 from torch._inductor import config as inductor_config

@@ -29,14 +29,15 @@
 # - what `torch.compile` does (Dynamo, AOTAutograd, Inductor; Triton kernels on a GPU, C++ on a
 #   CPU), and whether your runtime can use it;
 # - to measure it honestly: the first call (compiling) apart from the steady-state step, against
-#   eager, for an MLP and a CNN; `mode="reduce-overhead"` (CUDA graphs) for a launch-bound model;
+#   eager, for an MLP and a CNN;
 # - to see graph breaks (`torch._dynamo.explain`) and recompilations (`TORCH_LOGS`), and to fix
 #   both, including the last, smaller batch (`drop_last`, `dynamic=`);
-# - to train with `cg.fit(..., compile=True)`, to save a compiled model's weights, and what
-#   compiling does with mixed precision and memory;
-# - what to do where it is not available (no C++ compiler, a GPU Triton does not support).
+# - to train with `cg.fit(..., compile=True)` and to save a compiled model's weights;
+# - what to do where it is not available (no C++ compiler, a GPU Triton does not support);
+# - going further (optional, on a GPU): `mode="reduce-overhead"` (CUDA graphs) for a launch-bound
+#   model, and what compiling does with mixed precision and memory.
 #
-# **Time:** 40 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
+# **Time:** 45 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
 # and 10 (the profiler: many tiny operations).
 
 # %% cellView="form"
@@ -157,37 +158,7 @@ for name, compiled in compiled_steps.items():
 # compiles from scratch.
 
 # %% [markdown]
-# ## 4. Many tiny kernels: `mode="reduce-overhead"`
-#
-# Lesson 10's third bottleneck: a small model whose step is dozens of microsecond kernels
-# spends its time *launching* them. Fusing helps a little; `mode="reduce-overhead"` helps more:
-# it records what was compiled as **CUDA graphs** and then replays each with one launch. Only
-# what was compiled is captured. Here that is the model: its forward pass is recorded as one
-# graph and its backward pass as another (PyTorch's "CUDA Graph Trees"). The loss,
-# `zero_grad` and the optimizer step still run eagerly, kernel by kernel, so the step below
-# is part graph replay and part launches. It needs a GPU, inputs of a fixed shape, and a
-# little more memory (the graphs keep their own buffers). `mode="max-autotune"` goes further:
-# it benchmarks several kernel variants for every matmul and convolution and keeps the
-# fastest, which makes compiling take minutes; worth it for a long job, not for a notebook.
-
-# %%
-if on_gpu and support:
-    torch._dynamo.reset()
-    tiny = cg.workloads.TINY_STEP
-    eager, _ = cg.workloads.time_step(tiny, device)
-    for mode in ("default", "reduce-overhead"):
-        compiled = cg.workloads.time_compiled_step(tiny, device, mode)
-        print(f"{tiny.name}, mode={mode!r}: {compiled.step.median * 1e6:.0f} us per step vs "
-              f"{eager.median * 1e6:.0f} us eager ({eager.median / compiled.step.median:.2f}x), "
-              f"first call {compiled.first_call_s:.1f} s")
-else:
-    print("skipped: CUDA graphs need a CUDA GPU" + ("" if support else f", and {support.reason}"))
-
-# %% [markdown]
-# The course's target for the GPU report: `reduce-overhead` at least 2x eager on this tiny
-# model (the "compile_graphs" row of `bench`).
-#
-# ## 5. Graph breaks: where Dynamo stops
+# ## 4. Graph breaks: where Dynamo stops
 #
 # When Dynamo meets something it cannot put in a graph (printing a tensor's value, `.item()`,
 # `.tolist()`, branching on a tensor's value, an unsupported library call), it ends the graph
@@ -242,7 +213,7 @@ assert fixed.graph_count == 1 and fixed.graph_break_count == 0
 # `torch.compile(model, fullgraph=True)` turns any break into an error: useful when you want to
 # be sure a model compiles whole.
 #
-# ## 6. Recompilations and the last, smaller batch
+# ## 5. Recompilations and the last, smaller batch
 #
 # Guards include the input's shape. A loader of 1,000 samples in batches of 128 ends with a
 # batch of 104: a new shape, so Dynamo compiles again. By default it then marks the batch size
@@ -286,7 +257,7 @@ assert (last_batch_smaller, dropped, dynamic) == (2, 1, 1)
 # with a warning; in a notebook, `torch._dynamo.reset()` forgets everything compiled so far,
 # which is why the experiments above call it first.
 #
-# ## 7. Training compiled: `cg.fit(..., compile=True)`
+# ## 6. Training compiled: `cg.fit(..., compile=True)`
 #
 # `fit(compile=True)` trains and evaluates through `torch.compile(model)`; where this runtime
 # cannot compile it says why in one line and trains eagerly, with the same results. Evaluation
@@ -334,31 +305,7 @@ restored = cg.mlp(784, hidden=256)
 print(restored.load_state_dict(compiled_model._orig_mod.state_dict()))  # the fix: the plain keys
 
 # %% [markdown]
-# ## 8. Compiled and mixed precision, and memory
-#
-# Compiling and autocast (lesson 06) combine: Inductor sees the casts in the graph and fuses
-# them with their neighbours, so a compiled AMP step saves the separate cast kernels too. Memory
-# often goes *down*: a fused kernel does not store the intermediate results that separate
-# kernels would write out (lesson 07's activations), though CUDA graphs and autotuning keep
-# buffers of their own. Measured on a GPU: the step time and the peak memory of the MLP's step,
-# eager and compiled, in float32 and in the precision lesson 06 chooses.
-
-# %%
-if on_gpu and support:
-    chosen = cg.choose_precision(device)
-    mlp_step = cg.workloads.compile_workloads(device)["MLP"]
-    torch._dynamo.reset()
-    for precision in ("fp32", chosen.name):
-        eager, eager_peak = cg.workloads.time_step(mlp_step, device, precision)
-        compiled = cg.workloads.time_compiled_step(mlp_step, device, precision=precision)
-        print(f"{precision}: eager {eager.median * 1e3:.2f} ms, peak {eager_peak:.0f} MiB; compiled "
-              f"{compiled.step.median * 1e3:.2f} ms, peak {compiled.peak_mib:.0f} MiB")
-else:
-    print("skipped: peak memory and mixed precision are measured on a CUDA GPU" +
-          ("" if support else f"; and {support.reason}"))
-
-# %% [markdown]
-# ## 9. Common error: "No working C++ compiler found"
+# ## 7. Common error: "No working C++ compiler found"
 #
 # On a platform without a C++ compiler (a Windows laptop without Visual Studio's build tools,
 # a slim Docker image), compiling for the CPU fails at the first call:
@@ -390,13 +337,14 @@ assert isinstance(fallback, nn.Linear)
 # of a traceback in the middle of the first epoch. To stop on the first error instead, call
 # `torch.compile` yourself.
 #
-# ## Exercise: compile once
+# ## Exercise: compile a model you did not write, once
 #
-# The loop below trains through `torch.compile`, and compiles more often than it should:
-# someone left a debugging print in `forward`, and the loader's last batch is smaller. Change
-# the model class and the loader (keep `batch_size=128`) so that one epoch captures exactly one
-# graph. `cg.check_compiles_once(model, loader)` counts the graphs of one epoch (forward and
-# backward) with `cg.GraphCounter`, and tells you which of the two is still there.
+# The network below came from someone else, and its training loop compiles more often than it
+# should, for two reasons. Find each with the tools of sections 4 and 5 (`torch._dynamo.explain`
+# on one batch, `torch._logging.set_logs(recompiles=True)` over an epoch), then fix the model
+# class and the loader (keep `batch_size=128`, and keep what `forward` computes) so that one
+# epoch captures exactly one graph. `cg.check_compiles_once(model, loader)` counts the graphs of
+# one epoch, forward and backward, with `cg.GraphCounter`, and tells you which cause is left.
 
 # %%
 class ExerciseNet(nn.Module):
@@ -407,7 +355,8 @@ class ExerciseNet(nn.Module):
 
     def forward(self, x):
         hidden = self.body(x)
-        print("max activation:", hidden.max().item())
+        if hidden.max() > 6:  # keep large activations in check
+            hidden = hidden.clamp(max=6)
         return self.head(hidden)
 
 
@@ -423,13 +372,70 @@ cg.check_compiles_once(ExerciseNet().to(device), exercise_loader, device)
 #   (AOTAutograd) and writes fused kernels (Inductor: Triton on a GPU, C++ on a CPU), at the
 #   first call. Measure three things: the first call, the steady step, and eager.
 # - It pays back on long runs: the first call costs hundreds of steps. `mode="reduce-overhead"`
-#   (CUDA graphs) is for launch-bound models; `mode="max-autotune"` for long jobs.
-# - Graph breaks (`torch._dynamo.explain`, `TORCH_LOGS="graph_breaks"`): keep prints and
-#   `.item()` out of `forward`. Recompilations (`TORCH_LOGS="recompiles"`): a smaller last
-#   batch; `drop_last=True` or `dynamic=True`. `torch._dynamo.reset()` starts over.
+#   (CUDA graphs, "Going further") is for launch-bound models; `mode="max-autotune"` for long jobs.
+# - Graph breaks (`torch._dynamo.explain`, `TORCH_LOGS="graph_breaks"`): keep prints, `.item()`
+#   and `if` on a tensor's value out of `forward` (`clamp`, `torch.where` compute without one).
+#   Recompilations (`TORCH_LOGS="recompiles"`): a smaller last batch; `drop_last=True` or
+#   `dynamic=True`. `torch._dynamo.reset()` starts over.
 # - `cg.fit(..., compile=True)`; save `model.state_dict()`, not the compiled wrapper's
 #   (`_orig_mod.` keys).
 # - Where it cannot compile (no C++ compiler, no Triton, a GPU older than compute capability
 #   7.0), `cg.compile_support` says why and `cg.compile_model` falls back to eager.
 #
 # Next: lesson 12 puts every technique of the course together on one task: the speedrun ladder.
+# The two parts below are optional, and need a GPU.
+
+# %% [markdown]
+# ## Going further (optional): many tiny kernels and `mode="reduce-overhead"`
+#
+# Lesson 10's third bottleneck: a small model whose step is dozens of microsecond kernels
+# spends its time *launching* them. Fusing helps a little; `mode="reduce-overhead"` helps more:
+# it records what was compiled as **CUDA graphs** and then replays each with one launch. Only
+# what was compiled is captured. Here that is the model: its forward pass is recorded as one
+# graph and its backward pass as another (PyTorch's "CUDA Graph Trees"). The loss,
+# `zero_grad` and the optimizer step still run eagerly, kernel by kernel, so the step below
+# is part graph replay and part launches. It needs a GPU, inputs of a fixed shape, and a
+# little more memory (the graphs keep their own buffers). `mode="max-autotune"` goes further:
+# it benchmarks several kernel variants for every matmul and convolution and keeps the
+# fastest, which makes compiling take minutes; worth it for a long job, not for a notebook.
+
+# %%
+if on_gpu and support:
+    torch._dynamo.reset()
+    tiny = cg.workloads.TINY_STEP
+    eager, _ = cg.workloads.time_step(tiny, device)
+    for mode in ("default", "reduce-overhead"):
+        compiled = cg.workloads.time_compiled_step(tiny, device, mode)
+        print(f"{tiny.name}, mode={mode!r}: {compiled.step.median * 1e6:.0f} us per step vs "
+              f"{eager.median * 1e6:.0f} us eager ({eager.median / compiled.step.median:.2f}x), "
+              f"first call {compiled.first_call_s:.1f} s")
+else:
+    print("skipped: CUDA graphs need a CUDA GPU" + ("" if support else f", and {support.reason}"))
+
+# %% [markdown]
+# The course's target for the GPU report: `reduce-overhead` at least 2x eager on this tiny
+# model (the "compile_graphs" row of `bench`).
+
+# %% [markdown]
+# ## Going further (optional): compiled and mixed precision, and memory
+#
+# Compiling and autocast (lesson 06) combine: Inductor sees the casts in the graph and fuses
+# them with their neighbours, so a compiled AMP step saves the separate cast kernels too. Memory
+# often goes *down*: a fused kernel does not store the intermediate results that separate
+# kernels would write out (lesson 07's activations), though CUDA graphs and autotuning keep
+# buffers of their own. Measured on a GPU: the step time and the peak memory of the MLP's step,
+# eager and compiled, in float32 and in the precision lesson 06 chooses.
+
+# %%
+if on_gpu and support:
+    chosen = cg.choose_precision(device)
+    mlp_step = cg.workloads.compile_workloads(device)["MLP"]
+    torch._dynamo.reset()
+    for precision in ("fp32", chosen.name):
+        eager, eager_peak = cg.workloads.time_step(mlp_step, device, precision)
+        compiled = cg.workloads.time_compiled_step(mlp_step, device, precision=precision)
+        print(f"{precision}: eager {eager.median * 1e3:.2f} ms, peak {eager_peak:.0f} MiB; compiled "
+              f"{compiled.step.median * 1e3:.2f} ms, peak {compiled.peak_mib:.0f} MiB")
+else:
+    print("skipped: peak memory and mixed precision are measured on a CUDA GPU" +
+          ("" if support else f"; and {support.reason}"))

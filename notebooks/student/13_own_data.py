@@ -29,15 +29,17 @@
 # - to get a folder of your own photos into a Colab or Kaggle runtime without the GPU waiting on
 #   Google Drive: one archive copied to local disk and extracted, measured against reading the
 #   files one by one;
-# - to load class folders with `ImageFolder`, split them the same way on every run, and augment
-#   them with lesson 05's v2 transforms; where JPEG decoding runs (CPU workers or the GPU), measured;
+# - to load class folders with `ImageFolder`, turn phone photos upright, split every class the
+#   same way on every run, and augment them with lesson 05's v2 transforms, in plain torchvision;
+# - to write a `Dataset` for the other common layout: one folder of images and a CSV of labels;
 # - to fine-tune a pretrained torchvision model: a new head trained on a frozen backbone, then
 #   every layer at a lower learning rate, in channels_last and lesson 06's precision, with
 #   checkpoints on Drive so that a disconnect costs at most one epoch;
 # - to use the model: `model.eval()` and `torch.inference_mode()`, one image and a batch, and the
-#   weights saved and loaded again.
+#   weights saved and loaded again;
+# - going further (optional): where JPEG decoding runs, CPU workers or the GPU, measured.
 #
-# **Time:** 50 minutes. **Prerequisites:** lessons 03 (`fit`, checkpoints), 05 (loaders and
+# **Time:** 55 minutes. **Prerequisites:** lessons 03 (`fit`, checkpoints), 05 (loaders and
 # v2 transforms) and 06 (mixed precision).
 
 # %% cellView="form"
@@ -100,7 +102,8 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # `/kaggle/input/<name>/`, on the machine's disk and read-only. Set `MY_FOLDER` to the folder that
 # holds its class folders instead: there is nothing to copy. (A folder of class folders already on
 # any machine's own disk works the same way.) Checkpoints go to `/kaggle/working/`, which Kaggle
-# keeps with the notebook's output.
+# keeps with the notebook's output. Many Kaggle data sets come in the other common layout, one
+# folder of images and a CSV file of labels: this lesson's exercise writes the `Dataset` for it.
 
 # %%
 import shutil
@@ -141,8 +144,11 @@ print(f"stand-in images in {standin}/ and {standin_zip.name} ({'written now' if 
 # A mounted Drive looks like a folder, but opening a file there that this runtime has not read
 # yet is a request to Google's servers. An epoch over 10,000 photos opens 10,000 files, and
 # the GPU waits for each. One archive is one large read: copy it to the runtime's own disk (`/content` on Colab),
-# extract it there, and every epoch reads local files. `cg.copy_and_extract` does both, with
-# progress bars, and skips the work when the same archive was extracted already.
+# extract it there, and every epoch reads local files. By hand, that is two lines of the standard
+# library: `shutil.copy`, then `shutil.unpack_archive` (zipfile and tarfile underneath, for a `.zip`
+# or a `.tar.gz`). `cg.copy_and_extract` does the same with progress bars, skips both steps when
+# this archive was extracted there already, leaves out a Mac's `__MACOSX`, and returns the folder
+# that holds the classes (a zip of a folder has one folder more).
 #
 # The next cell measures the three steps on this runtime. On Colab with Drive mounted, the first
 # line is Drive. In the session that wrote the stand-in, Drive still holds its files in a local
@@ -157,6 +163,13 @@ print(f"stand-in images in {standin}/ and {standin_zip.name} ({'written now' if 
 local = Path("/content/data") if cg.in_colab() else Path("/kaggle/temp") if cg.in_kaggle() else Path("lesson13_local")
 file_by_file = cg.time_file_reads(standin)
 one_file = cg.time_file_reads(standin_zip)
+
+by_hand = local / "by_hand"  # the stand-in's zip, by hand: one large read, then extracted on this disk
+by_hand.mkdir(parents=True, exist_ok=True)
+copied = shutil.copy(standin_zip, by_hand / standin_zip.name)
+shutil.unpack_archive(copied, by_hand)
+print(f"by hand: {standin_zip.name} copied and unpacked into {by_hand}: {sorted(p.name for p in by_hand.iterdir())}")
+
 start = time.perf_counter()
 extracted = cg.copy_and_extract(archive, local)
 extract_s = time.perf_counter() - start
@@ -181,32 +194,72 @@ data_root = Path(MY_FOLDER) if MY_FOLDER else extracted  # a folder on this mach
 # %% [markdown]
 # ## 3. `ImageFolder`, a split that stays the same, and v2 transforms
 #
-# Two things go wrong in most first attempts. `random_split` of one `ImageFolder` gives the
+# Three things go wrong in most first attempts. `random_split` of one `ImageFolder` gives the
 # validation part the training part's random augmentation (they share one data set, one
-# transform); and a split drawn from the global random state changes whenever an earlier cell
-# draws one number more, so last week's validation images end up in this week's training set.
-# `cg.split_image_folder` builds two `ImageFolder`s over the same files, one per transform, and
-# splits every class by the same fraction with its own seeded generator. It also turns each photo
-# upright as its EXIF tag says: phones store portraits sideways with a tag that `ImageFolder`'s
-# default loader ignores.
+# transform); a split drawn from the global random state changes whenever an earlier cell draws
+# one number more, so last week's validation images end up in this week's training set; and
+# phones store portraits sideways, with an EXIF tag that `ImageFolder`'s default loader ignores.
+# By hand, in plain torchvision: two `ImageFolder`s over the same files, one per transform, a
+# loader that turns each photo upright (`ImageOps.exif_transpose`) and makes it RGB (a PNG with
+# transparency has four channels, a grayscale photo one), and a split of every class by the same
+# fraction with a generator of its own.
 #
 # The transforms are lesson 05's v2 ones, normalized the way the pretrained weights were trained
 # (their `transforms()` says how). Training crops a random 50-100% of each image and mirrors it:
-# right for photos of objects, wrong for text or digits (`flip=False` then). Validation resizes
-# and takes the centre, the same every time.
+# right for photos of objects, wrong for text or digits (leave the flip out then). Validation
+# resizes and takes the centre, the same every time.
 
 # %%
-import torch
+from PIL import Image, ImageOps
+from torch.utils.data import Subset
+from torchvision.datasets import ImageFolder
 from torchvision.models import ResNet18_Weights, resnet18
+from torchvision.transforms import v2
 
 weights = ResNet18_Weights.DEFAULT
 preset = weights.transforms()  # what the weights were trained with: ImageNet's mean and std, 224 pixels
-train_transform, val_transform = cg.finetune_transforms(size, preset.mean, preset.std)
-print("train:", train_transform)
-print("validation:", val_transform)
+to_float = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(preset.mean, preset.std)]
+train_transform = v2.Compose([v2.RandomResizedCrop(size, scale=(0.5, 1.0)), v2.RandomHorizontalFlip(), *to_float])
+val_transform = v2.Compose([v2.Resize(size), v2.CenterCrop(size), *to_float])
 
+
+def upright_rgb(path):
+    """Open an image as ImageFolder does, then turn it upright as its EXIF tag says, in RGB."""
+    with Image.open(path) as image:
+        return ImageOps.exif_transpose(image).convert("RGB")
+
+
+def stratified_split(targets, val_fraction, seed):
+    """Indices for training and validation: the same fraction of every class, the same on every run."""
+    generator = torch.Generator().manual_seed(seed)
+    train, val = [], []
+    for label in sorted(set(targets)):
+        members = [i for i, target in enumerate(targets) if target == label]
+        shuffled = [members[i] for i in torch.randperm(len(members), generator=generator).tolist()]
+        n_val = round(len(members) * val_fraction)
+        val += shuffled[:n_val]
+        train += shuffled[n_val:]
+    return sorted(train), sorted(val)
+
+
+train_folder = ImageFolder(data_root, transform=train_transform, loader=upright_rgb)
+val_folder = ImageFolder(data_root, transform=val_transform, loader=upright_rgb)
+train_indices, val_indices = stratified_split(train_folder.targets, val_fraction=0.2, seed=0)
+train_part, val_part = Subset(train_folder, train_indices), Subset(val_folder, val_indices)
+print(f"by hand: {train_folder.classes}, {len(train_part)} training and {len(val_part)} validation images")
+print("train:", train_transform)
+
+# %% [markdown]
+# `cg.split_image_folder(root, train_transform, val_transform, val_fraction, seed)` is this cell
+# in one call, and adds three things your own data will need: hidden folders and `__MACOSX` are
+# not classes (the common error below), a class with fewer than two images is a clear error, and
+# `split.fingerprint` names the files and the split, for checkpoint names (section 5). The rest
+# of the lesson uses it.
+
+# %%
 split = cg.split_image_folder(data_root, train_transform, val_transform, val_fraction=0.2, seed=0)
 print(split)
+assert split.val.indices == val_indices  # the same split as by hand
 again = cg.split_image_folder(data_root, val_fraction=0.2, seed=0)
 assert again.val.indices == split.val.indices and not set(split.val.indices) & set(split.train.indices)
 
@@ -228,8 +281,6 @@ plt.show()
 # folder of two of your images (your own folder may be read-only, like Kaggle's inputs):
 
 # %%
-from torchvision.datasets import ImageFolder
-
 demo = local / "hidden_folder_demo"
 shutil.rmtree(demo, ignore_errors=True)  # a fresh scratch folder on every run
 (demo / split.classes[0]).mkdir(parents=True, exist_ok=True)
@@ -243,63 +294,7 @@ with cg.shows_error(FileNotFoundError, match="Found no valid file for the classe
 print(cg.split_image_folder(demo, val_fraction=0.5))
 
 # %% [markdown]
-# ## 4. Decoding: in CPU workers or on the GPU
-#
-# Every epoch decodes every JPEG again. DataLoader workers (lesson 05) do it on the CPU cores, in
-# parallel with the GPU's work; Colab has two cores. `torchvision.io.decode_jpeg(files,
-# device="cuda")` decodes a list with nvJPEG on the GPU instead. (From torchvision 0.29 on,
-# TorchCodec's `torchcodec.decoders.decode_jpeg` takes over with the same arguments, and also turns
-# photos upright by their EXIF tag; `cg.decode_jpegs` uses whichever this runtime has, upright
-# either way.) GPUs with a JPEG engine (A100, H100) decode the whole list in hardware; on a
-# T4 the CPU still does a part of each image's work (the Huffman stage), image by image, so
-# measure before you move decoding. It pays when the CPU cannot keep up, and only if the
-# augmentation that follows runs on the GPU as well (lesson 12).
-#
-# The cell times decoding alone, on the files' bytes read once: in one CPU process, then on the
-# GPU where there is one. Then it times what training really waits for: the whole pipeline
-# (read, decode, crop, flip, normalize, batch) in DataLoader workers. Per worker, that is fewer
-# images per second than decoding alone: decoding is only a part of each image's work.
-
-# %%
-# The files' bytes, read once, so that decoding alone is timed; real JPEGs only (a PNG may be named .jpg)
-samples = [path for path, _ in split.train.dataset.samples][:128]
-encoded = [data for data in map(cg.read_bytes, samples) if data[:2].tolist() == [0xFF, 0xD8]]  # JPEG's marker
-chunks = [encoded[i:i + 32] for i in range(0, len(encoded), 32)]  # 32 at a time: a phone photo is 36 MB decoded
-
-
-def decode_all(where):
-    for chunk in chunks:
-        cg.decode_jpegs(chunk, where)  # decoded and dropped: only the time counts
-
-
-if encoded:
-    first = cg.decode_jpegs(encoded[:1], device)[0]
-    assert first.dtype == torch.uint8 and first.shape[0] == 3 and first.device.type == device.type  # RGB
-    print(f"{len(encoded)} JPEG files (the first is {first.shape[2]}x{first.shape[1]} pixels), on {device}")
-    on_cpu = cg.benchmark(lambda: decode_all("cpu"), device="cpu", warmup=1, repeat=3)
-    print(f"decoding alone, one CPU process:     {len(encoded) / on_cpu.median:8,.0f} images/s")
-    gpu_gain = None
-    if on_gpu:
-        on_device = cg.benchmark(lambda: decode_all(device), device=device, warmup=1, repeat=3)
-        gpu_gain = on_cpu.median / on_device.median
-        print(f"decoding alone, on the GPU (nvJPEG): {len(encoded) / on_device.median:8,.0f} images/s")
-    else:
-        print("decoding on the GPU needs a CUDA runtime: run this cell on Colab's T4 to compare")
-    cg.compare_with_references("13.gpu_decode_gain", gpu_gain, device,
-                               what="decoding JPEG files, GPU vs one CPU process, speed-up")
-else:
-    print("no JPEG files among these images: the decoding comparison needs some")
-
-workers = cg.suggest_num_workers()
-batch_size = min(32, len(split.train))
-loader = cg.worker_loader(split.train, batch_size, device=device, num_workers=workers.num_workers)
-cg.measure_loader(loader, device)  # the first epoch starts the workers
-pipeline = cg.measure_loader(loader, device)
-print(f"read + decode + augment + batch in {workers.num_workers} DataLoader workers: {pipeline:8,.0f} images/s "
-      f"({pipeline / max(1, workers.num_workers):,.0f} per worker): what a training epoch can get at most")
-
-# %% [markdown]
-# ## 5. A pretrained model and a new head
+# ## 4. A pretrained model and a new head
 #
 # ResNet-18 (11.7 million parameters) learned ImageNet's 1,000 classes; its layers before the
 # last already turn a photo into 512 numbers that describe it. Replace the last layer, `fc`, by
@@ -308,10 +303,13 @@ print(f"read + decode + augment + batch in {workers.num_workers} DataLoader work
 # says so in one line: the code is the same, the accuracies are not fine-tuning's.
 #
 # `channels_last` (lesson 12) and the precision lesson 06 chooses for this hardware make the
-# convolutions use the GPU's tensor cores.
+# convolutions use the GPU's tensor cores. The loaders are lesson 05's: DataLoader workers decode
+# and augment on the CPU cores while the GPU trains, into pinned memory; the cell measures how
+# many images per second they deliver, the most a training epoch can get.
 
 # %%
 from torch import nn
+from torch.utils.data import DataLoader
 
 cg.seed_everything(0)  # the new head (and, offline, the random backbone) starts the same on every run
 model, pretrained = cg.load_pretrained(resnet18, weights)
@@ -321,12 +319,18 @@ precision = cg.choose_precision(device)
 print(f"ResNet-18, {'pretrained on ImageNet' if pretrained else 'random weights'}, "
       f"{cg.count_parameters(model):,} parameters, head {model.fc}")
 print(f"precision: {precision}")
-train_loader = loader
-val_loader = cg.worker_loader(split.val, min(batch_size, len(split.val)), device=device,
-                              num_workers=workers.num_workers, shuffle=False)
+
+workers = cg.suggest_num_workers().num_workers  # lesson 05: the cores this runtime has, minus one or so
+batch_size = min(32, len(split.train))
+options = {"num_workers": workers, "pin_memory": on_gpu, "persistent_workers": workers > 0}
+train_loader = DataLoader(split.train, batch_size, shuffle=True, **options)
+val_loader = DataLoader(split.val, min(batch_size, len(split.val)), **options)
+cg.measure_loader(train_loader, device)  # the first epoch starts the workers
+pipeline = cg.measure_loader(train_loader, device)
+print(f"read + decode + augment + batch in {workers} DataLoader workers: {pipeline:,.0f} images/s")
 
 # %% [markdown]
-# ## 6. Train the head, the backbone frozen
+# ## 5. Train the head, the backbone frozen
 #
 # A new head starts random; its first gradients are large and, flowing back, would scramble the
 # backbone's features. So first train the head alone: `requires_grad = False` on every other
@@ -341,7 +345,7 @@ val_loader = cg.worker_loader(split.val, min(batch_size, len(split.val)), device
 # a new version of your data starts afresh.
 #
 # **Predict first:** how many times more images per second will an epoch train with the backbone
-# frozen than with every layer training (section 7)?
+# frozen than with every layer training (section 6)?
 
 # %%
 my_prediction = None  # your guess of the frozen epoch's speed-up, e.g. 2
@@ -356,7 +360,7 @@ backbone_before = {name: p.detach().clone() for name, p in model.named_parameter
 running_mean_before = model.bn1.running_mean.clone()
 
 checkpoints = cg.default_checkpoint_dir("lesson13_checkpoints")
-data_name = Path(MY_FOLDER).name if MY_FOLDER else cg.own_data.archive_name(archive)
+data_name = Path(MY_FOLDER).name if MY_FOLDER else archive.name.split(".")[0]
 # The GPU in the name too: a run resumed on another GPU would print the first GPU's images/s as this one's.
 hardware = torch.cuda.get_device_name(device).replace(" ", "-") if on_gpu else "cpu"
 name = f"{data_name}_{size}px_{split.fingerprint}_{hardware}" + ("" if pretrained else "_random")
@@ -375,13 +379,13 @@ assert unchanged
 # your images (which usually helps; fast.ai's default even trains its weights). They are buffers,
 # not parameters, and `requires_grad` does not touch them.
 #
-# ## 7. Unfreeze, with a lower learning rate for the backbone
+# ## 6. Unfreeze, with a lower learning rate for the backbone
 #
 # Now every layer trains, in two parameter groups: the backbone with a learning rate ten times
 # smaller than the head's, so that it adapts to your images without forgetting what it knows.
-# Compare the images per second with section 6's: the backward pass through the backbone, which
+# Compare the images per second with section 5's: the backward pass through the backbone, which
 # freezing skipped, is most of a step. Where both are close to section 4's loader figure, the GPU
-# is waiting on the data instead, and more workers or GPU decoding are the next step.
+# is waiting on the data instead, and more workers or GPU decoding ("Going further") are the next step.
 
 # %%
 for parameter in model.parameters():
@@ -404,7 +408,7 @@ print(f"validation accuracy: {head_history.last['test_acc']:.1%} with the head a
 assert history.last["train_loss"] < head_history.rows[0]["train_loss"]  # six epochs of training brought the loss down
 
 # %% [markdown]
-# ## 8. Using the model: one image, a batch, the weights for later
+# ## 7. Using the model: one image, a batch, the weights for later
 #
 # Two switches, every time you predict. `model.eval()` makes batch norm use its running
 # statistics (and turns dropout off), so an image's answer does not depend on the other images
@@ -415,12 +419,10 @@ assert history.last["train_loss"] < head_history.rows[0]["train_loss"]  # six ep
 # next(iter(files.upload()))` uploads one from your computer.)
 
 # %%
-from PIL import Image, ImageOps
-
 image_path = split.val.dataset.samples[split.val.indices[0]][0]  # or the path of any photo of yours
 model.eval()
 with torch.inference_mode():
-    image = val_transform(ImageOps.exif_transpose(Image.open(image_path)).convert("RGB"))
+    image = val_transform(upright_rgb(image_path))  # as training saw its images: upright, RGB
     logits = model(image.unsqueeze(0).to(device))  # a batch of one
     probabilities = logits.softmax(dim=1)[0]
     batch = torch.stack([split.val[i][0] for i in range(min(8, len(split.val)))]).to(device)
@@ -457,22 +459,41 @@ with torch.inference_mode():
 print(f"saved to {weights_path} ({weights_path.stat().st_size / 1e6:.0f} MB) and loaded again: same answers")
 
 # %% [markdown]
-# ## Exercise: freeze any network for its head
+# ## Exercise: a data set from a CSV file
 #
-# Torchvision's networks keep their heads in different places: ResNet's is `model.fc`,
-# MobileNetV3's `model.classifier[-1]`, EfficientNet's `model.classifier[1]`. Write
-# `freeze_for_head(model, head)`: stop gradients for every parameter of `model` outside `head`,
-# keep them for `head`, and return the parameters the optimizer should train.
-# `cg.check_frozen_backbone` tries it on ResNet-18 and MobileNetV3, checks that a training step
-# leaves the backbone as it was, and measures a frozen step against a full one on this runtime.
+# Many data sets, most of Kaggle's among them, are one folder of images and a CSV file of labels
+# (`file,label`, with a header), not class folders. Write `CsvImages(csv_path, image_dir,
+# transform=None)`, a `Dataset` that reads the CSV with Python's `csv` module, keeps the label
+# names sorted in `self.classes` (ImageFolder's convention: class index `i` is `classes[i]`), and
+# returns `(image, class index)`: the image opened with PIL, upright and RGB (section 3), then
+# transformed when a transform is given. `cg.check_csv_dataset(CsvImages)` writes a small CSV
+# data set the way phones and tools save images (a portrait stored sideways with its EXIF tag, a
+# PNG with transparency, a grayscale JPEG) and checks every item and a DataLoader batch.
 
 # %%
-def freeze_for_head(model, head):
-    return head.parameters()  # the optimizer trains the head only, but autograd still computes every gradient
+import csv
+
+from torch.utils.data import Dataset
+
+
+class CsvImages(Dataset):
+    """Images in one folder, their labels in a CSV file with the columns file and label."""
+
+    def __init__(self, csv_path, image_dir, transform=None):
+        self.image_dir, self.transform = Path(image_dir), transform
+        self.rows = []  # (file name, label name), one per line of the CSV after its header
+        self.classes = []
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        file, label = self.rows[index]
+        return Image.open(self.image_dir / file), label
 
 
 # %%
-cg.check_frozen_backbone(freeze_for_head, device)
+cg.check_csv_dataset(CsvImages)
 
 # %% [markdown]
 # ## Summary
@@ -480,8 +501,10 @@ cg.check_frozen_backbone(freeze_for_head, device)
 # - Keep your images as one archive on Drive; `cg.copy_and_extract(archive, "/content/data")` puts
 #   them on the runtime's disk once per session instead of a network request per file per epoch.
 #   On Kaggle, `/kaggle/input` is already local.
-# - `cg.split_image_folder(root, train_transform, val_transform, seed=0)`: class folders, the same
-#   split every run, a transform per part; hidden folders and `__MACOSX` are not classes.
+# - Class folders: two `ImageFolder`s over the same files, one per transform, loaded upright and
+#   RGB (`ImageOps.exif_transpose(image).convert("RGB")`), split by class with a seeded generator
+#   of their own; `cg.split_image_folder(root, train_transform, val_transform, seed=0)` in one call,
+#   hidden folders and `__MACOSX` left out. A CSV of labels: a `Dataset` of your own, ten lines.
 # - Decode in DataLoader workers; on the GPU (`cg.decode_jpegs(files, "cuda")`, nvJPEG, upright)
 #   when the CPU cannot keep up, measured first: a T4 still leaves part of the work to the CPU.
 # - Fine-tune: load `weights=...DEFAULT`, replace the head, train it with the backbone frozen
@@ -489,3 +512,51 @@ cg.check_frozen_backbone(freeze_for_head, device)
 #   channels_last, lesson 06's precision, a checkpoint per epoch on Drive.
 # - Predict with `model.eval()` and `torch.inference_mode()`; save `state_dict` with the class
 #   names, and rebuild the head before loading.
+
+# %% [markdown]
+# ## Going further (optional): decoding in CPU workers or on the GPU
+#
+# Every epoch decodes every JPEG again. DataLoader workers (lesson 05) do it on the CPU cores, in
+# parallel with the GPU's work; Colab has two cores. `torchvision.io.decode_jpeg(files,
+# device="cuda")` decodes a list with nvJPEG on the GPU instead. (From torchvision 0.29 on,
+# TorchCodec's `torchcodec.decoders.decode_jpeg` takes over with the same arguments, and also turns
+# photos upright by their EXIF tag; `cg.decode_jpegs` uses whichever this runtime has, upright
+# either way.) GPUs with a JPEG engine (A100, H100) decode the whole list in hardware; on a
+# T4 the CPU still does a part of each image's work (the Huffman stage), image by image, so
+# measure before you move decoding. It pays when the CPU cannot keep up, and only if the
+# augmentation that follows runs on the GPU as well (lesson 12).
+#
+# The cell times decoding alone, on the files' bytes read once: in one CPU process, then on the
+# GPU where there is one. Compare with section 4's figure for the whole pipeline (read, decode,
+# crop, flip, normalize, batch) in DataLoader workers: per worker, that is fewer images per
+# second than decoding alone, since decoding is only a part of each image's work.
+
+# %%
+# The files' bytes, read once, so that decoding alone is timed; real JPEGs only (a PNG may be named .jpg)
+samples = [path for path, _ in split.train.dataset.samples][:128]
+encoded = [data for data in map(cg.read_bytes, samples) if data[:2].tolist() == [0xFF, 0xD8]]  # JPEG's marker
+chunks = [encoded[i:i + 32] for i in range(0, len(encoded), 32)]  # 32 at a time: a phone photo is 36 MB decoded
+
+
+def decode_all(where):
+    for chunk in chunks:
+        cg.decode_jpegs(chunk, where)  # decoded and dropped: only the time counts
+
+
+if encoded:
+    first = cg.decode_jpegs(encoded[:1], device)[0]
+    assert first.dtype == torch.uint8 and first.shape[0] == 3 and first.device.type == device.type  # RGB
+    print(f"{len(encoded)} JPEG files (the first is {first.shape[2]}x{first.shape[1]} pixels), on {device}")
+    on_cpu = cg.benchmark(lambda: decode_all("cpu"), device="cpu", warmup=1, repeat=3)
+    print(f"decoding alone, one CPU process:     {len(encoded) / on_cpu.median:8,.0f} images/s")
+    gpu_gain = None
+    if on_gpu:
+        on_device = cg.benchmark(lambda: decode_all(device), device=device, warmup=1, repeat=3)
+        gpu_gain = on_cpu.median / on_device.median
+        print(f"decoding alone, on the GPU (nvJPEG): {len(encoded) / on_device.median:8,.0f} images/s")
+    else:
+        print("decoding on the GPU needs a CUDA runtime: run this cell on Colab's T4 to compare")
+    cg.compare_with_references("13.gpu_decode_gain", gpu_gain, device,
+                               what="decoding JPEG files, GPU vs one CPU process, speed-up")
+else:
+    print("no JPEG files among these images: the decoding comparison needs some")
