@@ -62,6 +62,7 @@ from .checks import (
 from .compiling import CompileSupport, GraphCounter, compile_model, compile_support
 from .data import (
     ImageData,
+    data_dir,
     fake_image_data,
     load_cifar10,
     load_digits,
@@ -235,6 +236,7 @@ __all__ = [
     "cpu_count",
     "cuda_device_count",
     "cuda_required",
+    "data_dir",
     "ddp_setup",
     "ddp_teardown",
     "decode_jpegs",

@@ -32,6 +32,9 @@ CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog
 DIGITS_CLASSES = tuple(str(d) for d in range(10))
 SHAPES = ("circle", "square", "triangle")  # the classes of write_image_folder's stand-in photos
 DOWNLOAD_TIMEOUT_S = 30
+# Each Colab notebook runs on a machine of its own: a data set in one lesson's runtime is not in the next one's.
+# A mounted Google Drive is, for every lesson and session: the loaders keep the course's data sets there.
+DRIVE_DATA = Path("/content/drive/MyDrive/colab_gpu/data")
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -171,7 +174,16 @@ def download_timeout(seconds: float = DOWNLOAD_TIMEOUT_S):
         socket.setdefaulttimeout(previous)
 
 
-def _download_or_fallback(load, name: str, root: str | os.PathLike, image_size: int, channels: int) -> ImageData:
+def data_dir() -> Path:
+    """Where the loaders keep the data sets by default: the course's folder on Google Drive when Drive is mounted
+    (``/content/drive``, Colab), downloaded once for every lesson and session; else ``data`` in the working
+    directory, which goes with the runtime. Taught in lesson 03."""
+    return DRIVE_DATA if DRIVE_DATA.parent.parent.is_dir() else Path("data")
+
+
+def _download_or_fallback(load, name: str, root: str | os.PathLike | None, image_size: int,
+                          channels: int) -> ImageData:
+    root = data_dir() if root is None else root
     chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
     try:
         with download_timeout(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
@@ -207,13 +219,15 @@ def _cifar10(root: Path) -> ImageData:
                      torch.tensor(test.targets), CIFAR10_CLASSES)
 
 
-def load_fashion_mnist(root: str | os.PathLike = "data") -> ImageData:
-    """FashionMNIST (1x28x28), downloaded into ``root`` if needed; digits when offline. Taught in lesson 03."""
+def load_fashion_mnist(root: str | os.PathLike | None = None) -> ImageData:
+    """FashionMNIST (1x28x28), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
+    Taught in lesson 03."""
     return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, image_size=28, channels=1)
 
 
-def load_cifar10(root: str | os.PathLike = "data") -> ImageData:
-    """CIFAR-10 (3x32x32), downloaded into ``root`` if needed; digits when offline. Taught in lesson 04."""
+def load_cifar10(root: str | os.PathLike | None = None) -> ImageData:
+    """CIFAR-10 (3x32x32), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
+    Taught in lesson 04."""
     return _download_or_fallback(_cifar10, "CIFAR-10", root, image_size=32, channels=3)
 
 

@@ -260,7 +260,7 @@ assert (last_batch_smaller, dropped, dynamic) == (2, 1, 1)
 # MLP trains twice from the same seed, eager then compiled.
 
 # %%
-data = cg.load_fashion_mnist("data")
+data = cg.load_fashion_mnist()
 histories = {}
 for compiled in (False, True):
     torch._dynamo.reset()

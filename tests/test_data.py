@@ -2,6 +2,7 @@
 
 import pickle
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,3 +136,23 @@ def test_seed_everything_makes_runs_repeatable():
     g = cg.seed_everything(3)
     assert torch.equal(a[0], torch.rand(2)) and a[1] == np.random.rand()
     assert isinstance(g, torch.Generator)
+
+
+def test_data_sets_go_to_drive_when_it_is_mounted(tmp_path, monkeypatch):
+    data_module = data
+    drive_data = tmp_path / "drive" / "MyDrive" / "colab_gpu" / "data"
+    monkeypatch.setattr(data_module, "DRIVE_DATA", drive_data)
+    assert cg.data_dir() == Path("data")  # no Drive mounted: beside the notebook, gone with the runtime
+    (tmp_path / "drive" / "MyDrive").mkdir(parents=True)
+    assert cg.data_dir() == drive_data  # mounted: one copy for every lesson and session
+
+    roots = []
+
+    def fake_cifar10(root):
+        roots.append(root)
+        return cg.load_digits(32, 3)
+
+    monkeypatch.setattr(data_module, "_cifar10", fake_cifar10)
+    cg.load_cifar10()
+    cg.load_cifar10("elsewhere")
+    assert roots == [drive_data, Path("elsewhere")]

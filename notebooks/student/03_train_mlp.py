@@ -77,13 +77,18 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # Where nothing can be downloaded (an offline laptop, the course's CI), `cg.load_fashion_mnist`
 # says so and uses scikit-learn's handwritten digits instead, resized to 28x28, so every cell
 # below still runs. On a CPU runtime we train on a slice of the data to stay under a minute.
+#
+# The download goes to `cg.data_dir()`: a folder `data` here, which goes with the runtime, or,
+# when Google Drive is mounted (`from google.colab import drive; drive.mount("/content/drive")`,
+# lesson 13), `MyDrive/colab_gpu/data`, where every later lesson and session finds it instead of
+# downloading it again (each Colab notebook runs on a machine of its own).
 
 # %%
 import matplotlib.pyplot as plt
 
 on_gpu = device.type == "cuda"
 cg.seed_everything(0)
-data = cg.load_fashion_mnist("data")
+data = cg.load_fashion_mnist()
 if not on_gpu and not data.fallback:
     data = data.limit(train=12_000, test=2_000)  # a CPU runtime trains on a slice
 # The accuracy this lesson promises, and asserts at the end of training.

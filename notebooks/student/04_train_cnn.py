@@ -81,7 +81,7 @@ import matplotlib.pyplot as plt
 
 on_gpu = device.type == "cuda"
 cg.seed_everything(0)
-data = cg.load_cifar10("data")
+data = cg.load_cifar10()
 if not on_gpu and not data.fallback:
     data = data.limit(train=5_000, test=1_000)
 epochs = 10 if on_gpu and not data.fallback else (5 if data.fallback else 3)

@@ -89,7 +89,7 @@ from torchvision.transforms import v2
 on_gpu = device.type == "cuda"
 cores = cg.cpu_count()  # the cores this process may use
 cg.seed_everything(0)
-data = cg.load_cifar10("data")
+data = cg.load_cifar10()
 mean, std = data.normalization()
 
 cpu_augment = v2.Compose([

@@ -201,7 +201,7 @@ assert grads.half()[2] == 0 and (grads * scale).half()[2] > 0
 import matplotlib.pyplot as plt
 
 cg.seed_everything(0)
-data = cg.load_fashion_mnist("data")
+data = cg.load_fashion_mnist()
 train_loader, test_loader = cg.make_loaders(data, batch_size=64, device=device)
 in_features = data.image_shape[0] * data.image_shape[1] * data.image_shape[2]
 model = cg.mlp(in_features, hidden=256).to(device)

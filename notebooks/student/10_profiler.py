@@ -103,7 +103,7 @@ from torchvision.transforms import v2
 os.environ["KINETO_LOG_LEVEL"] = "6"
 
 cg.seed_everything(0)
-data = cg.load_cifar10("data")
+data = cg.load_cifar10()
 images, labels = data.train_images[:2048], data.train_labels[:2048]  # uint8 images, as stored
 model = cg.small_cnn(3, 10, width=32 if on_gpu else 16).to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
