@@ -167,7 +167,7 @@ from .timing import (
 )
 from .train import evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 
-__version__ = "0.23.0"
+__version__ = "0.24.0"
 
 __all__ = [
     "ActivationMemory",
