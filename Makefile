@@ -57,18 +57,26 @@ lint: $(ENV_READY)
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 
 # The unit tests run in UNIT_WORKERS processes (pytest-xdist) where it is installed: many of them wait on child
-# processes (pip, torchrun, a fresh Python), so two workers on two cores take about half the time. nbval stays
-# serial: the lessons are CPU-bound, and two at once on two cores are slower than one after the other.
+# processes (pip, torchrun, a fresh Python), so two workers on two cores take about half the time.
 UNIT_WORKERS ?= 2
 unit: $(ENV_READY)
 	@bash scripts/ensure_browser.sh
 	$(PY) -m pytest tests $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(UNIT_WORKERS)") $(call junit,unit)
 
 # Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb: their shared cells once, then
-# the student version's rest, then the lesson's (scripts/nbval_pairs.py says why and how).
+# the student version's rest, then the lesson's (scripts/nbval_pairs.py says why and how). Where xdist is installed
+# they run in NBVAL_WORKERS processes, a whole notebook each (--dist loadfile), each kernel with its share of the
+# cores as math threads (two kernels of two threads each would oversubscribe two cores). On 2 cores that took 81 s,
+# against 103 s one after the other (2026-11-26).
+NBVAL_WORKERS ?= 2
 nbval: $(ENV_READY)
 	@$(PY) scripts/nbval_pairs.py
-	$(PY) -m pytest $(NBVAL) build/nbval $(call junit,nbval)
+	@if $(PY) -c "import xdist" 2>/dev/null && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
+		threads=$$($(PY) -c "import os; print(max(1, (os.cpu_count() or 1) // $(NBVAL_WORKERS)))"); \
+		echo "nbval: $(NBVAL_WORKERS) notebooks at a time, $$threads math thread(s) each"; \
+		OMP_NUM_THREADS=$$threads MKL_NUM_THREADS=$$threads $(PY) -m pytest $(NBVAL) build/nbval \
+			-n $(NBVAL_WORKERS) --dist loadfile $(call junit,nbval); \
+	else $(PY) -m pytest $(NBVAL) build/nbval $(call junit,nbval); fi
 
 course: $(ENV_READY)
 	@$(PY) scripts/course.py
