@@ -50,9 +50,13 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 test: lint unit nbval
 
+# ruff format owns the layout of the package, the tests and the tooling (pinned ruff: its layout changes between
+# releases). The lessons are checked, not formatted: they are laid out for reading in a notebook cell, and their
+# .ipynb pairs hold outputs that only re-executing them rewrites.
 lint: $(ENV_READY)
 	@if $(PY) -m ruff --version >/dev/null 2>&1; then \
-		$(PY) -m ruff check colab_gpu tests scripts notebooks/[0-9]*.py maintainers; \
+		$(PY) -m ruff check colab_gpu tests scripts notebooks/[0-9]*.py maintainers && \
+		$(PY) -m ruff format --check colab_gpu tests scripts maintainers; \
 	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 

@@ -37,8 +37,9 @@ class ActivationMemory:
 class _Saved:
     """One tensor autograd saved for backward, counted (once per storage) while the graph holds it."""
 
-    def __init__(self, tensor: torch.Tensor, live: dict[tuple, int], result: ActivationMemory,
-                 ignored: set[tuple]) -> None:
+    def __init__(
+        self, tensor: torch.Tensor, live: dict[tuple, int], result: ActivationMemory, ignored: set[tuple]
+    ) -> None:
         # Kept without its autograd history: an output saved with its grad_fn would hold the graph that holds
         # this object, a reference cycle that only the garbage collector frees (autograd does the same).
         self.tensor = tensor.detach()
@@ -59,8 +60,9 @@ class _Saved:
 
 
 @contextmanager
-def measure_activations(model: torch.nn.Module | None = None, *,
-                        exclude: tuple[torch.Tensor, ...] = ()) -> Iterator[ActivationMemory]:
+def measure_activations(
+    model: torch.nn.Module | None = None, *, exclude: tuple[torch.Tensor, ...] = ()
+) -> Iterator[ActivationMemory]:
     """Measure the activation memory of the block on any device, the CPU included: the peak bytes of the tensors
     autograd keeps for backward (each storage counted once; the ``model``'s own parameters and the tensors in
     ``exclude``, such as the batch itself, left out: they exist whether or not autograd keeps them).

@@ -56,226 +56,473 @@ def _entry(key, group, message, pattern, cause, fix, read, reproduced=True) -> A
 
 
 ENTRIES: tuple[AtlasEntry, ...] = (
-    _entry("no-gpu", "setup", "No CUDA GPUs are available", r"No CUDA GPUs are available",
-           "The runtime has no GPU attached (Colab's default runtime, or CUDA_VISIBLE_DEVICES hides it), yet "
-           "the code asked for 'cuda'.",
-           "Runtime > Change runtime type > T4 GPU, then run from the top; in code use cg.get_device().",
-           "lesson 01, section 1; lesson 09, setup", reproduced=False),
-    _entry("no-driver", "setup", "Found no NVIDIA driver on your system", r"Found no NVIDIA driver",
-           "A CUDA build of PyTorch on a machine without an NVIDIA driver: a CPU runtime on Colab or Kaggle.",
-           "Switch the runtime to a GPU (Colab: Runtime > Change runtime type; Kaggle: Settings > Accelerator), "
-           "or let cg.get_device() fall back to the CPU.", "lesson 01; lesson 09, setup", reproduced=False),
-    _entry("no-cuda-build", "setup", "Torch not compiled with CUDA enabled", r"not compiled with CUDA enabled",
-           "This PyTorch is a CPU-only build (pip's default on Windows and macOS), so it cannot use any GPU.",
-           "Install a CUDA build with the command from pytorch.org's 'Get started' selector; on Colab and Kaggle "
-           "do not reinstall torch.", "lesson 01; lesson 09, setup", reproduced=False),
-    _entry("no-kernel-image", "setup", "CUDA error: no kernel image is available for execution on the device",
-           r"no kernel image is available",
-           "This PyTorch has no machine code for this GPU: current CUDA wheels start at compute capability 7.5 "
-           "(T4), so Kaggle's P100 (6.0) is visible but cannot run a kernel.",
-           "Pick a newer GPU (Kaggle: T4 x2), or install a PyTorch built for the GPU; cg.print_runtime_report() "
-           "says which architectures this build has.", "lesson 01, section 3", reproduced=False),
-    _entry("invalid-ordinal", "setup", "CUDA error: invalid device ordinal", r"invalid device ordinal",
-           "The code names a GPU index that does not exist, such as 'cuda:1' on a one-GPU T4.",
-           "Use 'cuda' or 'cuda:0', or check torch.cuda.device_count(); cg.get_device('cuda:1') says what exists.",
-           "lesson 09, setup", reproduced=False),
-    _entry("old-driver", "setup", "The NVIDIA driver on your system is too old", r"NVIDIA driver on your system is "
-           r"too old", "The installed driver predates the CUDA version this PyTorch was built with.",
-           "Update the driver, or install a PyTorch built for an older CUDA (a cu118/cu126 wheel); on Colab and "
-           "Kaggle the platform's torch matches its driver.", "lesson 01", reproduced=False),
-    _entry("same-device", "devices", "Expected all tensors to be on the same device",
-           r"Expected all tensors to be on the same device|Expected .* to be on .* same device",
-           "One input of an operation is on another device: usually the batch was not moved where the model is.",
-           "Move every batch inside the loop: x = x.to(device, non_blocking=True); check a model with "
-           "next(model.parameters()).device.", "lesson 02, section 4", reproduced=False),
-    _entry("shapes-multiplied", "devices", "mat1 and mat2 shapes cannot be multiplied",
-           r"mat1 and mat2 shapes cannot be multiplied",
-           "A Linear layer's in_features differs from the features the input has (e.g. 28x28=784 expected, a "
-           "32x32x3=3072 CIFAR-10 image given).", "Make in_features equal to the flattened input size (print "
-           "x.shape just before the layer), or use nn.LazyLinear.", "lesson 03; lesson 09, devices"),
-    _entry("same-dtype", "devices", "mat1 and mat2 must have the same dtype", r"must have the same dtype",
-           "The input and the weights have different dtypes: float64 data from NumPy, or half inputs to a float "
-           "model outside autocast.", "Convert the input: x.float() (NumPy arrays are float64), or use autocast "
-           "for mixed precision instead of casting by hand.", "lesson 06; lesson 09, devices"),
-    _entry("input-weight-type", "devices",
-           "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
-           r"Input type \(.*\) and (weight|bias) type \(.*\) should be the same",
-           "A convolution's input and weights differ in device (torch.cuda.FloatTensor vs torch.FloatTensor: "
-           "the model is still on the CPU) or in dtype.", "model.to(device) once, and every batch .to(device); "
-           "inputs as float32 (or under autocast).", "lesson 04; lesson 09, devices"),
-    _entry("numpy-device", "devices", "can't convert cuda:0 device type tensor to numpy",
-           r"can't convert .* device type tensor to numpy",
-           "NumPy only reads CPU memory; the tensor lives on the GPU.",
-           "tensor.detach().cpu().numpy(), once per epoch rather than per step (each copy waits for the GPU).",
-           "lesson 02; lesson 09, devices"),
-    _entry("numpy-grad", "devices", "Can't call numpy() on Tensor that requires grad",
-           r"Can't call numpy\(\) on Tensor that requires grad",
-           "The tensor is part of the autograd graph; NumPy would silently drop its gradient history.",
-           "tensor.detach().cpu().numpy(), or compute it under torch.no_grad().", "lesson 09, devices"),
-    _entry("view-stride", "devices", "view size is not compatible with input tensor's size and stride",
-           r"view size is not compatible with input tensor's size and stride",
-           "view() needs contiguous memory; a transposed or channels_last tensor is not.",
-           "Use .reshape(...) (copies only when it must), or nn.Flatten.", "lesson 04; lesson 09, devices"),
-    _entry("no-grad-fn", "training", "element 0 of tensors does not require grad and does not have a grad_fn",
-           r"does not require grad and does not have a grad_fn",
-           "The loss was computed without a graph: under torch.no_grad()/inference_mode, from detached tensors, "
-           "or with all parameters frozen.", "Compute the training loss outside no_grad, from the model's output "
-           "(not .detach() or .item()), and check requires_grad of the parameters.", "lesson 03; lesson 09, "
-           "training"),
-    _entry("backward-twice", "training", "Trying to backward through the graph a second time",
-           r"backward through the graph a second time",
-           "A second backward() reused a graph whose saved tensors the first one freed: usually a tensor "
-           "carried over from the previous step (a running loss, an RNN hidden state).",
-           "Build a new graph every step; detach what you carry over (total += loss.detach()).",
-           "lesson 03; lesson 09, training"),
-    _entry("inplace-modified", "training", "one of the variables needed for gradient computation has been "
-           "modified by an inplace operation", r"modified by an inplace operation",
-           "An in-place operation (x += 1, relu_(), mul_) overwrote a value autograd saved for the backward pass.",
-           "Use the out-of-place form (x = x + 1, nn.ReLU() without inplace=True); "
-           "torch.autograd.set_detect_anomaly(True) names the operation.", "lesson 09, training"),
-    _entry("target-dtype", "training", "expected target dtype to be Long or Byte, but got Float",
-           r"expected target dtype to be Long|expected scalar type Long but found Float|"
-           r"nll_loss\w*\" not implemented for 'Float'",
-           "cross_entropy takes class indices as integers (int64); the labels are floats.",
-           "labels.long() in the Dataset or before the loss (float targets mean class probabilities).",
-           "lesson 03, common mistakes"),
-    _entry("multi-target", "training", "0D or 1D target tensor expected, multi-target not supported",
-           r"0D or 1D target tensor expected", "The labels have shape (batch, 1) instead of (batch,).",
-           "labels.view(-1) (or squeeze(1)) before cross_entropy.", "lesson 03; lesson 09, training"),
-    _entry("device-assert", "training", "CUDA error: device-side assert triggered",
-           r"device-side assert triggered|Target -?\d+ is out of bounds",
-           "A kernel's check failed on the GPU, most often a label outside 0..classes-1 (the CPU says 'Target 10 "
-           "is out of bounds'). CUDA reports it late and the runtime is unusable afterwards.",
-           "Check labels.min() and labels.max() against the number of classes; restart the runtime; rerun on the "
-           "CPU (or with CUDA_LAUNCH_BLOCKING=1) to see the line.", "lesson 09, training"),
-    _entry("ambiguous-bool", "training", "Boolean value of Tensor with more than one value is ambiguous",
-           r"Boolean value of Tensor with more than one value is ambiguous",
-           "An if or and/or on a tensor of several values: Python needs one True or False.",
-           "Reduce it first: if (x > 0).all(), .any(), or compare a scalar (loss.item() < 0.1, once per epoch).",
-           "lesson 09, training"),
-    _entry("stack-sizes", "data", "stack expects each tensor to be equal size", r"stack expects each tensor to be "
-           r"equal size", "The DataLoader stacks a batch from samples of different shapes (images of different "
-           "sizes, or with and without a colour channel).", "Resize in the transform (v2.Resize + v2.CenterCrop), "
-           "convert every image to RGB, or write a collate_fn.", "lesson 05; lesson 09, data"),
-    _entry("worker-exited", "data", "DataLoader worker (pid(s) ...) exited unexpectedly",
-           r"DataLoader worker \(pid\(?s?\)? .*\) exited unexpectedly",
-           "A worker process died: out of shared memory (/dev/shm in Docker and some Kaggle images), out of RAM, "
-           "or an error inside the worker printed above this line.", "Read the worker's own traceback first; "
-           "fewer workers or smaller batches; in Docker --shm-size=8g; num_workers=0 to debug.",
-           "lesson 05; lesson 09, data", reproduced=False),
-    _entry("spawn-attribute", "data", "Can't get attribute 'worker' on <module '__main__'>",
-           r"Can't get attribute '.*' on <module '__main__'", "A child process started with 'spawn' (Windows, macOS, "
-           "torchrun's workers, multiprocessing_context='spawn') re-imports __main__, and a function defined in "
-           "a notebook cell is not importable from there.", "Put the Dataset, collate_fn or worker function in a "
-           ".py file and import it (lesson 08 writes its script to a file).", "lesson 08", reproduced=False),
-    _entry("fork-cuda", "data", "Cannot re-initialize CUDA in forked subprocess",
-           r"Cannot re-initialize CUDA in forked subprocess",
-           "CUDA was initialised in the parent, then a forked child (a DataLoader worker) touched the GPU.",
-           "Keep workers on the CPU (return CPU tensors; move batches in the training loop), or use the 'spawn' "
-           "start method.", "lesson 05; lesson 09, data"),
-    _entry("cuda-oom", "memory", "CUDA out of memory. Tried to allocate", r"out of memory|can't allocate memory",
-           "The batch's activations, the model and optimizer state, or tensors the notebook still holds do not "
-           "fit (on a CPU the same failure reads 'DefaultCPUAllocator: can't allocate memory').",
-           "Smaller batch (cg.find_max_batch_size), mixed precision, gradient accumulation; free what the "
-           "notebook keeps (cg.cleanup). Much 'reserved but unallocated': PYTORCH_CUDA_ALLOC_CONF="
-           "expandable_segments:True before CUDA starts (torch 2.10's message names PYTORCH_ALLOC_CONF, which "
-           "2.9.1-2.11 ignore for this key).", "lesson 07; lesson 09, memory"),
-    _entry("cuda-not-started", "memory", "Invalid device argument 0: did you call init?",
-           r"Invalid device (argument|index)\b",
-           "A CUDA memory call ran before CUDA started in this process. PyTorch starts CUDA at the first GPU tensor "
-           "or kernel, and torch.cuda.reset_peak_memory_stats does not start it (memory_allocated answers 0).",
-           "Get the device with cg.get_device() (it starts CUDA), or call torch.cuda.init() or create a tensor on "
-           "the GPU first; check the index against torch.cuda.device_count().", "lesson 07, section 1",
-           reproduced=False),
-    _entry("cublas-alloc", "memory", "CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
-           r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_NOT_INITIALIZED",
-           "Out of GPU memory in disguise: cuBLAS (or cuDNN) could not allocate its workspace.",
-           "Treat it as an out-of-memory error: free memory, smaller batch, restart the runtime.",
-           "lesson 07", reproduced=False),
-    _entry("gradscaler-deprecated", "precision", "`torch.cuda.amp.GradScaler(args...)` is deprecated",
-           r"torch\.cuda\.amp\.(GradScaler|autocast)\(args\.\.\.\)`? is deprecated",
-           "Old tutorials use the CUDA-specific AMP names; PyTorch 2.4 moved them to torch.amp.",
-           "torch.amp.GradScaler('cuda') and torch.autocast('cuda', dtype=...).", "lesson 06; lesson 09, precision"),
-    _entry("bf16-numpy", "precision", "Got unsupported ScalarType BFloat16", r"unsupported ScalarType BFloat16",
-           "NumPy has no bfloat16, so a bf16 tensor (an output under bf16 autocast) cannot become an array.",
-           "tensor.float().cpu().numpy().", "lesson 06; lesson 09, precision"),
-    _entry("half-overflow", "precision", "value cannot be converted to type at::Half without overflow",
-           r"cannot be converted to type (at|c10)::Half without overflow",
-           "float16 holds at most 65,504: a constant (a mask value of -1e9, a large fill) does not fit.",
-           "Use torch.finfo(x.dtype).min for masks, or bf16 (float32's range).", "lesson 06; lesson 09, precision"),
-    _entry("unscale-fp16", "precision", "Attempting to unscale FP16 gradients.", r"Attempting to unscale FP16 "
-           r"gradients", "The model itself was converted with model.half(), so its gradients are float16 and "
-           "GradScaler cannot unscale them.", "Keep the model in float32 and use autocast: mixed precision casts "
-           "per operation.", "lesson 06; lesson 09, precision"),
-    _entry("tf32-mixed-api", "precision", "you have used mix of the legacy and new APIs to set the TF32 status",
-           r"mix of the legacy and new APIs",
-           "Only the new torch.backends.cuda.matmul.fp32_precision = 'tf32' (PyTorch 2.9+) was set, so the legacy "
-           "TF32 state disagrees with it; torch.get_float32_matmul_precision(), matmul.allow_tf32 and "
-           "torch.compile's Inductor in 2.9-2.10 read the legacy state and refuse.",
-           "Set TF32 with torch.backends.cuda.matmul.allow_tf32 = True and torch.backends.cudnn.allow_tf32 = True "
-           "(cg.set_tf32(True)): they set the old and the new state together.", "lesson 06, section 5"),
-    _entry("weights-only", "saving", "Weights only load failed", r"Weights only load failed",
-           "Since PyTorch 2.6 torch.load(weights_only=True) by default, and the file holds more than tensors "
-           "(NumPy arrays, your own classes).", "Save state_dicts of tensors; for a file you trust, "
-           "torch.load(path, weights_only=False).", "lesson 03, checkpoints; lesson 09, saving"),
-    _entry("deserialize-cuda", "saving", "Attempting to deserialize object on a CUDA device but "
-           "torch.cuda.is_available() is False", r"Attempting to deserialize object on a CUDA device",
-           "The checkpoint was saved from GPU tensors and this runtime has no GPU.",
-           "torch.load(path, map_location='cpu') (cg.load_checkpoint does it).", "lesson 03, checkpoints",
-           reproduced=False),
-    _entry("state-dict-keys", "saving", 'Unexpected key(s) in state_dict: "module.weight"',
-           r"Missing key\(s\) in state_dict|Unexpected key\(s\) in state_dict",
-           "The saved keys carry a prefix the model lacks: 'module.' (saved from DataParallel or DDP) or "
-           "'_orig_mod.' (saved from a torch.compile wrapper), or the model changed.",
-           "Save model.module.state_dict() / the original model's; or strip the prefix before loading.",
-           "lesson 08; lesson 11, section 6"),
-    _entry("size-mismatch", "saving", "size mismatch for weight: copying a param with shape",
-           r"size mismatch for .*: copying a param with shape",
-           "The checkpoint belongs to a model of other sizes (another width, number of classes or input size).",
-           "Build the model with the same arguments it was saved with (save them in the checkpoint).",
-           "lesson 09, saving"),
-    _entry("no-process-group", "distributed", "Default process group has not been initialized",
-           r"Default process group has not been initialized",
-           "A collective (all_reduce, DDP) ran before init_process_group, e.g. the script was run with python "
-           "instead of torchrun.", "Launch with torchrun and call cg.ddp_setup() first.", "lesson 08"),
-    _entry("env-rank", "distributed", "environment variable RANK expected, but not set",
-           r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT) expected, but not set",
-           "init_process_group read its rank from the environment, which only torchrun (or a launcher) sets.",
-           "torchrun --nproc_per_node=N script.py (cg.launch_torchrun from a notebook).", "lesson 08"),
-    _entry("address-in-use", "distributed", "EADDRINUSE: address already in use",
-           r"address already in use|EADDRINUSE",
-           "The rendezvous port is taken, usually by a previous run that is still alive.",
-           "Wait for (or kill) the old processes, or pick another port: torchrun --master_port=29501.",
-           "lesson 08; lesson 09, multi-GPU"),
-    _entry("unused-parameters", "distributed", "Expected to have finished reduction in the prior iteration "
-           "before starting a new one", r"Expected to have finished reduction in the prior iteration",
-           "Under DDP some parameters received no gradient in a step (a branch of the model was not used), so "
-           "the all-reduce never completed.", "Make every parameter take part in the loss, or "
-           "DDP(model, find_unused_parameters=True) (slower).", "lesson 08", reproduced=False),
-    _entry("no-cxx", "compile", "No working C++ compiler found", r"No working C\+\+ compiler found",
-           "torch.compile writes C++ for CPU code and no compiler is installed.",
-           "Install g++ (apt install g++; Xcode's tools on a Mac), or cg.compile_model falls back to eager.",
-           "lesson 11, section 7"),
-    _entry("triton-old-gpu", "compile", "which is too old to be supported by the triton GPU compiler",
-           r"too old to be supported by the triton GPU compiler",
-           "Triton, which writes torch.compile's GPU kernels, needs compute capability 7.0 or newer; a P100 is "
-           "6.0.", "Train eagerly (cg.compile_model does it) or pick a T4 or newer.", "lesson 11, section 2",
-           reproduced=False),
-    _entry("colab-usage-limits", "platform", "You cannot currently connect to a GPU due to usage limits in Colab",
-           r"cannot currently connect to a GPU due to usage limits",
-           "Colab's free tier rations GPU time; after heavy use it refuses a GPU for hours or days.",
-           "Use Kaggle's weekly free GPU quota, a CPU runtime for the CPU-sized lessons, or wait; disconnect "
-           "runtimes you are not using (Runtime > Disconnect and delete runtime).", "lesson 01",
-           reproduced=False),
-    _entry("colab-ram-crash", "platform", "Your session crashed after using all available RAM",
-           r"session crashed after using all available RAM",
-           "The process used all of the machine's RAM (about 12 GB on free Colab): a whole data set loaded at "
-           "once, or copies of it kept alive.", "Load in batches, keep uint8 images, delete what you do not need "
-           "(cg.cleanup); the variables are gone, so run from the top.", "lesson 07", reproduced=False),
-    _entry("pip-offline", "platform", "Could not find a version that satisfies the requirement",
-           r"Could not find a version that satisfies the requirement|Temporary failure in name resolution",
-           "pip could not reach PyPI: the runtime is offline (on Kaggle: Settings > Internet is off, or the "
-           "account is not phone-verified).", "Kaggle: Settings > Internet on (it needs a phone-verified "
-           "account), then rerun the setup cell.",
-           "lesson 01", reproduced=False),
+    _entry(
+        "no-gpu",
+        "setup",
+        "No CUDA GPUs are available",
+        r"No CUDA GPUs are available",
+        "The runtime has no GPU attached (Colab's default runtime, or CUDA_VISIBLE_DEVICES hides it), yet "
+        "the code asked for 'cuda'.",
+        "Runtime > Change runtime type > T4 GPU, then run from the top; in code use cg.get_device().",
+        "lesson 01, section 1; lesson 09, setup",
+        reproduced=False,
+    ),
+    _entry(
+        "no-driver",
+        "setup",
+        "Found no NVIDIA driver on your system",
+        r"Found no NVIDIA driver",
+        "A CUDA build of PyTorch on a machine without an NVIDIA driver: a CPU runtime on Colab or Kaggle.",
+        "Switch the runtime to a GPU (Colab: Runtime > Change runtime type; Kaggle: Settings > Accelerator), "
+        "or let cg.get_device() fall back to the CPU.",
+        "lesson 01; lesson 09, setup",
+        reproduced=False,
+    ),
+    _entry(
+        "no-cuda-build",
+        "setup",
+        "Torch not compiled with CUDA enabled",
+        r"not compiled with CUDA enabled",
+        "This PyTorch is a CPU-only build (pip's default on Windows and macOS), so it cannot use any GPU.",
+        "Install a CUDA build with the command from pytorch.org's 'Get started' selector; on Colab and Kaggle "
+        "do not reinstall torch.",
+        "lesson 01; lesson 09, setup",
+        reproduced=False,
+    ),
+    _entry(
+        "no-kernel-image",
+        "setup",
+        "CUDA error: no kernel image is available for execution on the device",
+        r"no kernel image is available",
+        "This PyTorch has no machine code for this GPU: current CUDA wheels start at compute capability 7.5 "
+        "(T4), so Kaggle's P100 (6.0) is visible but cannot run a kernel.",
+        "Pick a newer GPU (Kaggle: T4 x2), or install a PyTorch built for the GPU; cg.print_runtime_report() "
+        "says which architectures this build has.",
+        "lesson 01, section 3",
+        reproduced=False,
+    ),
+    _entry(
+        "invalid-ordinal",
+        "setup",
+        "CUDA error: invalid device ordinal",
+        r"invalid device ordinal",
+        "The code names a GPU index that does not exist, such as 'cuda:1' on a one-GPU T4.",
+        "Use 'cuda' or 'cuda:0', or check torch.cuda.device_count(); cg.get_device('cuda:1') says what exists.",
+        "lesson 09, setup",
+        reproduced=False,
+    ),
+    _entry(
+        "old-driver",
+        "setup",
+        "The NVIDIA driver on your system is too old",
+        r"NVIDIA driver on your system is "
+        r"too old",
+        "The installed driver predates the CUDA version this PyTorch was built with.",
+        "Update the driver, or install a PyTorch built for an older CUDA (a cu118/cu126 wheel); on Colab and "
+        "Kaggle the platform's torch matches its driver.",
+        "lesson 01",
+        reproduced=False,
+    ),
+    _entry(
+        "same-device",
+        "devices",
+        "Expected all tensors to be on the same device",
+        r"Expected all tensors to be on the same device|Expected .* to be on .* same device",
+        "One input of an operation is on another device: usually the batch was not moved where the model is.",
+        "Move every batch inside the loop: x = x.to(device, non_blocking=True); check a model with "
+        "next(model.parameters()).device.",
+        "lesson 02, section 4",
+        reproduced=False,
+    ),
+    _entry(
+        "shapes-multiplied",
+        "devices",
+        "mat1 and mat2 shapes cannot be multiplied",
+        r"mat1 and mat2 shapes cannot be multiplied",
+        "A Linear layer's in_features differs from the features the input has (e.g. 28x28=784 expected, a "
+        "32x32x3=3072 CIFAR-10 image given).",
+        "Make in_features equal to the flattened input size (print "
+        "x.shape just before the layer), or use nn.LazyLinear.",
+        "lesson 03; lesson 09, devices",
+    ),
+    _entry(
+        "same-dtype",
+        "devices",
+        "mat1 and mat2 must have the same dtype",
+        r"must have the same dtype",
+        "The input and the weights have different dtypes: float64 data from NumPy, or half inputs to a float "
+        "model outside autocast.",
+        "Convert the input: x.float() (NumPy arrays are float64), or use autocast "
+        "for mixed precision instead of casting by hand.",
+        "lesson 06; lesson 09, devices",
+    ),
+    _entry(
+        "input-weight-type",
+        "devices",
+        "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+        r"Input type \(.*\) and (weight|bias) type \(.*\) should be the same",
+        "A convolution's input and weights differ in device (torch.cuda.FloatTensor vs torch.FloatTensor: "
+        "the model is still on the CPU) or in dtype.",
+        "model.to(device) once, and every batch .to(device); inputs as float32 (or under autocast).",
+        "lesson 04; lesson 09, devices",
+    ),
+    _entry(
+        "numpy-device",
+        "devices",
+        "can't convert cuda:0 device type tensor to numpy",
+        r"can't convert .* device type tensor to numpy",
+        "NumPy only reads CPU memory; the tensor lives on the GPU.",
+        "tensor.detach().cpu().numpy(), once per epoch rather than per step (each copy waits for the GPU).",
+        "lesson 02; lesson 09, devices",
+    ),
+    _entry(
+        "numpy-grad",
+        "devices",
+        "Can't call numpy() on Tensor that requires grad",
+        r"Can't call numpy\(\) on Tensor that requires grad",
+        "The tensor is part of the autograd graph; NumPy would silently drop its gradient history.",
+        "tensor.detach().cpu().numpy(), or compute it under torch.no_grad().",
+        "lesson 09, devices",
+    ),
+    _entry(
+        "view-stride",
+        "devices",
+        "view size is not compatible with input tensor's size and stride",
+        r"view size is not compatible with input tensor's size and stride",
+        "view() needs contiguous memory; a transposed or channels_last tensor is not.",
+        "Use .reshape(...) (copies only when it must), or nn.Flatten.",
+        "lesson 04; lesson 09, devices",
+    ),
+    _entry(
+        "no-grad-fn",
+        "training",
+        "element 0 of tensors does not require grad and does not have a grad_fn",
+        r"does not require grad and does not have a grad_fn",
+        "The loss was computed without a graph: under torch.no_grad()/inference_mode, from detached tensors, "
+        "or with all parameters frozen.",
+        "Compute the training loss outside no_grad, from the model's output "
+        "(not .detach() or .item()), and check requires_grad of the parameters.",
+        "lesson 03; lesson 09, training",
+    ),
+    _entry(
+        "backward-twice",
+        "training",
+        "Trying to backward through the graph a second time",
+        r"backward through the graph a second time",
+        "A second backward() reused a graph whose saved tensors the first one freed: usually a tensor "
+        "carried over from the previous step (a running loss, an RNN hidden state).",
+        "Build a new graph every step; detach what you carry over (total += loss.detach()).",
+        "lesson 03; lesson 09, training",
+    ),
+    _entry(
+        "inplace-modified",
+        "training",
+        "one of the variables needed for gradient computation has been modified by an inplace operation",
+        r"modified by an inplace operation",
+        "An in-place operation (x += 1, relu_(), mul_) overwrote a value autograd saved for the backward pass.",
+        "Use the out-of-place form (x = x + 1, nn.ReLU() without inplace=True); "
+        "torch.autograd.set_detect_anomaly(True) names the operation.",
+        "lesson 09, training",
+    ),
+    _entry(
+        "target-dtype",
+        "training",
+        "expected target dtype to be Long or Byte, but got Float",
+        r"expected target dtype to be Long|expected scalar type Long but found Float|"
+        r"nll_loss\w*\" not implemented for 'Float'",
+        "cross_entropy takes class indices as integers (int64); the labels are floats.",
+        "labels.long() in the Dataset or before the loss (float targets mean class probabilities).",
+        "lesson 03, common mistakes",
+    ),
+    _entry(
+        "multi-target",
+        "training",
+        "0D or 1D target tensor expected, multi-target not supported",
+        r"0D or 1D target tensor expected",
+        "The labels have shape (batch, 1) instead of (batch,).",
+        "labels.view(-1) (or squeeze(1)) before cross_entropy.",
+        "lesson 03; lesson 09, training",
+    ),
+    _entry(
+        "device-assert",
+        "training",
+        "CUDA error: device-side assert triggered",
+        r"device-side assert triggered|Target -?\d+ is out of bounds",
+        "A kernel's check failed on the GPU, most often a label outside 0..classes-1 (the CPU says 'Target 10 "
+        "is out of bounds'). CUDA reports it late and the runtime is unusable afterwards.",
+        "Check labels.min() and labels.max() against the number of classes; restart the runtime; rerun on the "
+        "CPU (or with CUDA_LAUNCH_BLOCKING=1) to see the line.",
+        "lesson 09, training",
+    ),
+    _entry(
+        "ambiguous-bool",
+        "training",
+        "Boolean value of Tensor with more than one value is ambiguous",
+        r"Boolean value of Tensor with more than one value is ambiguous",
+        "An if or and/or on a tensor of several values: Python needs one True or False.",
+        "Reduce it first: if (x > 0).all(), .any(), or compare a scalar (loss.item() < 0.1, once per epoch).",
+        "lesson 09, training",
+    ),
+    _entry(
+        "stack-sizes",
+        "data",
+        "stack expects each tensor to be equal size",
+        r"stack expects each tensor to be "
+        r"equal size",
+        "The DataLoader stacks a batch from samples of different shapes (images of different "
+        "sizes, or with and without a colour channel).",
+        "Resize in the transform (v2.Resize + v2.CenterCrop), convert every image to RGB, or write a collate_fn.",
+        "lesson 05; lesson 09, data",
+    ),
+    _entry(
+        "worker-exited",
+        "data",
+        "DataLoader worker (pid(s) ...) exited unexpectedly",
+        r"DataLoader worker \(pid\(?s?\)? .*\) exited unexpectedly",
+        "A worker process died: out of shared memory (/dev/shm in Docker and some Kaggle images), out of RAM, "
+        "or an error inside the worker printed above this line.",
+        "Read the worker's own traceback first; "
+        "fewer workers or smaller batches; in Docker --shm-size=8g; num_workers=0 to debug.",
+        "lesson 05; lesson 09, data",
+        reproduced=False,
+    ),
+    _entry(
+        "spawn-attribute",
+        "data",
+        "Can't get attribute 'worker' on <module '__main__'>",
+        r"Can't get attribute '.*' on <module '__main__'",
+        "A child process started with 'spawn' (Windows, macOS, "
+        "torchrun's workers, multiprocessing_context='spawn') re-imports __main__, and a function defined in "
+        "a notebook cell is not importable from there.",
+        "Put the Dataset, collate_fn or worker function in a "
+        ".py file and import it (lesson 08 writes its script to a file).",
+        "lesson 08",
+        reproduced=False,
+    ),
+    _entry(
+        "fork-cuda",
+        "data",
+        "Cannot re-initialize CUDA in forked subprocess",
+        r"Cannot re-initialize CUDA in forked subprocess",
+        "CUDA was initialised in the parent, then a forked child (a DataLoader worker) touched the GPU.",
+        "Keep workers on the CPU (return CPU tensors; move batches in the training loop), or use the 'spawn' "
+        "start method.",
+        "lesson 05; lesson 09, data",
+    ),
+    _entry(
+        "cuda-oom",
+        "memory",
+        "CUDA out of memory. Tried to allocate",
+        r"out of memory|can't allocate memory",
+        "The batch's activations, the model and optimizer state, or tensors the notebook still holds do not "
+        "fit (on a CPU the same failure reads 'DefaultCPUAllocator: can't allocate memory').",
+        "Smaller batch (cg.find_max_batch_size), mixed precision, gradient accumulation; free what the "
+        "notebook keeps (cg.cleanup). Much 'reserved but unallocated': PYTORCH_CUDA_ALLOC_CONF="
+        "expandable_segments:True before CUDA starts (torch 2.10's message names PYTORCH_ALLOC_CONF, which "
+        "2.9.1-2.11 ignore for this key).",
+        "lesson 07; lesson 09, memory",
+    ),
+    _entry(
+        "cuda-not-started",
+        "memory",
+        "Invalid device argument 0: did you call init?",
+        r"Invalid device (argument|index)\b",
+        "A CUDA memory call ran before CUDA started in this process. PyTorch starts CUDA at the first GPU tensor "
+        "or kernel, and torch.cuda.reset_peak_memory_stats does not start it (memory_allocated answers 0).",
+        "Get the device with cg.get_device() (it starts CUDA), or call torch.cuda.init() or create a tensor on "
+        "the GPU first; check the index against torch.cuda.device_count().",
+        "lesson 07, section 1",
+        reproduced=False,
+    ),
+    _entry(
+        "cublas-alloc",
+        "memory",
+        "CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        r"CUBLAS_STATUS_ALLOC_FAILED|CUDNN_STATUS_NOT_INITIALIZED",
+        "Out of GPU memory in disguise: cuBLAS (or cuDNN) could not allocate its workspace.",
+        "Treat it as an out-of-memory error: free memory, smaller batch, restart the runtime.",
+        "lesson 07",
+        reproduced=False,
+    ),
+    _entry(
+        "gradscaler-deprecated",
+        "precision",
+        "`torch.cuda.amp.GradScaler(args...)` is deprecated",
+        r"torch\.cuda\.amp\.(GradScaler|autocast)\(args\.\.\.\)`? is deprecated",
+        "Old tutorials use the CUDA-specific AMP names; PyTorch 2.4 moved them to torch.amp.",
+        "torch.amp.GradScaler('cuda') and torch.autocast('cuda', dtype=...).",
+        "lesson 06; lesson 09, precision",
+    ),
+    _entry(
+        "bf16-numpy",
+        "precision",
+        "Got unsupported ScalarType BFloat16",
+        r"unsupported ScalarType BFloat16",
+        "NumPy has no bfloat16, so a bf16 tensor (an output under bf16 autocast) cannot become an array.",
+        "tensor.float().cpu().numpy().",
+        "lesson 06; lesson 09, precision",
+    ),
+    _entry(
+        "half-overflow",
+        "precision",
+        "value cannot be converted to type at::Half without overflow",
+        r"cannot be converted to type (at|c10)::Half without overflow",
+        "float16 holds at most 65,504: a constant (a mask value of -1e9, a large fill) does not fit.",
+        "Use torch.finfo(x.dtype).min for masks, or bf16 (float32's range).",
+        "lesson 06; lesson 09, precision",
+    ),
+    _entry(
+        "unscale-fp16",
+        "precision",
+        "Attempting to unscale FP16 gradients.",
+        r"Attempting to unscale FP16 "
+        r"gradients",
+        "The model itself was converted with model.half(), so its gradients are float16 and "
+        "GradScaler cannot unscale them.",
+        "Keep the model in float32 and use autocast: mixed precision casts per operation.",
+        "lesson 06; lesson 09, precision",
+    ),
+    _entry(
+        "tf32-mixed-api",
+        "precision",
+        "you have used mix of the legacy and new APIs to set the TF32 status",
+        r"mix of the legacy and new APIs",
+        "Only the new torch.backends.cuda.matmul.fp32_precision = 'tf32' (PyTorch 2.9+) was set, so the legacy "
+        "TF32 state disagrees with it; torch.get_float32_matmul_precision(), matmul.allow_tf32 and "
+        "torch.compile's Inductor in 2.9-2.10 read the legacy state and refuse.",
+        "Set TF32 with torch.backends.cuda.matmul.allow_tf32 = True and torch.backends.cudnn.allow_tf32 = True "
+        "(cg.set_tf32(True)): they set the old and the new state together.",
+        "lesson 06, section 5",
+    ),
+    _entry(
+        "weights-only",
+        "saving",
+        "Weights only load failed",
+        r"Weights only load failed",
+        "Since PyTorch 2.6 torch.load(weights_only=True) by default, and the file holds more than tensors "
+        "(NumPy arrays, your own classes).",
+        "Save state_dicts of tensors; for a file you trust, torch.load(path, weights_only=False).",
+        "lesson 03, checkpoints; lesson 09, saving",
+    ),
+    _entry(
+        "deserialize-cuda",
+        "saving",
+        "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False",
+        r"Attempting to deserialize object on a CUDA device",
+        "The checkpoint was saved from GPU tensors and this runtime has no GPU.",
+        "torch.load(path, map_location='cpu') (cg.load_checkpoint does it).",
+        "lesson 03, checkpoints",
+        reproduced=False,
+    ),
+    _entry(
+        "state-dict-keys",
+        "saving",
+        'Unexpected key(s) in state_dict: "module.weight"',
+        r"Missing key\(s\) in state_dict|Unexpected key\(s\) in state_dict",
+        "The saved keys carry a prefix the model lacks: 'module.' (saved from DataParallel or DDP) or "
+        "'_orig_mod.' (saved from a torch.compile wrapper), or the model changed.",
+        "Save model.module.state_dict() / the original model's; or strip the prefix before loading.",
+        "lesson 08; lesson 11, section 6",
+    ),
+    _entry(
+        "size-mismatch",
+        "saving",
+        "size mismatch for weight: copying a param with shape",
+        r"size mismatch for .*: copying a param with shape",
+        "The checkpoint belongs to a model of other sizes (another width, number of classes or input size).",
+        "Build the model with the same arguments it was saved with (save them in the checkpoint).",
+        "lesson 09, saving",
+    ),
+    _entry(
+        "no-process-group",
+        "distributed",
+        "Default process group has not been initialized",
+        r"Default process group has not been initialized",
+        "A collective (all_reduce, DDP) ran before init_process_group, e.g. the script was run with python "
+        "instead of torchrun.",
+        "Launch with torchrun and call cg.ddp_setup() first.",
+        "lesson 08",
+    ),
+    _entry(
+        "env-rank",
+        "distributed",
+        "environment variable RANK expected, but not set",
+        r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT) expected, but not set",
+        "init_process_group read its rank from the environment, which only torchrun (or a launcher) sets.",
+        "torchrun --nproc_per_node=N script.py (cg.launch_torchrun from a notebook).",
+        "lesson 08",
+    ),
+    _entry(
+        "address-in-use",
+        "distributed",
+        "EADDRINUSE: address already in use",
+        r"address already in use|EADDRINUSE",
+        "The rendezvous port is taken, usually by a previous run that is still alive.",
+        "Wait for (or kill) the old processes, or pick another port: torchrun --master_port=29501.",
+        "lesson 08; lesson 09, multi-GPU",
+    ),
+    _entry(
+        "unused-parameters",
+        "distributed",
+        "Expected to have finished reduction in the prior iteration before starting a new one",
+        r"Expected to have finished reduction in the prior iteration",
+        "Under DDP some parameters received no gradient in a step (a branch of the model was not used), so "
+        "the all-reduce never completed.",
+        "Make every parameter take part in the loss, or DDP(model, find_unused_parameters=True) (slower).",
+        "lesson 08",
+        reproduced=False,
+    ),
+    _entry(
+        "no-cxx",
+        "compile",
+        "No working C++ compiler found",
+        r"No working C\+\+ compiler found",
+        "torch.compile writes C++ for CPU code and no compiler is installed.",
+        "Install g++ (apt install g++; Xcode's tools on a Mac), or cg.compile_model falls back to eager.",
+        "lesson 11, section 7",
+    ),
+    _entry(
+        "triton-old-gpu",
+        "compile",
+        "which is too old to be supported by the triton GPU compiler",
+        r"too old to be supported by the triton GPU compiler",
+        "Triton, which writes torch.compile's GPU kernels, needs compute capability 7.0 or newer; a P100 is 6.0.",
+        "Train eagerly (cg.compile_model does it) or pick a T4 or newer.",
+        "lesson 11, section 2",
+        reproduced=False,
+    ),
+    _entry(
+        "colab-usage-limits",
+        "platform",
+        "You cannot currently connect to a GPU due to usage limits in Colab",
+        r"cannot currently connect to a GPU due to usage limits",
+        "Colab's free tier rations GPU time; after heavy use it refuses a GPU for hours or days.",
+        "Use Kaggle's weekly free GPU quota, a CPU runtime for the CPU-sized lessons, or wait; disconnect "
+        "runtimes you are not using (Runtime > Disconnect and delete runtime).",
+        "lesson 01",
+        reproduced=False,
+    ),
+    _entry(
+        "colab-ram-crash",
+        "platform",
+        "Your session crashed after using all available RAM",
+        r"session crashed after using all available RAM",
+        "The process used all of the machine's RAM (about 12 GB on free Colab): a whole data set loaded at "
+        "once, or copies of it kept alive.",
+        "Load in batches, keep uint8 images, delete what you do not need "
+        "(cg.cleanup); the variables are gone, so run from the top.",
+        "lesson 07",
+        reproduced=False,
+    ),
+    _entry(
+        "pip-offline",
+        "platform",
+        "Could not find a version that satisfies the requirement",
+        r"Could not find a version that satisfies the requirement|Temporary failure in name resolution",
+        "pip could not reach PyPI: the runtime is offline (on Kaggle: Settings > Internet is off, or the "
+        "account is not phone-verified).",
+        "Kaggle: Settings > Internet on (it needs a phone-verified account), then rerun the setup cell.",
+        "lesson 01",
+        reproduced=False,
+    ),
 )

@@ -26,9 +26,10 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator |
     if padding < 0 or padding >= min(images.shape[-2:]):
         raise ValueError(f"padding must be between 0 and {min(images.shape[-2:]) - 1}, got {padding}.")
     n, c, h, w = images.shape
-    padded = torch.nn.functional.pad(images.float() if images.dtype == torch.uint8 else images,
-                                     (padding,) * 4, mode="reflect").to(images.dtype)  # reflect needs floats
-    dy, dx = (torch.randint(0, 2 * padding + 1, (2, n, 1), device=images.device, generator=generator))
+    padded = torch.nn.functional.pad(
+        images.float() if images.dtype == torch.uint8 else images, (padding,) * 4, mode="reflect"
+    ).to(images.dtype)  # reflect needs floats
+    dy, dx = torch.randint(0, 2 * padding + 1, (2, n, 1), device=images.device, generator=generator)
     rows = (dy + torch.arange(h, device=images.device))[:, None, :, None]  # (N, 1, H, 1)
     cols = (dx + torch.arange(w, device=images.device))[:, None, None, :]  # (N, 1, 1, W)
     batch = torch.arange(n, device=images.device)[:, None, None, None]
@@ -39,14 +40,20 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator |
 class CpuAugmentedImages(Dataset):
     """The seeds' data set: each image cropped, flipped and normalized on the CPU, one at a time (lesson 12)."""
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
-                 padding: int = 4):
+    def __init__(
+        self, images: torch.Tensor, labels: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, padding: int = 4
+    ):
         from torchvision.transforms import v2
 
         self.images, self.labels = images, labels
-        self.transform = v2.Compose([
-            v2.RandomCrop(images.shape[-1], padding=padding, padding_mode="reflect"), v2.RandomHorizontalFlip(),
-            v2.ToDtype(torch.float32, scale=True), v2.Normalize(mean.tolist(), std.tolist())])
+        self.transform = v2.Compose(
+            [
+                v2.RandomCrop(images.shape[-1], padding=padding, padding_mode="reflect"),
+                v2.RandomHorizontalFlip(),
+                v2.ToDtype(torch.float32, scale=True),
+                v2.Normalize(mean.tolist(), std.tolist()),
+            ]
+        )
 
     def __len__(self) -> int:
         return len(self.images)
@@ -58,10 +65,22 @@ class CpuAugmentedImages(Dataset):
 class AugmentedDeviceLoader:
     """`DeviceLoader` batches of uint8 images, cropped and flipped per image on the device, then normalized."""
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, *, device: torch.device,
-                 mean: torch.Tensor, std: torch.Tensor, augment: bool, channels_last: bool, seed: int = 0):
-        self.batches = DeviceLoader(images, labels, batch_size, device=device, shuffle=augment, drop_last=augment,
-                                    seed=seed)
+    def __init__(
+        self,
+        images: torch.Tensor,
+        labels: torch.Tensor,
+        batch_size: int,
+        *,
+        device: torch.device,
+        mean: torch.Tensor,
+        std: torch.Tensor,
+        augment: bool,
+        channels_last: bool,
+        seed: int = 0,
+    ):
+        self.batches = DeviceLoader(
+            images, labels, batch_size, device=device, shuffle=augment, drop_last=augment, seed=seed
+        )
         self.mean, self.std = mean.to(device)[:, None, None], std.to(device)[:, None, None]
         self.augment, self.channels_last = augment, channels_last
         self.generator = self.batches.generator

@@ -47,29 +47,48 @@ from .workloads import (
 )
 
 
-def fit_vs_hand_loop(device: torch.device, *, samples: int | None = None, epochs: int = 5,
-                     batch_size: int = 256) -> Row:
+def fit_vs_hand_loop(
+    device: torch.device, *, samples: int | None = None, epochs: int = 5, batch_size: int = 256
+) -> Row:
     """Seconds per epoch of `fit` and of the minimal hand loop, same model, data and loader."""
     device = torch.device(device)
     samples = samples or (60_000 if device.type == "cuda" else 12_000)
-    loader = DataLoader(fake_image_data(samples, (1, 28, 28)), batch_size=batch_size, shuffle=True,
-                        pin_memory=device.type == "cuda", generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(
+        fake_image_data(samples, (1, 28, 28)),
+        batch_size=batch_size,
+        shuffle=True,
+        pin_memory=device.type == "cuda",
+        generator=torch.Generator().manual_seed(0),
+    )
     torch.manual_seed(0)
     models = {name: mlp(784, hidden=512).to(device) for name in ("fit", "hand loop")}
     optimizers = {name: torch.optim.Adam(m.parameters(), lr=1e-3) for name, m in models.items()}
     runs = {
         "hand loop": lambda: hand_loop_epoch(models["hand loop"], loader, optimizers["hand loop"], device),
-        "fit": lambda: fit(models["fit"], loader, None, optimizers["fit"], device, epochs=1,
-                           progress=False, verbose=False),
+        "fit": lambda: fit(
+            models["fit"], loader, None, optimizers["fit"], device, epochs=1, progress=False, verbose=False
+        ),
     }
     interleaved_medians(runs, repeat=1)  # warm-up: allocator, kernels, thread pools
     seconds = interleaved_medians(runs, repeat=epochs)
     overhead = seconds["fit"] / seconds["hand loop"]
-    return Row("fit", "fit vs hand loop (seconds per epoch)", str(device), "ok", round(overhead, 3),
-               "x (lower is better)",
-               {"fit_s": seconds["fit"], "hand_loop_s": seconds["hand loop"], "samples": samples,
-                "batch_size": batch_size, "epochs_timed": epochs, "model": "MLP 784-512-512-10, Adam"},
-               note=f"fit costs {100 * (overhead - 1):+.1f}% per epoch vs the hand loop")
+    return Row(
+        "fit",
+        "fit vs hand loop (seconds per epoch)",
+        str(device),
+        "ok",
+        round(overhead, 3),
+        "x (lower is better)",
+        {
+            "fit_s": seconds["fit"],
+            "hand_loop_s": seconds["hand loop"],
+            "samples": samples,
+            "batch_size": batch_size,
+            "epochs_timed": epochs,
+            "model": "MLP 784-512-512-10, Adam",
+        },
+        note=f"fit costs {100 * (overhead - 1):+.1f}% per epoch vs the hand loop",
+    )
 
 
 def matmul_rows(device: torch.device) -> list[Row]:
@@ -78,20 +97,46 @@ def matmul_rows(device: torch.device) -> list[Row]:
     sizes = (2048, 4096, 8192) if on_gpu else (256, 512, 1024)
     with tf32_mode(False):  # IEEE float32, whatever the caller had set
         fp32 = max(matmul_tflops(n, torch.float32, device) for n in sizes)
-    rows = [Row("matmul_fp32", "matmul fp32 peak (TFLOP/s)", str(device), "ok", round(fp32, 3), "TFLOP/s",
-                {"sizes": list(sizes)})]
+    rows = [
+        Row(
+            "matmul_fp32",
+            "matmul fp32 peak (TFLOP/s)",
+            str(device),
+            "ok",
+            round(fp32, 3),
+            "TFLOP/s",
+            {"sizes": list(sizes)},
+        )
+    ]
     if not on_gpu:
-        return rows + [skipped("matmul_tf32", "matmul TF32 vs fp32", device, NEEDS_GPU),
-                       skipped("matmul_half", "matmul bf16/fp16 vs fp32", device, NEEDS_GPU)]
+        return rows + [
+            skipped("matmul_tf32", "matmul TF32 vs fp32", device, NEEDS_GPU),
+            skipped("matmul_half", "matmul bf16/fp16 vs fp32", device, NEEDS_GPU),
+        ]
     with tf32_mode(True):
         tf32 = max(matmul_tflops(n, torch.float32, device) for n in sizes)
     half_dtype = choose_precision(device).dtype or torch.float16
     half = max(matmul_tflops(n, half_dtype, device) for n in sizes)
     return rows + [
-        Row("matmul_tf32", "matmul TF32 vs fp32", str(device), "ok", round(tf32 / fp32, 2), "x",
-            {"tf32_tflops": tf32, "fp32_tflops": fp32}, "TF32 only exists on compute capability >= 8.0"),
-        Row("matmul_half", f"matmul {str(half_dtype)[6:]} vs fp32", str(device), "ok", round(half / fp32, 2), "x",
-            {"half_tflops": half, "fp32_tflops": fp32, "dtype": str(half_dtype)}),
+        Row(
+            "matmul_tf32",
+            "matmul TF32 vs fp32",
+            str(device),
+            "ok",
+            round(tf32 / fp32, 2),
+            "x",
+            {"tf32_tflops": tf32, "fp32_tflops": fp32},
+            "TF32 only exists on compute capability >= 8.0",
+        ),
+        Row(
+            "matmul_half",
+            f"matmul {str(half_dtype)[6:]} vs fp32",
+            str(device),
+            "ok",
+            round(half / fp32, 2),
+            "x",
+            {"half_tflops": half, "fp32_tflops": fp32, "dtype": str(half_dtype)},
+        ),
     ]
 
 
@@ -100,31 +145,58 @@ def host_to_device(device: torch.device) -> Row:
         return skipped("h2d", "host-to-device copy, pinned vs pageable", device, NEEDS_GPU)
     pinned = copy_bandwidth(256, device, pinned=True)
     pageable = copy_bandwidth(256, device, pinned=False)
-    return Row("h2d", "host-to-device copy, pinned vs pageable", str(device), "ok", round(pinned / pageable, 2), "x",
-               {"pinned_gbps": pinned, "pageable_gbps": pageable, "mib": 256})
+    return Row(
+        "h2d",
+        "host-to-device copy, pinned vs pageable",
+        str(device),
+        "ok",
+        round(pinned / pageable, 2),
+        "x",
+        {"pinned_gbps": pinned, "pageable_gbps": pageable, "mib": 256},
+    )
 
 
 def cpu_vs_gpu_rows(device: torch.device) -> list[Row]:
     """The same MLP and CNN training steps on this machine's CPU and on its GPU."""
     if device.type != "cuda":
-        return [skipped("mlp_cpu_gpu", "MLP training step, GPU vs CPU", device, NEEDS_GPU),
-                skipped("cnn_cpu_gpu", "CNN training step, GPU vs CPU", device, NEEDS_GPU)]
+        return [
+            skipped("mlp_cpu_gpu", "MLP training step, GPU vs CPU", device, NEEDS_GPU),
+            skipped("cnn_cpu_gpu", "CNN training step, GPU vs CPU", device, NEEDS_GPU),
+        ]
     rows = []
-    for key, name, workload in (("mlp_cpu_gpu", "MLP training step, GPU vs CPU", MLP_STEP),
-                                ("cnn_cpu_gpu", "CNN training step, GPU vs CPU", CNN_STEP)):
+    for key, name, workload in (
+        ("mlp_cpu_gpu", "MLP training step, GPU vs CPU", MLP_STEP),
+        ("cnn_cpu_gpu", "CNN training step, GPU vs CPU", CNN_STEP),
+    ):
         on_cpu, _ = time_step(workload, torch.device("cpu"))
         on_gpu, _ = time_step(workload, device)
-        rows.append(Row(key, name, str(device), "ok", round(on_cpu.median / on_gpu.median, 1), "x",
-                        {"cpu_s": on_cpu.median, "gpu_s": on_gpu.median, "model": workload.name,
-                         "batch": workload.shape[0], "cpu_threads": torch.get_num_threads()}))
+        rows.append(
+            Row(
+                key,
+                name,
+                str(device),
+                "ok",
+                round(on_cpu.median / on_gpu.median, 1),
+                "x",
+                {
+                    "cpu_s": on_cpu.median,
+                    "gpu_s": on_gpu.median,
+                    "model": workload.name,
+                    "batch": workload.shape[0],
+                    "cpu_threads": torch.get_num_threads(),
+                },
+            )
+        )
     return rows
 
 
 def amp_rows(device: torch.device) -> list[Row]:
     """AMP vs fp32 (TF32 off) on lesson 06's matmul-heavy MLP, and how close AMP training gets to the matmul peak."""
     if device.type != "cuda":
-        return [skipped("amp", "AMP vs fp32 training step (matmul-heavy MLP)", device, NEEDS_GPU),
-                skipped("amp_peak", "AMP MLP training vs half-precision matmul peak", device, NEEDS_GPU)]
+        return [
+            skipped("amp", "AMP vs fp32 training step (matmul-heavy MLP)", device, NEEDS_GPU),
+            skipped("amp_peak", "AMP MLP training vs half-precision matmul peak", device, NEEDS_GPU),
+        ]
     chosen = choose_precision(device)
     workload = amp_workloads(device)["MLP"]
     fp32, fp32_peak = time_step(workload, device, "fp32")
@@ -132,13 +204,33 @@ def amp_rows(device: torch.device) -> list[Row]:
     batch, params = workload.shape[0], sum(p.numel() for p in workload.make_model().parameters())
     achieved = 6 * batch * params / amp.median / 1e12  # forward 2 FLOPs per weight and sample, backward 4
     half_peak = max(matmul_tflops(n, chosen.dtype or torch.float16, device) for n in (4096, 8192))
-    details = {"fp32_s": fp32.median, "amp_s": amp.median, "fp32_peak_mib": fp32_peak, "amp_peak_mib": amp_peak,
-               "precision": chosen.name, "model": workload.name}
+    details = {
+        "fp32_s": fp32.median,
+        "amp_s": amp.median,
+        "fp32_peak_mib": fp32_peak,
+        "amp_peak_mib": amp_peak,
+        "precision": chosen.name,
+        "model": workload.name,
+    }
     return [
-        Row("amp", f"AMP ({chosen.name}) vs fp32 training step (matmul-heavy MLP)", str(device), "ok",
-            round(fp32.median / amp.median, 2), "x", details),
-        Row("amp_peak", f"AMP MLP training vs {chosen.name} matmul peak", str(device), "ok",
-            round(achieved / half_peak, 2), "of peak", {"training_tflops": achieved, "matmul_peak_tflops": half_peak}),
+        Row(
+            "amp",
+            f"AMP ({chosen.name}) vs fp32 training step (matmul-heavy MLP)",
+            str(device),
+            "ok",
+            round(fp32.median / amp.median, 2),
+            "x",
+            details,
+        ),
+        Row(
+            "amp_peak",
+            f"AMP MLP training vs {chosen.name} matmul peak",
+            str(device),
+            "ok",
+            round(achieved / half_peak, 2),
+            "of peak",
+            {"training_tflops": achieved, "matmul_peak_tflops": half_peak},
+        ),
     ]
 
 
@@ -147,14 +239,27 @@ def workers_sweep(device: torch.device, images: int = 1024) -> Row:
     from torchvision.transforms import v2
 
     data = load_digits(image_size=32, channels=3)
-    augment = v2.Compose([v2.RandomResizedCrop(32, scale=(0.6, 1.0), antialias=True), v2.RandomHorizontalFlip(),
-                          v2.ColorJitter(0.3, 0.3, 0.3), v2.ToDtype(torch.float32, scale=True)])
+    augment = v2.Compose(
+        [
+            v2.RandomResizedCrop(32, scale=(0.6, 1.0), antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ColorJitter(0.3, 0.3, 0.3),
+            v2.ToDtype(torch.float32, scale=True),
+        ]
+    )
     jpegs = EncodedImages(data.train_images[:images], data.train_labels[:images], augment)
     cores = cpu_count()
     rates = sweep_workers(jpegs, device, worker_counts(cores))
     best = max(rates, key=rates.get)
-    return Row("workers", "DataLoader workers, best vs 0 (JPEG decode + augment)", str(device), "ok",
-               round(rates[best] / rates[0], 2), "x", {"samples_per_s": rates, "best_workers": best, "cores": cores})
+    return Row(
+        "workers",
+        "DataLoader workers, best vs 0 (JPEG decode + augment)",
+        str(device),
+        "ok",
+        round(rates[best] / rates[0], 2),
+        "x",
+        {"samples_per_s": rates, "best_workers": best, "cores": cores},
+    )
 
 
 def resident_vs_dataloader(device: torch.device) -> Row:
@@ -162,12 +267,25 @@ def resident_vs_dataloader(device: torch.device) -> Row:
     n = epoch_samples(device)
     data = fake_image_data(n, (1, 28, 28))
     images, labels = data.tensors
-    seconds = {name: result.median for name, result in time_loader_epochs(
-        {"DataLoader": DataLoader(data, batch_size=256, shuffle=True),
-         "DeviceLoader": DeviceLoader(images, labels, batch_size=256, device=device)}, device).items()}
-    return Row("resident", "device-resident loader vs default DataLoader (MLP epoch)", str(device), "ok",
-               round(seconds["DataLoader"] / seconds["DeviceLoader"], 2), "x",
-               {"dataloader_s": seconds["DataLoader"], "deviceloader_s": seconds["DeviceLoader"], "samples": n})
+    seconds = {
+        name: result.median
+        for name, result in time_loader_epochs(
+            {
+                "DataLoader": DataLoader(data, batch_size=256, shuffle=True),
+                "DeviceLoader": DeviceLoader(images, labels, batch_size=256, device=device),
+            },
+            device,
+        ).items()
+    }
+    return Row(
+        "resident",
+        "device-resident loader vs default DataLoader (MLP epoch)",
+        str(device),
+        "ok",
+        round(seconds["DataLoader"] / seconds["DeviceLoader"], 2),
+        "x",
+        {"dataloader_s": seconds["DataLoader"], "deviceloader_s": seconds["DeviceLoader"], "samples": n},
+    )
 
 
 def gpu_busy_row(device: torch.device) -> Row:
@@ -176,23 +294,37 @@ def gpu_busy_row(device: torch.device) -> Row:
         return skipped("gpu_busy", "GPU-busy share of a training step, DeviceLoader vs DataLoader", device, NEEDS_GPU)
     data = fake_image_data(epoch_samples(device), (1, 28, 28))
     busy = {}
-    for name, loader in (("DataLoader", DataLoader(data, batch_size=256, shuffle=True)),
-                         ("DeviceLoader", DeviceLoader(*data.tensors, batch_size=256, device=device))):
+    for name, loader in (
+        ("DataLoader", DataLoader(data, batch_size=256, shuffle=True)),
+        ("DeviceLoader", DeviceLoader(*data.tensors, batch_size=256, device=device)),
+    ):
         torch.manual_seed(0)
         model = mlp(784, hidden=512).to(device)
         prof = profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), device, steps=10)
         busy[name] = summarize_profile(prof).gpu_busy
-    return Row("gpu_busy", "GPU-busy share of a training step, DeviceLoader vs DataLoader", str(device), "ok",
-               round(busy["DeviceLoader"] / busy["DataLoader"], 2), "x", {f"{k}_busy": v for k, v in busy.items()})
+    return Row(
+        "gpu_busy",
+        "GPU-busy share of a training step, DeviceLoader vs DataLoader",
+        str(device),
+        "ok",
+        round(busy["DeviceLoader"] / busy["DataLoader"], 2),
+        "x",
+        {f"{k}_busy": v for k, v in busy.items()},
+    )
 
 
 def compile_rows(device: torch.device) -> list[Row]:
     """Compiled vs eager training steps (lesson 11): the MLP in the default mode; on a GPU also a launch-bound
     tiny MLP with ``mode="reduce-overhead"`` (CUDA graphs: the model's forward and backward each replay from one
     launch; the loss and the SGD step stay eager)."""
-    cases = {"compile": ("torch.compile vs eager, MLP training step", MLP_STEP, "default"),
-             "compile_graphs": ("torch.compile reduce-overhead vs eager, tiny launch-bound MLP step", TINY_STEP,
-                                "reduce-overhead")}
+    cases = {
+        "compile": ("torch.compile vs eager, MLP training step", MLP_STEP, "default"),
+        "compile_graphs": (
+            "torch.compile reduce-overhead vs eager, tiny launch-bound MLP step",
+            TINY_STEP,
+            "reduce-overhead",
+        ),
+    }
     support, rows = compile_support(device), []
     for key, (name, workload, mode) in cases.items():
         if not support.ok or (mode == "reduce-overhead" and device.type != "cuda"):
@@ -200,11 +332,26 @@ def compile_rows(device: torch.device) -> list[Row]:
             continue
         eager, eager_peak = time_step(workload, device)
         compiled = time_compiled_step(workload, device, mode)
-        rows.append(Row(key, name, str(device), "ok", round(eager.median / compiled.step.median, 2), "x",
-                        {"eager_s": eager.median, "compiled_s": compiled.step.median, "mode": mode,
-                         "first_call_s": compiled.first_call_s, "eager_peak_mib": eager_peak,
-                         "compiled_peak_mib": compiled.peak_mib, "model": workload.name},
-                        note=f"first call (compile) {compiled.first_call_s:.1f} s"))
+        rows.append(
+            Row(
+                key,
+                name,
+                str(device),
+                "ok",
+                round(eager.median / compiled.step.median, 2),
+                "x",
+                {
+                    "eager_s": eager.median,
+                    "compiled_s": compiled.step.median,
+                    "mode": mode,
+                    "first_call_s": compiled.first_call_s,
+                    "eager_peak_mib": eager_peak,
+                    "compiled_peak_mib": compiled.peak_mib,
+                    "model": workload.name,
+                },
+                note=f"first call (compile) {compiled.first_call_s:.1f} s",
+            )
+        )
     return rows
 
 
@@ -219,37 +366,83 @@ class Experiment:
 EXPERIMENTS: dict[str, Experiment] = {
     "matmul": Experiment(matmul_rows),
     "h2d": Experiment(host_to_device),
-    "cpu_gpu": Experiment(cpu_vs_gpu_rows, {"cnn_cpu_gpu": Target(
-        "conv training at least 10x this machine's CPU", at_least=10,
-        reason="a GPU's reason to exist in this course: below 10x a learner is better off on the CPU runtime")}),
-    "amp": Experiment(amp_rows, {
-        "amp": Target("AMP trains the matmul-heavy MLP at least 2x faster than fp32", at_least=2,
-                      reason="tensor cores run 16-bit matmuls at 8-16x IEEE fp32; half of that survives a real step"),
-        "amp_peak": Target("AMP MLP training reaches at least 50% of the measured half-precision matmul peak",
-                           at_least=0.5, reason="a step is three large matmuls per layer: below 50% something "
-                                                "other than the matmuls (casts, the optimizer, launches) dominates"),
-    }),
+    "cpu_gpu": Experiment(
+        cpu_vs_gpu_rows,
+        {
+            "cnn_cpu_gpu": Target(
+                "conv training at least 10x this machine's CPU",
+                at_least=10,
+                reason="a GPU's reason to exist in this course: below 10x a learner is better off on the CPU runtime",
+            )
+        },
+    ),
+    "amp": Experiment(
+        amp_rows,
+        {
+            "amp": Target(
+                "AMP trains the matmul-heavy MLP at least 2x faster than fp32",
+                at_least=2,
+                reason="tensor cores run 16-bit matmuls at 8-16x IEEE fp32; half of that survives a real step",
+            ),
+            "amp_peak": Target(
+                "AMP MLP training reaches at least 50% of the measured half-precision matmul peak",
+                at_least=0.5,
+                reason="a step is three large matmuls per layer: below 50% something "
+                "other than the matmuls (casts, the optimizer, launches) dominates",
+            ),
+        },
+    ),
     "workers": Experiment(workers_sweep),
-    "resident": Experiment(resident_vs_dataloader, {"resident": Target(
-        "GPU-resident loader at least 5x a default DataLoader", at_least=5,
-        reason="a DataLoader makes 60,000 Python calls an epoch that a resident loader replaces by 235 slices")}),
+    "resident": Experiment(
+        resident_vs_dataloader,
+        {
+            "resident": Target(
+                "GPU-resident loader at least 5x a default DataLoader",
+                at_least=5,
+                reason="a DataLoader makes 60,000 Python calls an epoch that a resident loader replaces by 235 slices",
+            )
+        },
+    ),
     "gpu_busy": Experiment(gpu_busy_row),
-    "compile": Experiment(compile_rows, {
-        "compile": Target("compiled MLP training step at least 1.3x eager after warm-up", at_least=1.3,
-                          reason="Inductor fuses each layer's bias, activation and their backward into the "
-                                 "matmuls' neighbours: below 1.3x the compile time is rarely repaid"),
-        "compile_graphs": Target("reduce-overhead at least 2x eager on a launch-bound tiny model", at_least=2,
-                                 reason="a tiny step is dozens of microsecond kernels each paying a launch; "
-                                        "CUDA graphs replay the model's forward and backward from one launch each"),
-    }),
-    "speedrun": Experiment(ladder_row, {"speedrun": Target(
-        "lesson 12's last rung at least 20x faster per epoch than its first (an H100 or A100 figure)", at_least=20,
-        reason="the seeds' loop waits on per-image CPU transforms and on .item() every step; the last rung keeps "
-               "the GPU fed with large half-precision batches")}),
+    "compile": Experiment(
+        compile_rows,
+        {
+            "compile": Target(
+                "compiled MLP training step at least 1.3x eager after warm-up",
+                at_least=1.3,
+                reason="Inductor fuses each layer's bias, activation and their backward into the "
+                "matmuls' neighbours: below 1.3x the compile time is rarely repaid",
+            ),
+            "compile_graphs": Target(
+                "reduce-overhead at least 2x eager on a launch-bound tiny model",
+                at_least=2,
+                reason="a tiny step is dozens of microsecond kernels each paying a launch; "
+                "CUDA graphs replay the model's forward and backward from one launch each",
+            ),
+        },
+    ),
+    "speedrun": Experiment(
+        ladder_row,
+        {
+            "speedrun": Target(
+                "lesson 12's last rung at least 20x faster per epoch than its first (an H100 or A100 figure)",
+                at_least=20,
+                reason="the seeds' loop waits on per-image CPU transforms and on .item() every step; "
+                "the last rung keeps the GPU fed with large half-precision batches",
+            )
+        },
+    ),
     "finetune": Experiment(finetune_epoch_row),
-    "fit": Experiment(fit_vs_hand_loop, {"fit": Target(
-        "fit within 10% of a minimal hand loop", at_most=1.10,
-        reason="the course's helpers must not cost what the lessons teach to save")}),
+    "fit": Experiment(
+        fit_vs_hand_loop,
+        {
+            "fit": Target(
+                "fit within 10% of a minimal hand loop",
+                at_most=1.10,
+                reason="the course's helpers must not cost what the lessons teach to save",
+            )
+        },
+    ),
 }
 TARGETS: dict[str, Target] = {key: t for e in EXPERIMENTS.values() for key, t in e.targets.items()}
 

@@ -20,15 +20,22 @@ def _show(value) -> str:
 
 def to_markdown(rows: list[Row], report: dict) -> str:
     gpu = report["gpus"][0]["name"] if report["gpus"] else "no GPU"
-    lines = [f"# colab_gpu bench: {gpu}", "",
-             f"PyTorch {report['torch']}, Python {report['python']}, {report['cpu_count']} CPU cores", "",
-             "| benchmark | device | status | result | target on a GPU | details |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# colab_gpu bench: {gpu}",
+        "",
+        f"PyTorch {report['torch']}, Python {report['python']}, {report['cpu_count']} CPU cores",
+        "",
+        "| benchmark | device | status | result | target on a GPU | details |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
         result = f"{row.ratio} {row.unit}" if row.status == "ok" else "-"
         details = ", ".join(f"{k}={_show(v)}" for k, v in row.details.items())
         verdict = {True: " (met)", False: " (NOT met)", None: ""}[row.met]
-        lines.append(f"| {row.name} | {row.device} | {row.status} | {result} | {row.target}{verdict} | "
-                     f"{'; '.join(part for part in (details, row.note) if part)} |")
+        lines.append(
+            f"| {row.name} | {row.device} | {row.status} | {result} | {row.target}{verdict} | "
+            f"{'; '.join(part for part in (details, row.note) if part)} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -68,8 +68,14 @@ class GpuCapability:
         if self.bf16_native:
             return "bf16", False, f"{where} has native bf16 tensor cores; bf16 needs no loss scaling."
         if self.fp16_tensor_cores:
-            return "fp16", True, (f"{where} has fp16 tensor cores but only emulates bf16; fp16 needs loss scaling "
-                                  "against gradient underflow.")
+            return (
+                "fp16",
+                True,
+                (
+                    f"{where} has fp16 tensor cores but only emulates bf16; fp16 needs loss scaling "
+                    "against gradient underflow."
+                ),
+            )
         return "fp32", False, f"{where} has no tensor cores: mixed precision gains little."
 
     def kernels_in(self, arch_list: list[str]) -> bool | None:

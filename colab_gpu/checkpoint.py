@@ -61,7 +61,7 @@ def set_rng_state(state: dict[str, Any], loader_generator: torch.Generator | Non
     if state["cuda"] and torch.cuda.is_available():
         # One state per GPU of the machine that saved it: a checkpoint from Kaggle's two T4s
         # resumed on Colab's one restores the first (set_rng_state_all would raise IndexError).
-        for index, gpu_state in enumerate(state["cuda"][:torch.cuda.device_count()]):
+        for index, gpu_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(gpu_state.cpu(), index)
     if loader_generator is not None and "loader" in state:
         loader_generator.set_state(state["loader"].cpu())
@@ -97,31 +97,40 @@ def save_checkpoint(
     loader_generator: torch.Generator | None = None,
 ) -> Path:
     """Write the full training state after ``epoch`` epochs, atomically. Returns the path. Taught in lesson 03."""
-    return atomic_save({
-        "scheduler": scheduler.state_dict() if scheduler is not None else None,
-        "format": FORMAT,
-        "epoch": epoch,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "history": history or [],
-        "rng": rng_state(loader_generator),
-    }, path)
+    return atomic_save(
+        {
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "format": FORMAT,
+            "epoch": epoch,
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "history": history or [],
+            "rng": rng_state(loader_generator),
+        },
+        path,
+    )
 
 
 def _read(path: Path, map_location) -> dict:
     if not path.exists():
-        raise CheckpointError(f"No checkpoint at {path}. Start from scratch, or check the folder "
-                              f"(in Colab: is Google Drive mounted?). Files there: "
-                              f"{sorted(p.name for p in path.parent.glob('*'))[:10] if path.parent.exists() else []}")
+        raise CheckpointError(
+            f"No checkpoint at {path}. Start from scratch, or check the folder "
+            f"(in Colab: is Google Drive mounted?). Files there: "
+            f"{sorted(p.name for p in path.parent.glob('*'))[:10] if path.parent.exists() else []}"
+        )
     try:
         state = torch.load(path, map_location=map_location, weights_only=False)
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as err:
-        raise CheckpointError(f"{path} is not a readable checkpoint (truncated or corrupted: {err}). "
-                              "Delete it and resume from an older one, or start from scratch.") from err
+        raise CheckpointError(
+            f"{path} is not a readable checkpoint (truncated or corrupted: {err}). "
+            "Delete it and resume from an older one, or start from scratch."
+        ) from err
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path} was not written by colab_gpu.save_checkpoint (format "
-                              f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r}).")
+        raise CheckpointError(
+            f"{path} was not written by colab_gpu.save_checkpoint (format "
+            f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r})."
+        )
     return state
 
 
@@ -129,14 +138,25 @@ def _check_same_model(path: Path, model: nn.Module, saved: dict[str, torch.Tenso
     current = model.state_dict()
     missing = sorted(set(current) - set(saved))
     unexpected = sorted(set(saved) - set(current))
-    shapes = [f"{k}: saved {tuple(saved[k].shape)}, model {tuple(current[k].shape)}"
-              for k in sorted(set(saved) & set(current)) if saved[k].shape != current[k].shape]
+    shapes = [
+        f"{k}: saved {tuple(saved[k].shape)}, model {tuple(current[k].shape)}"
+        for k in sorted(set(saved) & set(current))
+        if saved[k].shape != current[k].shape
+    ]
     if missing or unexpected or shapes:
-        details = "; ".join(part for part in (
-            f"missing {missing[:5]}" if missing else "", f"unexpected {unexpected[:5]}" if unexpected else "",
-            f"different shapes {shapes[:5]}" if shapes else "") if part)
-        raise CheckpointError(f"{path} was saved from a different model ({details}). Build the same architecture "
-                              "before loading, or start from scratch.")
+        details = "; ".join(
+            part
+            for part in (
+                f"missing {missing[:5]}" if missing else "",
+                f"unexpected {unexpected[:5]}" if unexpected else "",
+                f"different shapes {shapes[:5]}" if shapes else "",
+            )
+            if part
+        )
+        raise CheckpointError(
+            f"{path} was saved from a different model ({details}). Build the same architecture "
+            "before loading, or start from scratch."
+        )
 
 
 def load_checkpoint(

@@ -49,18 +49,24 @@ def cxx_compilers() -> list[str]:
 def _missing_piece(device: torch.device) -> str | None:
     """Why ``torch.compile`` cannot work on ``device`` here, judged without compiling; None when nothing is missing."""
     if not torch._dynamo.is_dynamo_supported():
-        return (f"torch {torch.__version__} cannot compile on Python {sys.version_info.major}."
-                f"{sys.version_info.minor}: upgrade torch (`pip install -U torch`) or train in eager mode.")
+        return (
+            f"torch {torch.__version__} cannot compile on Python {sys.version_info.major}."
+            f"{sys.version_info.minor}: upgrade torch (`pip install -U torch`) or train in eager mode."
+        )
     if device.type == "cuda":
         gpu = gpu_capability(device)
         if not gpu.triton:
-            return (f"{gpu.name} (CC {gpu.cc}) is too old for Triton, which writes torch.compile's GPU kernels "
-                    f"(it needs CC >= {TRITON_MIN[0]}.{TRITON_MIN[1]}): on Kaggle pick the T4 x2 accelerator.")
+            return (
+                f"{gpu.name} (CC {gpu.cc}) is too old for Triton, which writes torch.compile's GPU kernels "
+                f"(it needs CC >= {TRITON_MIN[0]}.{TRITON_MIN[1]}): on Kaggle pick the T4 x2 accelerator."
+            )
         if importlib.util.find_spec("triton") is None:
             return "Triton is not installed (`pip install triton`; it ships with Linux CUDA wheels of torch)."
     elif device.type == "cpu" and not cxx_compilers():
-        return ("no C++ compiler found (Inductor writes C++ for the CPU): install g++ "
-                "(`apt install g++`, Xcode's command-line tools on a Mac), or train in eager mode.")
+        return (
+            "no C++ compiler found (Inductor writes C++ for the CPU): install g++ "
+            "(`apt install g++`, Xcode's command-line tools on a Mac), or train in eager mode."
+        )
     return None
 
 
@@ -112,8 +118,14 @@ def compile_support(device: str | torch.device) -> CompileSupport:
     return CompileSupport(str(device), True, f"torch {torch.__version__} compiles for {device} with {backend}.")
 
 
-def compile_model(model: nn.Module, device: str | torch.device, *, mode: str | None = None,
-                  dynamic: bool | None = None, verbose: bool = True) -> nn.Module:
+def compile_model(
+    model: nn.Module,
+    device: str | torch.device,
+    *,
+    mode: str | None = None,
+    dynamic: bool | None = None,
+    verbose: bool = True,
+) -> nn.Module:
     """``torch.compile(model, mode=..., dynamic=...)`` where this runtime can compile; else ``model``, and why.
 
     The compiled module shares ``model``'s parameters: train either one, save ``model.state_dict()`` (the
@@ -122,8 +134,10 @@ def compile_model(model: nn.Module, device: str | torch.device, *, mode: str | N
     support = compile_support(device)
     if not support.ok:
         if verbose:
-            print(f"torch.compile is not available here, training in eager mode (same results, no speed-up): "
-                  f"{support.reason}")
+            print(
+                f"torch.compile is not available here, training in eager mode (same results, no speed-up): "
+                f"{support.reason}"
+            )
         return model
     return torch.compile(model, mode=mode, dynamic=dynamic)
 

@@ -26,8 +26,18 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                   "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+FASHION_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 DIGITS_CLASSES = tuple(str(d) for d in range(10))
 SHAPES = ("circle", "square", "triangle")  # the classes of write_image_folder's stand-in photos
@@ -81,8 +91,15 @@ class ImageData:
 
     def limit(self, train: int | None = None, test: int | None = None) -> ImageData:
         """The first ``train``/``test`` samples (smaller problems for CPU runtimes)."""
-        return ImageData(self.name, self.train_images[:train], self.train_labels[:train],
-                         self.test_images[:test], self.test_labels[:test], self.classes, self.fallback)
+        return ImageData(
+            self.name,
+            self.train_images[:train],
+            self.train_labels[:train],
+            self.test_images[:test],
+            self.test_labels[:test],
+            self.classes,
+            self.fallback,
+        )
 
     def normalization(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-channel mean and std of the training images, on the 0-1 scale."""
@@ -96,12 +113,16 @@ class ImageData:
         def scale(images: torch.Tensor) -> torch.Tensor:
             return (images.float().div(255) - mean[:, None, None]) / std[:, None, None]
 
-        return (TensorDataset(scale(self.train_images), self.train_labels),
-                TensorDataset(scale(self.test_images), self.test_labels))
+        return (
+            TensorDataset(scale(self.train_images), self.train_labels),
+            TensorDataset(scale(self.test_images), self.test_labels),
+        )
 
     def __str__(self) -> str:
-        return (f"{self.name}: {len(self.train_images)} train / {len(self.test_images)} test images "
-                f"of shape {self.image_shape}, {len(self.classes)} classes")
+        return (
+            f"{self.name}: {len(self.train_images)} train / {len(self.test_images)} test images "
+            f"of shape {self.image_shape}, {len(self.classes)} classes"
+        )
 
 
 def make_loaders(
@@ -113,8 +134,9 @@ def make_loaders(
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
     pin = torch.device(device).type == "cuda"  # pinned pages make non_blocking copies asynchronous
     generator = torch.Generator().manual_seed(seed)
-    train = DataLoader(train_set, batch_size=batch_size, shuffle=True, generator=generator,
-                       num_workers=num_workers, pin_memory=pin)
+    train = DataLoader(
+        train_set, batch_size=batch_size, shuffle=True, generator=generator, num_workers=num_workers, pin_memory=pin
+    )
     test = DataLoader(test_set, batch_size=max(batch_size, 512), num_workers=num_workers, pin_memory=pin)
     return train, test
 
@@ -133,8 +155,10 @@ def load_digits(image_size: int = 8, channels: int = 1) -> ImageData:
     try:
         from sklearn.datasets import load_digits as sklearn_digits
     except ImportError as err:
-        raise ImportError("The offline data set (scikit-learn's digits) needs scikit-learn: "
-                          "pip install scikit-learn (Colab has it already).") from err
+        raise ImportError(
+            "The offline data set (scikit-learn's digits) needs scikit-learn: "
+            "pip install scikit-learn (Colab has it already)."
+        ) from err
 
     bunch = sklearn_digits()
     images = torch.from_numpy(bunch.images).float().unsqueeze(1) / 16.0  # values 0..16
@@ -144,12 +168,26 @@ def load_digits(image_size: int = 8, channels: int = 1) -> ImageData:
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(0))
     images, labels = images[order], labels[order]
     split = int(0.8 * len(labels))
-    return ImageData("digits (scikit-learn)", images[:split], labels[:split], images[split:], labels[split:],
-                     DIGITS_CLASSES, fallback=True)
+    return ImageData(
+        "digits (scikit-learn)",
+        images[:split],
+        labels[:split],
+        images[split:],
+        labels[split:],
+        DIGITS_CLASSES,
+        fallback=True,
+    )
 
 
-_OFFLINE_SIGNS = ("urlopen error", "name or service not known", "temporary failure in name resolution",
-                  "network is unreachable", "no route to host", "connection refused", "nodename nor servname")
+_OFFLINE_SIGNS = (
+    "urlopen error",
+    "name or service not known",
+    "temporary failure in name resolution",
+    "network is unreachable",
+    "no route to host",
+    "connection refused",
+    "nodename nor servname",
+)
 
 
 def download_problem(error: BaseException) -> str:
@@ -181,8 +219,7 @@ def data_dir() -> Path:
     return DRIVE_DATA if DRIVE_DATA.parent.parent.is_dir() else Path("data")
 
 
-def _download_or_fallback(load, name: str, root: str | os.PathLike | None, image_size: int,
-                          channels: int) -> ImageData:
+def _download_or_fallback(load, name: str, root: str | os.PathLike | None, image_size: int, channels: int) -> ImageData:
     root = data_dir() if root is None else root
     chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
     try:
@@ -191,9 +228,11 @@ def _download_or_fallback(load, name: str, root: str | os.PathLike | None, image
         print(f"{name} loaded from {root}/.")
         return data
     except (RuntimeError, OSError) as err:
-        print(f"{name} could not be downloaded ({download_problem(err)}), so this lesson uses scikit-learn's "
-              f"handwritten digits instead, resized to {channels}x{image_size}x{image_size}: the same code, other "
-              "accuracy figures.")
+        print(
+            f"{name} could not be downloaded ({download_problem(err)}), so this lesson uses scikit-learn's "
+            f"handwritten digits instead, resized to {channels}x{image_size}x{image_size}: the same code, other "
+            "accuracy figures."
+        )
         return load_digits(image_size, channels)
 
 
@@ -202,8 +241,14 @@ def _fashion_mnist(root: Path) -> ImageData:
 
     train = FashionMNIST(root, train=True, download=True)
     test = FashionMNIST(root, train=False, download=True)
-    return ImageData("FashionMNIST", train.data.unsqueeze(1), train.targets.long(),
-                     test.data.unsqueeze(1), test.targets.long(), FASHION_CLASSES)
+    return ImageData(
+        "FashionMNIST",
+        train.data.unsqueeze(1),
+        train.targets.long(),
+        test.data.unsqueeze(1),
+        test.targets.long(),
+        FASHION_CLASSES,
+    )
 
 
 def _cifar10(root: Path) -> ImageData:
@@ -215,8 +260,14 @@ def _cifar10(root: Path) -> ImageData:
     def images(ds) -> torch.Tensor:  # stored as (N, H, W, C) numpy
         return torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
 
-    return ImageData("CIFAR-10", images(train), torch.tensor(train.targets), images(test),
-                     torch.tensor(test.targets), CIFAR10_CLASSES)
+    return ImageData(
+        "CIFAR-10",
+        images(train),
+        torch.tensor(train.targets),
+        images(test),
+        torch.tensor(test.targets),
+        CIFAR10_CLASSES,
+    )
 
 
 def load_fashion_mnist(root: str | os.PathLike | None = None) -> ImageData:
@@ -247,8 +298,9 @@ def _draw_shape(image, shape: str, rng: random.Random) -> None:
         draw.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=color, outline="white")
 
 
-def write_image_folder(root: str | os.PathLike, *, per_class: int = 40, size: int = 64, seed: int = 0,
-                       quality: int = 90) -> Path:
+def write_image_folder(
+    root: str | os.PathLike, *, per_class: int = 40, size: int = 64, seed: int = 0, quality: int = 90
+) -> Path:
     """Write a stand-in for your photos: ``root/<shape>/<n>.jpg``, real JPEG files of a circle, a square or a
     triangle drawn onto crops of scikit-learn's two sample photographs. Returns ``root``. Lesson 13."""
     from PIL import Image
@@ -256,8 +308,10 @@ def write_image_folder(root: str | os.PathLike, *, per_class: int = 40, size: in
     try:
         from sklearn.datasets import load_sample_images
     except ImportError as err:
-        raise ImportError("The stand-in images need scikit-learn's sample photos: pip install scikit-learn "
-                          "(Colab and Kaggle have it).") from err
+        raise ImportError(
+            "The stand-in images need scikit-learn's sample photos: pip install scikit-learn "
+            "(Colab and Kaggle have it)."
+        ) from err
     if per_class < 2 or size < 16:
         raise ValueError(f"write_image_folder needs per_class >= 2 and size >= 16, got {per_class} and {size}.")
     photos = [Image.fromarray(array) for array in load_sample_images().images]

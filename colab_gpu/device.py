@@ -21,6 +21,7 @@ def same_device(a: str | torch.device, b: str | torch.device) -> bool:
     a, b = torch.device(a), torch.device(b)
     return a.type == b.type and (a.index or 0) == (b.index or 0)
 
+
 ENABLE_GPU_HINT = (
     "In Colab: Runtime > Change runtime type > T4 GPU, then rerun. "
     "On Kaggle: Settings > Accelerator > GPU T4 x2 (a phone-verified account), then rerun. "
@@ -96,15 +97,16 @@ def _parse(name: str | torch.device) -> torch.device:
     if not isinstance(name, str):  # get_device(0): the learner may mean GPU 0, which is spelled "cuda:0"
         gpu_index = isinstance(name, int) and not isinstance(name, bool)
         hint = f" For GPU number {name}, use 'cuda:{name}'." if gpu_index else ""
-        raise TypeError(f"get_device takes a device name such as 'cpu', 'cuda' or 'cuda:0' (or None for the best "
-                        f"one here), not {type(name).__name__} {name!r}.{hint} "
-                        f"Available here: {_describe_available()}.")
+        raise TypeError(
+            f"get_device takes a device name such as 'cpu', 'cuda' or 'cuda:0' (or None for the best "
+            f"one here), not {type(name).__name__} {name!r}.{hint} "
+            f"Available here: {_describe_available()}."
+        )
     try:
         return torch.device(name.strip().lower())
     except RuntimeError as err:
         raise ValueError(
-            f"Unknown device name {name!r}. Use 'cpu', 'cuda' or 'cuda:N' "
-            f"(available here: {_describe_available()})."
+            f"Unknown device name {name!r}. Use 'cpu', 'cuda' or 'cuda:N' (available here: {_describe_available()})."
         ) from err
 
 
@@ -112,8 +114,7 @@ def _check_cuda(device: torch.device) -> torch.device:
     count = cuda_device_count()
     if count == 0:
         raise DeviceNotAvailableError(
-            f"You requested {device} but no CUDA GPU is visible "
-            f"(available: {_describe_available()}). {ENABLE_GPU_HINT}"
+            f"You requested {device} but no CUDA GPU is visible (available: {_describe_available()}). {ENABLE_GPU_HINT}"
         )
     index = 0 if device.index is None else device.index
     if index >= count:

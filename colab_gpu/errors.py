@@ -28,7 +28,8 @@ from .atlas import ENTRIES
 from .explain import extension_loaded, find_entry
 
 _LIBRARY_DIRS = tuple(
-    str(Path(path).resolve()) for key in ("stdlib", "platstdlib", "purelib", "platlib")
+    str(Path(path).resolve())
+    for key in ("stdlib", "platstdlib", "purelib", "platlib")
     if (path := sysconfig.get_paths().get(key))
 ) + (str(Path(__file__).resolve().parent),)
 
@@ -48,8 +49,12 @@ def _is_library(filename: str) -> bool:
         return True
     resolved = str(Path(filename).resolve()) if not filename.startswith("<") else filename
     generated = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or "torchinductor_"  # code torch.compile wrote
-    return (resolved.startswith(_LIBRARY_DIRS) or "site-packages" in resolved or "dist-packages" in resolved
-            or generated in resolved)
+    return (
+        resolved.startswith(_LIBRARY_DIRS)
+        or "site-packages" in resolved
+        or "dist-packages" in resolved
+        or generated in resolved
+    )
 
 
 def raising_line(tb: TracebackType | None) -> str | None:
@@ -67,10 +72,15 @@ def _atlas_entry(error: BaseException, key: str | None):
     entry = find_entry(error)
     if key is not None and (entry is None or entry.key != key):
         known = {e.key for e in ENTRIES}
-        raise AssertionError(f"the atlas entry {key!r} does not recognise {type(error).__name__}: "
-                             f"{_first_lines(str(error), 2)} (recognised as: {entry.key if entry else None}). "
-                             + ("Has PyTorch changed the message? Update colab_gpu/atlas.py." if key in known else
-                                f"No such entry; the atlas has {sorted(known)}.")) from error
+        raise AssertionError(
+            f"the atlas entry {key!r} does not recognise {type(error).__name__}: "
+            f"{_first_lines(str(error), 2)} (recognised as: {entry.key if entry else None}). "
+            + (
+                "Has PyTorch changed the message? Update colab_gpu/atlas.py."
+                if key in known
+                else f"No such entry; the atlas has {sorted(known)}."
+            )
+        ) from error
     return entry
 
 
@@ -115,9 +125,15 @@ def _output_captured() -> Iterator[list[str]]:
 
 
 @contextmanager
-def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...], match: str | None = None, *,
-                fix: str | None = None, raises: bool = True, quiet_children: bool = False,
-                atlas: str | None = None) -> Iterator[ShownError]:
+def shows_error(
+    expected: type[BaseException] | tuple[type[BaseException], ...],
+    match: str | None = None,
+    *,
+    fix: str | None = None,
+    raises: bool = True,
+    quiet_children: bool = False,
+    atlas: str | None = None,
+) -> Iterator[ShownError]:
     """Run a block that must raise ``expected`` (message matching the regex ``match``), show it, go on.
 
     Every lesson shows its common error with it, from lesson 01; lesson 09 collects them.
@@ -151,8 +167,9 @@ def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...],
             raise
         if match is not None and not re.search(match, str(err)):
             _replay(captured)
-            raise AssertionError(f"expected {names} matching {match!r}, got {type(err).__name__}: "
-                                 f"{_first_lines(str(err), 3)}") from err
+            raise AssertionError(
+                f"expected {names} matching {match!r}, got {type(err).__name__}: {_first_lines(str(err), 3)}"
+            ) from err
         entry = _atlas_entry(err, atlas)
         shown.error = err
         sys.last_type, sys.last_value, sys.last_traceback = type(err), err, err.__traceback__
@@ -177,6 +194,8 @@ def shows_error(expected: type[BaseException] | tuple[type[BaseException], ...],
         raise
     if raises:
         _replay(captured)
-        raise AssertionError(f"expected {names}{f' matching {match!r}' if match else ''} here, but the block ran "
-                             "without error: the lesson no longer shows what it says")
+        raise AssertionError(
+            f"expected {names}{f' matching {match!r}' if match else ''} here, but the block ran "
+            "without error: the lesson no longer shows what it says"
+        )
     print(f"No {names} on this runtime: the block ran without error, as expected here.")

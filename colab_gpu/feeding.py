@@ -70,21 +70,30 @@ def worker_loader(
     Taught in lesson 05.
     """
     if num_workers < 0:
-        raise ValueError(f"num_workers must be 0 (load in the main process) or more, got {num_workers}. "
-                         f"{suggest_num_workers()}")
+        raise ValueError(
+            f"num_workers must be 0 (load in the main process) or more, got {num_workers}. {suggest_num_workers()}"
+        )
     if len(dataset) == 0:
         raise ValueError("The data set is empty: there is nothing to load.")
     if batch_size < 1 or batch_size > len(dataset):
-        raise ValueError(f"batch_size={batch_size} but the data set has {len(dataset)} samples: use a batch "
-                         f"size between 1 and {len(dataset)}.")
+        raise ValueError(
+            f"batch_size={batch_size} but the data set has {len(dataset)} samples: use a batch "
+            f"size between 1 and {len(dataset)}."
+        )
     extra = {}
     if num_workers > 0:
         extra = {"persistent_workers": persistent_workers, "prefetch_factor": prefetch_factor or 2}
     elif prefetch_factor is not None:
         raise ValueError("prefetch_factor needs num_workers > 0: with 0 workers nothing is prefetched.")
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
-                      pin_memory=torch.device(device).type == "cuda",
-                      generator=torch.Generator().manual_seed(seed), **extra)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        num_workers=num_workers,
+        pin_memory=torch.device(device).type == "cuda",
+        generator=torch.Generator().manual_seed(seed),
+        **extra,
+    )
 
 
 class EncodedImages(Dataset):
@@ -98,8 +107,9 @@ class EncodedImages(Dataset):
     Taught in lesson 05.
     """
 
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor, transform: Callable | None = None,
-                 quality: int = 90):
+    def __init__(
+        self, images: torch.Tensor, labels: torch.Tensor, transform: Callable | None = None, quality: int = 90
+    ):
         if images.dtype != torch.uint8 or images.ndim != 4 or images.shape[1] not in (1, 3):
             raise ValueError(f"images must be uint8 (N, 1 or 3, H, W), got {images.dtype} {tuple(images.shape)}.")
         if len(images) != len(labels):
@@ -143,18 +153,31 @@ class DeviceLoader:
     Taught in lesson 05.
     """
 
-    def __init__(self, inputs: torch.Tensor, labels: torch.Tensor, batch_size: int, *,
-                 device: str | torch.device, shuffle: bool = True, drop_last: bool = False, seed: int = 0):
+    def __init__(
+        self,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        batch_size: int,
+        *,
+        device: str | torch.device,
+        shuffle: bool = True,
+        drop_last: bool = False,
+        seed: int = 0,
+    ):
         if inputs.device != labels.device:
-            raise ValueError(f"inputs are on {inputs.device} but labels on {labels.device}: pass both on the same "
-                             "device (the CPU is fine: DeviceLoader moves them once).")
+            raise ValueError(
+                f"inputs are on {inputs.device} but labels on {labels.device}: pass both on the same "
+                "device (the CPU is fine: DeviceLoader moves them once)."
+            )
         if len(inputs) != len(labels):
             raise ValueError(f"{len(inputs)} inputs but {len(labels)} labels.")
         if len(inputs) == 0:
             raise ValueError("The data set is empty: there is nothing to load.")
         if batch_size < 1 or batch_size > len(inputs):
-            raise ValueError(f"batch_size={batch_size} but the data set has {len(inputs)} samples: use a batch "
-                             f"size between 1 and {len(inputs)}.")
+            raise ValueError(
+                f"batch_size={batch_size} but the data set has {len(inputs)} samples: use a batch "
+                f"size between 1 and {len(inputs)}."
+            )
         self.device = torch.device(device)
         self.inputs = inputs.to(self.device)
         self.labels = labels.to(self.device)
@@ -167,10 +190,13 @@ class DeviceLoader:
 
     def __iter__(self) -> Iterator[Batch]:
         n = len(self.inputs)
-        order = (torch.randperm(n, device=self.device, generator=self.generator) if self.shuffle
-                 else torch.arange(n, device=self.device))
+        order = (
+            torch.randperm(n, device=self.device, generator=self.generator)
+            if self.shuffle
+            else torch.arange(n, device=self.device)
+        )
         for batch in range(len(self)):
-            index = order[batch * self.batch_size:(batch + 1) * self.batch_size]
+            index = order[batch * self.batch_size : (batch + 1) * self.batch_size]
             yield self.inputs[index], self.labels[index]
 
     @property
@@ -203,8 +229,9 @@ def worker_counts(cores: int) -> list[int]:
     return sorted({0, 1, 2, min(4, cores), min(8, cores), cores})
 
 
-def sweep_workers(dataset, device: torch.device, counts: list[int], *, batch_size: int = 128,
-                  verbose: bool = False) -> dict[int, float]:
+def sweep_workers(
+    dataset, device: torch.device, counts: list[int], *, batch_size: int = 128, verbose: bool = False
+) -> dict[int, float]:
     """Samples/s that ``dataset`` delivers to ``device`` for each worker count (lesson 05; the bench's row).
 
     Each count gets one warm-up epoch (starting its workers), then one timed epoch."""
@@ -261,4 +288,3 @@ def per_sample_flip(images: torch.Tensor, p: float = 0.5, generator: torch.Gener
         raise ValueError(f"p must be a probability between 0 and 1, got {p}.")
     flip = torch.rand(len(images), device=images.device, generator=generator) < p
     return torch.where(flip.view(-1, *([1] * (images.ndim - 1))), images.flip(-1), images)
-

@@ -37,14 +37,17 @@ def load_pretrained(builder: Callable[..., nn.Module], weights, **kwargs) -> tup
         with download_timeout():
             return builder(weights=weights, **kwargs), True
     except (OSError, RuntimeError) as err:  # no network (URLError is an OSError), or a truncated download
-        print(f"{weights} could not be loaded ({download_problem(err)}): {builder.__name__} starts from random "
-              "weights here, so the accuracies below are not fine-tuning's (they need the download: Colab, or "
-              "Kaggle with Settings > Internet on).")
+        print(
+            f"{weights} could not be loaded ({download_problem(err)}): {builder.__name__} starts from random "
+            "weights here, so the accuracies below are not fine-tuning's (they need the download: Colab, or "
+            "Kaggle with Settings > Internet on)."
+        )
         return builder(weights=None, **kwargs), False
 
 
-def finetune_transforms(size: int, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                        *, flip: bool = True):
+def finetune_transforms(
+    size: int, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD, *, flip: bool = True
+):
     """(training, validation) v2 transforms for PIL images or uint8 tensors. Taught in lesson 13.
 
     Training: a random crop of 50-100% of the image resized to ``size`` and, with ``flip``, a random mirror
@@ -54,8 +57,13 @@ def finetune_transforms(size: int, mean: Sequence[float] = IMAGENET_MEAN, std: S
     from torchvision.transforms import v2
 
     to_float = [v2.ToImage(), v2.ToDtype(torch.float32, scale=True), v2.Normalize(list(mean), list(std))]
-    train = v2.Compose([v2.RandomResizedCrop(size, scale=(0.5, 1.0), antialias=True),
-                        *([v2.RandomHorizontalFlip()] if flip else []), *to_float])
+    train = v2.Compose(
+        [
+            v2.RandomResizedCrop(size, scale=(0.5, 1.0), antialias=True),
+            *([v2.RandomHorizontalFlip()] if flip else []),
+            *to_float,
+        ]
+    )
     val = v2.Compose([v2.Resize(size, antialias=True), v2.CenterCrop(size), *to_float])
     return train, val
 
@@ -71,8 +79,12 @@ def time_finetune_epochs(model: nn.Module, loader, device: torch.device, *, epoc
     precision = choose_precision(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     scaler = make_scaler(precision, device)
-    return [train_epoch(model, loader, optimizer, device, autocast_dtype=precision.dtype, scaler=scaler,
-                        progress=False).seconds for _ in range(epochs)]
+    return [
+        train_epoch(
+            model, loader, optimizer, device, autocast_dtype=precision.dtype, scaler=scaler, progress=False
+        ).seconds
+        for _ in range(epochs)
+    ]
 
 
 def finetune_epoch_row(device: str | torch.device) -> Row:
@@ -85,8 +97,9 @@ def finetune_epoch_row(device: str | torch.device) -> Row:
     size, per_class, batch_size = _bench_sizes(device)
     workers = suggest_num_workers().num_workers
     with tempfile.TemporaryDirectory() as folder:
-        split = split_image_folder(write_image_folder(folder, per_class=per_class, size=size),
-                                   finetune_transforms(size)[0], val_fraction=0.01)
+        split = split_image_folder(
+            write_image_folder(folder, per_class=per_class, size=size), finetune_transforms(size)[0], val_fraction=0.01
+        )
         loader = worker_loader(split.train, batch_size, device=device, num_workers=workers)
         torch.manual_seed(0)
         model = resnet18(num_classes=len(split.classes)).to(device, memory_format=torch.channels_last)
@@ -96,7 +109,20 @@ def finetune_epoch_row(device: str | torch.device) -> Row:
             pass
         loader_s = time.perf_counter() - start
     images = len(split.train)
-    return Row("finetune", "one fine-tuning epoch, ResNet-18 on JPEG files (images/s)", str(device), "ok",
-               round(images / epoch_s, 1), "images/s",
-               {"epoch_s": round(epoch_s, 3), "loader_only_s": round(loader_s, 3), "images": images, "size": size,
-                "batch_size": batch_size, "workers": workers, "precision": choose_precision(device).name})
+    return Row(
+        "finetune",
+        "one fine-tuning epoch, ResNet-18 on JPEG files (images/s)",
+        str(device),
+        "ok",
+        round(images / epoch_s, 1),
+        "images/s",
+        {
+            "epoch_s": round(epoch_s, 3),
+            "loader_only_s": round(loader_s, 3),
+            "images": images,
+            "size": size,
+            "batch_size": batch_size,
+            "workers": workers,
+            "precision": choose_precision(device).name,
+        },
+    )

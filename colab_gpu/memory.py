@@ -113,8 +113,10 @@ def allocated_timeline(snapshot: dict, device_index: int = 0) -> list[int]:
     """
     traces = snapshot.get("device_traces") or []
     if not 0 <= device_index < len(traces):
-        raise ValueError(f"The snapshot has traces for {len(traces)} device(s), not for device {device_index}: "
-                         "record with torch.cuda.memory._record_memory_history() on that GPU first.")
+        raise ValueError(
+            f"The snapshot has traces for {len(traces)} device(s), not for device {device_index}: "
+            "record with torch.cuda.memory._record_memory_history() on that GPU first."
+        )
     held, timeline = 0, []
     for entry in traces[device_index]:
         if entry["action"] == "alloc":
@@ -202,11 +204,16 @@ class BatchSizeSearch:
     tries: int
 
     def __str__(self) -> str:
-        edge = (f"first out-of-memory at {self.first_oom:,}" if self.first_oom is not None
-                else "the search limit was reached without running out of memory")
-        return (f"largest batch that ran: {self.largest_fit:,} ({edge}, {self.tries} tries); "
-                f"suggested: {self.suggested:,}, {self.margin:.0%} below, because memory use varies from step to "
-                "step (fragmentation, cuDNN workspaces, a longer sequence) and a batch on the edge fails later")
+        edge = (
+            f"first out-of-memory at {self.first_oom:,}"
+            if self.first_oom is not None
+            else "the search limit was reached without running out of memory"
+        )
+        return (
+            f"largest batch that ran: {self.largest_fit:,} ({edge}, {self.tries} tries); "
+            f"suggested: {self.suggested:,}, {self.margin:.0%} below, because memory use varies from step to "
+            "step (fragmentation, cuDNN workspaces, a longer sequence) and a batch on the edge fails later"
+        )
 
 
 def find_max_batch_size(
@@ -242,8 +249,10 @@ def find_max_batch_size(
     if start < 1 or limit < start:
         raise ValueError(f"find_max_batch_size needs 1 <= start <= limit, got start={start}, limit={limit}.")
     if not 0 < resolution < 1 or not 0 <= margin < 1:
-        raise ValueError(f"find_max_batch_size needs 0 < resolution < 1 and 0 <= margin < 1, got "
-                         f"resolution={resolution}, margin={margin}.")
+        raise ValueError(
+            f"find_max_batch_size needs 0 < resolution < 1 and 0 <= margin < 1, got "
+            f"resolution={resolution}, margin={margin}."
+        )
     tries = 0
 
     def fits(batch_size: int) -> bool:
@@ -258,8 +267,10 @@ def find_max_batch_size(
             cleanup(device, notebook=False)
 
     if not fits(start):
-        raise RuntimeError(f"Even batch_size={start} runs out of memory on {device}: use a smaller model, "
-                           "mixed precision (lesson 06) or activation checkpointing.")
+        raise RuntimeError(
+            f"Even batch_size={start} runs out of memory on {device}: use a smaller model, "
+            "mixed precision (lesson 06) or activation checkpointing."
+        )
     good, bad = start, None
     while bad is None and good < limit:
         candidate = min(good * 2, limit)

@@ -32,8 +32,12 @@ def mlp(in_features: int, hidden: int = 512, classes: int = 10, depth: int = 2) 
 def _conv_block(c_in: int, c_out: int) -> nn.Sequential:
     # Two 3x3 convolutions, each with batch norm (bias would be redundant), then halve the size.
     return nn.Sequential(
-        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True),
-        nn.Conv2d(c_out, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(inplace=True),
+        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
+        nn.Conv2d(c_out, c_out, 3, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.ReLU(inplace=True),
         nn.MaxPool2d(2),
     )
 
@@ -46,8 +50,10 @@ def small_cnn(in_channels: int = 3, classes: int = 10, width: int = 32) -> nn.Se
     Taught in lesson 04.
     """
     if in_channels < 1 or classes < 2 or width < 1:
-        raise ValueError(f"small_cnn needs in_channels >= 1, classes >= 2, width >= 1; got "
-                         f"in_channels={in_channels}, classes={classes}, width={width}.")
+        raise ValueError(
+            f"small_cnn needs in_channels >= 1, classes >= 2, width >= 1; got "
+            f"in_channels={in_channels}, classes={classes}, width={width}."
+        )
     return nn.Sequential(
         _conv_block(in_channels, width),
         _conv_block(width, 2 * width),
@@ -61,8 +67,13 @@ def small_cnn(in_channels: int = 3, classes: int = 10, width: int = 32) -> nn.Se
 def _pool_block(c_in: int, c_out: int) -> nn.Sequential:
     # Pool right after the first convolution: the second one runs on a quarter of the pixels.
     return nn.Sequential(
-        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False), nn.MaxPool2d(2), nn.BatchNorm2d(c_out), nn.GELU(),
-        nn.Conv2d(c_out, c_out, 3, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.GELU(),
+        nn.Conv2d(c_in, c_out, 3, padding=1, bias=False),
+        nn.MaxPool2d(2),
+        nn.BatchNorm2d(c_out),
+        nn.GELU(),
+        nn.Conv2d(c_out, c_out, 3, padding=1, bias=False),
+        nn.BatchNorm2d(c_out),
+        nn.GELU(),
     )
 
 
@@ -74,10 +85,14 @@ def speed_net(in_channels: int = 3, classes: int = 10, width: int = 64) -> nn.Se
     image low. ``width=64`` is the GPU size; the lesson uses 16 on a CPU. Taught in lesson 12.
     """
     if in_channels < 1 or classes < 2 or width < 2:
-        raise ValueError(f"speed_net needs in_channels >= 1, classes >= 2, width >= 2; got "
-                         f"in_channels={in_channels}, classes={classes}, width={width}.")
+        raise ValueError(
+            f"speed_net needs in_channels >= 1, classes >= 2, width >= 2; got "
+            f"in_channels={in_channels}, classes={classes}, width={width}."
+        )
     return nn.Sequential(
-        nn.Conv2d(in_channels, width // 2, 3, padding=1, bias=False), nn.BatchNorm2d(width // 2), nn.GELU(),
+        nn.Conv2d(in_channels, width // 2, 3, padding=1, bias=False),
+        nn.BatchNorm2d(width // 2),
+        nn.GELU(),
         _pool_block(width // 2, width),
         _pool_block(width, 4 * width),
         _pool_block(4 * width, 4 * width),

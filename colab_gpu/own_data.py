@@ -65,13 +65,16 @@ def archive_name(archive: str | os.PathLike) -> str:
     archive = Path(archive)
     for suffix in (".tar.gz", ".tgz", ".tar", ".zip"):
         if archive.name.lower().endswith(suffix):
-            return archive.name[:-len(suffix)]
+            return archive.name[: -len(suffix)]
     return archive.stem
 
 
 def _copy(source: Path, target: Path, progress: bool) -> None:
-    with open(source, "rb") as src, open(target, "wb") as dst, \
-            _progress(source.stat().st_size, f"copy {source.name}", "B", progress) as bar:
+    with (
+        open(source, "rb") as src,
+        open(target, "wb") as dst,
+        _progress(source.stat().st_size, f"copy {source.name}", "B", progress) as bar,
+    ):
         while chunk := src.read(_CHUNK):
             dst.write(chunk)
             bar.update(len(chunk))
@@ -109,8 +112,9 @@ def _content_root(folder: Path) -> Path:
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
 
 
-def copy_and_extract(archive: str | os.PathLike, destination: str | os.PathLike, *,
-                     progress: bool | None = None) -> Path:
+def copy_and_extract(
+    archive: str | os.PathLike, destination: str | os.PathLike, *, progress: bool | None = None
+) -> Path:
     """Copy ``archive`` (.zip, .tar, .tar.gz) to ``destination`` on this runtime's disk, extract it, and return the
     folder that holds its class folders. Taught in lesson 13.
 
@@ -122,11 +126,15 @@ def copy_and_extract(archive: str | os.PathLike, destination: str | os.PathLike,
     """
     archive, destination = Path(archive), Path(destination)
     if not archive.is_file():
-        raise FileNotFoundError(f"No archive at {archive}. {_listing(archive.parent)} On Colab, mount Drive first "
-                                "(from google.colab import drive; drive.mount('/content/drive')) and check the path.")
+        raise FileNotFoundError(
+            f"No archive at {archive}. {_listing(archive.parent)} On Colab, mount Drive first "
+            "(from google.colab import drive; drive.mount('/content/drive')) and check the path."
+        )
     if not (zipfile.is_zipfile(archive) or tarfile.is_tarfile(archive)):
-        raise ValueError(f"{archive} is not a .zip or .tar(.gz) archive: make one with "
-                         "shutil.make_archive(name, 'zip', folder) or zip -r name.zip folder.")
+        raise ValueError(
+            f"{archive} is not a .zip or .tar(.gz) archive: make one with "
+            "shutil.make_archive(name, 'zip', folder) or zip -r name.zip folder."
+        )
     target = destination / archive_name(archive)
     marker = target / ".extracted_from"
     stamp = f"{archive.resolve()} {archive.stat().st_size} {archive.stat().st_mtime_ns}"
@@ -166,8 +174,10 @@ class FileReads:
         return self.bytes / 1e6 / self.seconds
 
     def __str__(self) -> str:
-        return (f"{self.files:,} files, {self.bytes / 1e6:.1f} MB in {self.seconds:.3f} s "
-                f"({self.files_per_s:,.0f} files/s, {self.mb_per_s:,.1f} MB/s)")
+        return (
+            f"{self.files:,} files, {self.bytes / 1e6:.1f} MB in {self.seconds:.3f} s "
+            f"({self.files_per_s:,.0f} files/s, {self.mb_per_s:,.1f} MB/s)"
+        )
 
 
 def time_file_reads(path: str | os.PathLike, *, limit: int | None = None) -> FileReads:
@@ -179,8 +189,11 @@ def time_file_reads(path: str | os.PathLike, *, limit: int | None = None) -> Fil
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"Nothing at {path}. {_listing(path.parent)}")
-    files = [path] if path.is_file() else sorted(
-        p for p in path.rglob("*") if p.is_file() and not _any_ignored(str(p.relative_to(path))))[:limit]
+    files = (
+        [path]
+        if path.is_file()
+        else sorted(p for p in path.rglob("*") if p.is_file() and not _any_ignored(str(p.relative_to(path))))[:limit]
+    )
     if not files:
         raise ValueError(f"{path} holds no files to read.")
     start, total = time.perf_counter(), 0
@@ -199,8 +212,10 @@ class FolderSplit:
     classes: list[str]
 
     def __str__(self) -> str:
-        return (f"{len(self.classes)} classes {self.classes[:10]}: {len(self.train):,} training and "
-                f"{len(self.val):,} validation images")
+        return (
+            f"{len(self.classes)} classes {self.classes[:10]}: {len(self.train):,} training and "
+            f"{len(self.val):,} validation images"
+        )
 
     @property
     def fingerprint(self) -> str:
@@ -237,8 +252,10 @@ def _visible_image_folder() -> type:
         def find_classes(self, directory):
             classes = sorted(e.name for e in os.scandir(directory) if e.is_dir() and not _ignored(e.name))
             if not classes:
-                raise FileNotFoundError(f"No class folders in {directory}: {_listing(Path(directory))} ImageFolder "
-                                        "expects root/<class>/<image>.jpg, one folder per class.")
+                raise FileNotFoundError(
+                    f"No class folders in {directory}: {_listing(Path(directory))} ImageFolder "
+                    "expects root/<class>/<image>.jpg, one folder per class."
+                )
             return classes, {name: i for i, name in enumerate(classes)}
 
     VisibleImageFolder.__qualname__ = VisibleImageFolder.__name__
@@ -256,8 +273,9 @@ def split_indices(targets: list[int], val_fraction: float, seed: int) -> tuple[l
     """Training and validation indices, the same fraction of every class, the same on every run (a seeded
     CPU generator). Lesson 13."""
     if not 0 < val_fraction < 1:
-        raise ValueError(f"val_fraction must be between 0 and 1 (0.2 keeps a fifth for validation), "
-                         f"got {val_fraction}.")
+        raise ValueError(
+            f"val_fraction must be between 0 and 1 (0.2 keeps a fifth for validation), got {val_fraction}."
+        )
     generator = torch.Generator().manual_seed(seed)
     by_class: dict[int, list[int]] = {}
     for index, target in enumerate(targets):
@@ -273,9 +291,14 @@ def split_indices(targets: list[int], val_fraction: float, seed: int) -> tuple[l
     return sorted(train), sorted(val)
 
 
-def split_image_folder(root: str | os.PathLike, train_transform: Callable | None = None,
-                       val_transform: Callable | None = None, *, val_fraction: float = 0.2,
-                       seed: int = 0) -> FolderSplit:
+def split_image_folder(
+    root: str | os.PathLike,
+    train_transform: Callable | None = None,
+    val_transform: Callable | None = None,
+    *,
+    val_fraction: float = 0.2,
+    seed: int = 0,
+) -> FolderSplit:
     """``root/<class>/<image>`` as a training and a validation part with their own transforms. Lesson 13.
 
     Two ``ImageFolder`` s over the same files, one per transform (``random_split`` of one data set would give

@@ -98,8 +98,10 @@ def ddp_setup(backend: str | None = None) -> DistInfo:
         if gpus == 0:
             raise ValueError("The nccl backend needs CUDA GPUs and none is visible: use backend='gloo' on CPUs.")
         if local_rank >= gpus:
-            raise RuntimeError(f"Process with local rank {local_rank} needs cuda:{local_rank} but this machine only "
-                               f"has {gpus} GPU(s): launch with --nproc-per-node={gpus}.")
+            raise RuntimeError(
+                f"Process with local rank {local_rank} needs cuda:{local_rank} but this machine only "
+                f"has {gpus} GPU(s): launch with --nproc-per-node={gpus}."
+            )
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)  # before init, so NCCL binds this process to its own GPU
         nccl_workarounds(min(gpus, int(os.environ.get("LOCAL_WORLD_SIZE", world_size))))
@@ -153,8 +155,9 @@ def all_reduce_mean(value: float | torch.Tensor, info: DistInfo) -> float:
     return tensor.item() / info.world_size
 
 
-def launch_torchrun(script: str | os.PathLike, nproc: int, *args: str, timeout: int = 600,
-                    echo: bool = True) -> subprocess.CompletedProcess:
+def launch_torchrun(
+    script: str | os.PathLike, nproc: int, *args: str, timeout: int = 600, echo: bool = True
+) -> subprocess.CompletedProcess:
     """Run ``torchrun --standalone --nproc-per-node=nproc script args...`` and return its result.
 
     Uses this Python's ``torch.distributed.run`` (the module behind the ``torchrun`` command), so the
@@ -171,8 +174,15 @@ def launch_torchrun(script: str | os.PathLike, nproc: int, *args: str, timeout: 
         raise FileNotFoundError(f"No script at {script.resolve()}: write it first (e.g. with %%writefile).")
     if nproc < 1:
         raise ValueError(f"nproc must be at least 1, got {nproc}.")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
-               str(script), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={nproc}",
+        str(script),
+        *args,
+    ]
     if echo:
         print("$ torchrun --standalone", f"--nproc-per-node={nproc}", script, *args)
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))

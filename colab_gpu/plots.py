@@ -87,8 +87,11 @@ def show_images(images, titles, *, mean=None, std=None, columns: int = 8, title:
 
 def figure_names() -> list[str]:
     """The diagrams ``show_figure`` can display. Taught in lesson 02."""
-    return sorted(item.name.removesuffix(".svg") for item in resources.files(__package__).joinpath("figures").iterdir()
-                  if item.name.endswith(".svg"))
+    return sorted(
+        item.name.removesuffix(".svg")
+        for item in resources.files(__package__).joinpath("figures").iterdir()
+        if item.name.endswith(".svg")
+    )
 
 
 def figure_svg(name: str) -> str:
@@ -129,8 +132,14 @@ def plot_bandwidth(gbps_by_mib: Mapping[int, float], title: str):
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     ax.plot(sizes, [gbps_by_mib[s] for s in sizes], marker="o")
     for size in sizes:
-        ax.annotate(f"{gbps_by_mib[size]:.1f}", (size, gbps_by_mib[size]), textcoords="offset points",
-                    xytext=(0, 6), ha="center", fontsize=8)
+        ax.annotate(
+            f"{gbps_by_mib[size]:.1f}",
+            (size, gbps_by_mib[size]),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=8,
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(sizes, [f"{s} MiB" for s in sizes])
     ax.set_xlabel("transfer size")

@@ -72,8 +72,17 @@ def spans_of(prof) -> list[Span]:
         top_level = event.name.startswith("aten::") and not (ancestors and ancestors[0].startswith("aten::"))
         in_framework = any(a.startswith(FRAMEWORK_READS) for a in ancestors)
         synchronizes = event.name == HOST_READ and any(_calls(child, SYNCS) for child in event.cpu_children)
-        spans.append(Span(event.name, event.device_type != DeviceType.CPU, event.time_range.start,
-                          event.time_range.end, top_level, in_framework, synchronizes))
+        spans.append(
+            Span(
+                event.name,
+                event.device_type != DeviceType.CPU,
+                event.time_range.start,
+                event.time_range.end,
+                top_level,
+                in_framework,
+                synchronizes,
+            )
+        )
     return spans
 
 
@@ -108,19 +117,27 @@ class ProfileSummary:
         """The biggest bottleneck this summary shows, and the lesson that fixes it."""
         data = self.shares.get("data", 0.0)
         if data >= 0.3:
-            return (f"the input pipeline: {data:.0%} of each step waits for data. Lesson 05: workers, pinned "
-                    "memory, or the whole data set on the GPU (cg.DeviceLoader).")
+            return (
+                f"the input pipeline: {data:.0%} of each step waits for data. Lesson 05: workers, pinned "
+                "memory, or the whole data set on the GPU (cg.DeviceLoader)."
+            )
         if self.host_reads_per_step >= 1:
-            return (f"{self.host_reads_per_step:.0f} host read(s) of a tensor's value per step (.item(), print, "
-                    "if on a tensor): on a GPU each one stops the CPU until the GPU catches up. Lesson 03: sum on "
-                    "the device, read once per epoch.")
+            return (
+                f"{self.host_reads_per_step:.0f} host read(s) of a tensor's value per step (.item(), print, "
+                "if on a tensor): on a GPU each one stops the CPU until the GPU catches up. Lesson 03: sum on "
+                "the device, read once per epoch."
+            )
         if self.gpu_busy is not None and self.gpu_busy < 0.5:
-            return (f"the GPU is idle {1 - self.gpu_busy:.0%} of the step: {self.launches_per_step:g} kernel "
-                    "launches per step, each too small to keep it busy. Larger batches (lesson 06) or fewer, "
-                    "fused kernels (lesson 11, torch.compile).")
+            return (
+                f"the GPU is idle {1 - self.gpu_busy:.0%} of the step: {self.launches_per_step:g} kernel "
+                "launches per step, each too small to keep it busy. Larger batches (lesson 06) or fewer, "
+                "fused kernels (lesson 11, torch.compile)."
+            )
         busy = f"the GPU is busy {self.gpu_busy:.0%} of the step" if self.gpu_busy is not None else "no waiting"
-        return (f"{busy}: the computation itself is the cost. Lesson 06: mixed precision and channels_last make "
-                "each kernel cheaper.")
+        return (
+            f"{busy}: the computation itself is the cost. Lesson 06: mixed precision and channels_last make "
+            "each kernel cheaper."
+        )
 
     def __str__(self) -> str:
         lines = [f"{self.steps} profiled steps, {self.step_ms:.2f} ms per step"]
@@ -128,26 +145,31 @@ class ProfileSummary:
         lines.append(f"  host reads of tensor values per step: {self.host_reads_per_step:g}")
         lines.append(f"  operator calls per step: {self.ops_per_step:g}")
         if self.gpu_busy is not None:
-            lines.append(f"  kernel launches per step: {self.launches_per_step:g}; GPU busy {self.gpu_busy:.0%} "
-                         "of the step")
+            lines.append(
+                f"  kernel launches per step: {self.launches_per_step:g}; GPU busy {self.gpu_busy:.0%} of the step"
+            )
         lines.append(f"biggest bottleneck: {self.advice()}")
         return "\n".join(lines)
 
 
-def summarize_spans(spans: list[Span], labels: Iterable[str] = ("data", "forward", "backward", "step")
-                    ) -> ProfileSummary:
+def summarize_spans(
+    spans: list[Span], labels: Iterable[str] = ("data", "forward", "backward", "step")
+) -> ProfileSummary:
     """The `ProfileSummary` of ``spans`` (`spans_of`), counting only what happened inside the profiled steps."""
     steps = [s for s in spans if s.name.startswith(STEP_PREFIX) and not s.on_device]
     if not steps:
-        raise ValueError("The profile has no recorded training steps. Profile with schedule=torch.profiler.schedule("
-                         "wait=1, warmup=1, active=3, repeat=1) (without repeat=1 the schedule starts a new, empty "
-                         "cycle), call prof.step() at the end of every step, run more steps than wait + warmup + "
-                         "active, and read the profile after the `with` block ends.")
+        raise ValueError(
+            "The profile has no recorded training steps. Profile with schedule=torch.profiler.schedule("
+            "wait=1, warmup=1, active=3, repeat=1) (without repeat=1 the schedule starts a new, empty "
+            "cycle), call prof.step() at the end of every step, run more steps than wait + warmup + "
+            "active, and read the profile after the `with` block ends."
+        )
     first, last = min(s.start_us for s in steps), max(s.end_us for s in steps)
     inside = [s for s in spans if first <= s.start_us <= last]
     step_us = sum(s.duration_us for s in steps)
-    shares = {label: sum(s.duration_us for s in inside if s.name == label and not s.on_device) / step_us
-              for label in labels}
+    shares = {
+        label: sum(s.duration_us for s in inside if s.name == label and not s.on_device) / step_us for label in labels
+    }
     kernels = [(s.start_us, s.end_us) for s in inside if s.on_device]
     on_gpu = bool(kernels) or any(s.name in LAUNCHES for s in inside)
     count = len(steps)
@@ -155,8 +177,10 @@ def summarize_spans(spans: list[Span], labels: Iterable[str] = ("data", "forward
         steps=count,
         step_ms=step_us / count / 1e3,
         shares={label: share for label, share in shares.items() if share > 0},
-        host_reads_per_step=sum(s.name == HOST_READ and (s.synchronizes if on_gpu else not s.in_framework)
-                                for s in inside) / count,
+        host_reads_per_step=sum(
+            s.name == HOST_READ and (s.synchronizes if on_gpu else not s.in_framework) for s in inside
+        )
+        / count,
         ops_per_step=sum(s.top_level_op and not s.on_device for s in inside) / count,
         launches_per_step=sum(s.name in LAUNCHES for s in inside) / count if on_gpu else None,
         gpu_busy=min(_covered_us(kernels) / (last - first), 1.0) if on_gpu else None,
@@ -177,8 +201,15 @@ def _forever(loader: Iterable) -> Iterator:
         yield from loader
 
 
-def profile_training_steps(model: nn.Module, loader: Iterable, optimizer: torch.optim.Optimizer,
-                           device: str | torch.device, *, steps: int = 5, read_loss_every_step: bool = False):
+def profile_training_steps(
+    model: nn.Module,
+    loader: Iterable,
+    optimizer: torch.optim.Optimizer,
+    device: str | torch.device,
+    *,
+    steps: int = 5,
+    read_loss_every_step: bool = False,
+):
     """Profile ``steps`` labelled training steps (after one skipped and one warm-up step); return the profiler.
 
     Each step is split into ``record_function`` regions "data", "forward", "backward" and "step"; with
@@ -192,8 +223,9 @@ def profile_training_steps(model: nn.Module, loader: Iterable, optimizer: torch.
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     batches = _forever(loader)
     model.train()
-    with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=steps, repeat=1),
-                 acc_events=True) as prof:
+    with profile(
+        activities=activities, schedule=schedule(wait=1, warmup=1, active=steps, repeat=1), acc_events=True
+    ) as prof:
         for _ in itertools.repeat(None, 2 + steps):
             with record_function("data"):
                 inputs, labels = next(batches)

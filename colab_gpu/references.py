@@ -53,8 +53,15 @@ def _record(key: str, value: float, device: torch.device) -> None:
     target.write_text(json.dumps(figures, indent=2) + "\n")
 
 
-def compare_with_references(key: str, value: float | None, device: str | torch.device, *, what: str,
-                            unit: str = "x", prediction: float | None = None) -> None:
+def compare_with_references(
+    key: str,
+    value: float | None,
+    device: str | torch.device,
+    *,
+    what: str,
+    unit: str = "x",
+    prediction: float | None = None,
+) -> None:
     """Print the learner's prediction, this runtime's figure and the course GPUs' figures for ``what``.
 
     ``value`` is None when this runtime cannot measure it (a GPU figure on a CPU runtime).

@@ -71,7 +71,10 @@ def nvidia_driver_version() -> str | None:
     try:
         out = subprocess.run(
             [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -106,8 +109,7 @@ _PRECISION_ROW = {
 
 _PRECISION_ADVICE = {
     "bf16": "use bf16 autocast (no GradScaler needed) and enable TF32 for float32 matmuls.",
-    "fp16": "use fp16 autocast with torch.amp.GradScaler('cuda'); bf16 is only emulated here and TF32 does "
-            "not exist.",
+    "fp16": "use fp16 autocast with torch.amp.GradScaler('cuda'); bf16 is only emulated here and TF32 does not exist.",
     "fp32": "train in float32: without tensor cores mixed precision gains little.",
 }
 
@@ -168,23 +170,31 @@ def advice(report: dict[str, Any]) -> list[str]:
     for gpu in report["gpus"]:
         gpu_name = f"{gpu['name']} (compute capability {gpu['compute_capability']})"
         if gpu.get("kernels_in_this_torch") is False:
-            fix = ("switch the notebook to Settings > Accelerator > 'GPU T4 x2' (T4s are supported)"
-                   if report.get("platform") == "Kaggle" else
-                   "choose a newer GPU, or install a PyTorch build that still has kernels for it (a cu126 wheel), "
-                   "or use the CPU")
-            tip = (f"{gpu_name}: this PyTorch ({report['torch']}) has no kernels for it (built for "
-                   f"{', '.join(torch.cuda.get_arch_list())}), so the first CUDA operation fails with 'no kernel "
-                   f"image is available for execution on the device': {fix}.")
+            fix = (
+                "switch the notebook to Settings > Accelerator > 'GPU T4 x2' (T4s are supported)"
+                if report.get("platform") == "Kaggle"
+                else "choose a newer GPU, or install a PyTorch build that still has kernels for it (a cu126 wheel), "
+                "or use the CPU"
+            )
+            tip = (
+                f"{gpu_name}: this PyTorch ({report['torch']}) has no kernels for it (built for "
+                f"{', '.join(torch.cuda.get_arch_list())}), so the first CUDA operation fails with 'no kernel "
+                f"image is available for execution on the device': {fix}."
+            )
         else:
             tip = f"{gpu_name}: {_PRECISION_ADVICE[gpu['precision']]}"
         if tip not in tips:  # two T4s need the advice once
             tips.append(tip)
     if report.get("cudnn_problem"):
-        tips.append(f"{report['cudnn_problem']}: convolutions will fail with this PyTorch. Use a T4 or newer GPU, "
-                    "or a PyTorch build with an older cuDNN.")
+        tips.append(
+            f"{report['cudnn_problem']}: convolutions will fail with this PyTorch. Use a T4 or newer GPU, "
+            "or a PyTorch build with an older cuDNN."
+        )
     if report["gpu_count"] >= 2:
-        tips.append(f"{report['gpu_count']} GPUs: one process per GPU with DistributedDataParallel (torchrun "
-                    f"--nproc-per-node={report['gpu_count']}, lesson 08); plain PyTorch code uses only the first.")
+        tips.append(
+            f"{report['gpu_count']} GPUs: one process per GPU with DistributedDataParallel (torchrun "
+            f"--nproc-per-node={report['gpu_count']}, lesson 08); plain PyTorch code uses only the first."
+        )
     if report["cpu_count"] <= COLAB_VCPUS:  # few cores: the worker count matters (lesson 05)
         workers, why = worker_rule(report["cpu_count"])
         tips.append(f"use at most {workers} DataLoader workers: {why}")

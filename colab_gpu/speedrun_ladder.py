@@ -76,8 +76,7 @@ class LadderSize:
 
 def ladder_size(device: str | torch.device) -> LadderSize:
     if torch.device(device).type == "cuda":
-        return LadderSize(epochs=5, batch_size=128, large_batch=512, width=64, train_images=50_000,
-                          speedrun_epochs=16)
+        return LadderSize(epochs=5, batch_size=128, large_batch=512, width=64, train_images=50_000, speedrun_epochs=16)
     # A CPU's large batch is 64: at 128, the 1,000 images of the lesson's CPU ladder make 24 steps in 3 epochs, too
     # few for the one-cycle schedule (rungs 4 and 6 fell to about half rung 0's accuracy on digits).
     return LadderSize(epochs=3, batch_size=32, large_batch=64, width=16, train_images=0, speedrun_epochs=3)
@@ -94,21 +93,44 @@ def ladder(device: str | torch.device) -> list[Rung]:
     else:
         compile_skip = "compiling the CNN for a CPU takes more than half a minute on two cores (lesson 11)"
     steps = [
-        ("the seeds' loop", "per-image transforms on the CPU, num_workers=0, float32, loss.item() every step",
-         {"batch_size": size.batch_size}, ""),
-        ("workers + pinned memory", f"{workers} DataLoader workers, pin_memory=True, non_blocking copies",
-         {"workers": workers, "pinned": True},
-         "" if on_gpu else "workers only overlap the GPU's work; here they share its cores"),
-        ("data on the device", "uint8 images kept on the device, cropped and flipped there per batch; "
-         "no .item() per step", {"workers": 0, "pinned": False, "resident": True, "item_every_step": False}, ""),
-        ("channels_last + mixed precision", "NHWC tensors, cudnn.benchmark and the precision lesson 06 chooses",
-         {"channels_last": True, "cudnn_benchmark": True, "precision": "auto"},
-         "" if on_gpu else "both pay off on a GPU's tensor cores"),
-        ("large batch + schedule", f"batch {size.large_batch}, one-cycle learning rate per batch, Nesterov"
-         + (", fused SGD" if on_gpu else ""), {"batch_size": size.large_batch, "schedule": True, "lr": 0.2}, ""),
+        (
+            "the seeds' loop",
+            "per-image transforms on the CPU, num_workers=0, float32, loss.item() every step",
+            {"batch_size": size.batch_size},
+            "",
+        ),
+        (
+            "workers + pinned memory",
+            f"{workers} DataLoader workers, pin_memory=True, non_blocking copies",
+            {"workers": workers, "pinned": True},
+            "" if on_gpu else "workers only overlap the GPU's work; here they share its cores",
+        ),
+        (
+            "data on the device",
+            "uint8 images kept on the device, cropped and flipped there per batch; no .item() per step",
+            {"workers": 0, "pinned": False, "resident": True, "item_every_step": False},
+            "",
+        ),
+        (
+            "channels_last + mixed precision",
+            "NHWC tensors, cudnn.benchmark and the precision lesson 06 chooses",
+            {"channels_last": True, "cudnn_benchmark": True, "precision": "auto"},
+            "" if on_gpu else "both pay off on a GPU's tensor cores",
+        ),
+        (
+            "large batch + schedule",
+            f"batch {size.large_batch}, one-cycle learning rate per batch, Nesterov"
+            + (", fused SGD" if on_gpu else ""),
+            {"batch_size": size.large_batch, "schedule": True, "lr": 0.2},
+            "",
+        ),
         ("torch.compile", "the model compiled (compiling is timed apart)", {"compiled": True}, compile_skip),
-        ("speed net + recipe", "speed_net (its own learning rate), label smoothing 0.2, flipped test images averaged",
-         {"net": "speed_net", "lr": 0.05, "label_smoothing": 0.2, "flip_test": True}, ""),
+        (
+            "speed net + recipe",
+            "speed_net (its own learning rate), label smoothing 0.2, flipped test images averaged",
+            {"net": "speed_net", "lr": 0.05, "label_smoothing": 0.2, "flip_test": True},
+            "",
+        ),
     ]
     rungs, recipe = [], Recipe()
     for number, (name, adds, changes, skip) in enumerate(steps):
@@ -160,17 +182,33 @@ def _model(recipe: Recipe, data: ImageData, width: int, device: torch.device) ->
 
 def _train_loader(recipe: Recipe, data: ImageData, device: torch.device, seed: int, mean, std):
     if recipe.resident:
-        return AugmentedDeviceLoader(data.train_images, data.train_labels, recipe.batch_size, device=device,
-                                     mean=mean, std=std, augment=True, channels_last=recipe.channels_last, seed=seed)
-    return DataLoader(CpuAugmentedImages(data.train_images, data.train_labels, mean, std), recipe.batch_size,
-                      shuffle=True, num_workers=recipe.workers, pin_memory=recipe.pinned and device.type == "cuda",
-                      persistent_workers=recipe.workers > 0, generator=torch.Generator().manual_seed(seed))
+        return AugmentedDeviceLoader(
+            data.train_images,
+            data.train_labels,
+            recipe.batch_size,
+            device=device,
+            mean=mean,
+            std=std,
+            augment=True,
+            channels_last=recipe.channels_last,
+            seed=seed,
+        )
+    return DataLoader(
+        CpuAugmentedImages(data.train_images, data.train_labels, mean, std),
+        recipe.batch_size,
+        shuffle=True,
+        num_workers=recipe.workers,
+        pin_memory=recipe.pinned and device.type == "cuda",
+        persistent_workers=recipe.workers > 0,
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
 def _optimizer(model: nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.SGD:
     fused = recipe.schedule and device.type == "cuda"  # one kernel for every parameter's update
-    optimizer = torch.optim.SGD(model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=recipe.schedule,
-                                weight_decay=5e-4, fused=fused or None)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=recipe.schedule, weight_decay=5e-4, fused=fused or None
+    )
     if fused:
         # A fused SGD's first step allocates its momentum uninitialized, and a step GradScaler skips (fp16
         # overflow) leaves it so: start from zeros, which is what a first step computes anyway.
@@ -183,14 +221,21 @@ def _warm_up_compiled(compiled: nn.Module, model: nn.Module, loader, precision, 
     """Compile before the clock starts: two throwaway steps, then the initial weights back (airbench does this)."""
     start, initial = time.perf_counter(), copy.deepcopy(model.state_dict())
     two_batches = (batch for _, batch in zip(range(2), loader, strict=False))
-    train_epoch(compiled, two_batches, torch.optim.SGD(model.parameters(), lr=0.0), device,
-                autocast_dtype=precision.dtype, progress=False)
+    train_epoch(
+        compiled,
+        two_batches,
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        device,
+        autocast_dtype=precision.dtype,
+        progress=False,
+    )
     model.load_state_dict(initial)  # batch norm's running statistics included
     return time.perf_counter() - start
 
 
-def run_rung(rung: Rung, data: ImageData, device: str | torch.device, *, epochs: int, width: int = 64,
-             seed: int = 0) -> RungResult:
+def run_rung(
+    rung: Rung, data: ImageData, device: str | torch.device, *, epochs: int, width: int = 64, seed: int = 0
+) -> RungResult:
     """Train a fresh model with ``rung.recipe`` for ``epochs`` epochs; measure every epoch and the test accuracy.
 
     Taught in lesson 12.
@@ -210,25 +255,45 @@ def run_rung(rung: Rung, data: ImageData, device: str | torch.device, *, epochs:
         if recipe.compiled:
             result.warmup_s = _warm_up_compiled(trained, model, loader, precision, device)
         optimizer = _optimizer(model, recipe, device)
-        scheduler = (torch.optim.lr_scheduler.OneCycleLR(optimizer, recipe.lr, total_steps=epochs * len(loader),
-                                                         pct_start=0.25, anneal_strategy="linear")
-                     if recipe.schedule else None)
+        scheduler = (
+            torch.optim.lr_scheduler.OneCycleLR(
+                optimizer, recipe.lr, total_steps=epochs * len(loader), pct_start=0.25, anneal_strategy="linear"
+            )
+            if recipe.schedule
+            else None
+        )
         loss_fn, scaler = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing), make_scaler(precision, device)
         for _ in range(epochs):
             start = time.perf_counter()
             if recipe.item_every_step:
                 result.images = seeds_epoch(trained, loader, optimizer, device)
             else:
-                result.images = train_epoch(trained, loader, optimizer, device, loss_fn=loss_fn, scaler=scaler,
-                                            autocast_dtype=precision.dtype, scheduler=scheduler,
-                                            progress=False).samples
+                result.images = train_epoch(
+                    trained,
+                    loader,
+                    optimizer,
+                    device,
+                    loss_fn=loss_fn,
+                    scaler=scaler,
+                    autocast_dtype=precision.dtype,
+                    scheduler=scheduler,
+                    progress=False,
+                ).samples
             synchronize(device)
             result.epoch_seconds.append(time.perf_counter() - start)
-        test = AugmentedDeviceLoader(data.test_images, data.test_labels, min(1024, len(data.test_images)),
-                                     device=device, mean=mean, std=std, augment=False,
-                                     channels_last=recipe.channels_last)
-        result.test_acc = evaluate(FlipAveraged(model) if recipe.flip_test else model, test, device,
-                                   autocast_dtype=precision.dtype).accuracy
+        test = AugmentedDeviceLoader(
+            data.test_images,
+            data.test_labels,
+            min(1024, len(data.test_images)),
+            device=device,
+            mean=mean,
+            std=std,
+            augment=False,
+            channels_last=recipe.channels_last,
+        )
+        result.test_acc = evaluate(
+            FlipAveraged(model) if recipe.flip_test else model, test, device, autocast_dtype=precision.dtype
+        ).accuracy
     return result
 
 
@@ -237,12 +302,25 @@ def cifar_sized(data: ImageData, images: int) -> ImageData:
     if images <= len(data.train_images):
         return data
     index = torch.arange(images) % len(data.train_images)
-    return ImageData(f"{data.name}, repeated to {images:,} training images", data.train_images[index],
-                     data.train_labels[index], data.test_images, data.test_labels, data.classes, data.fallback)
+    return ImageData(
+        f"{data.name}, repeated to {images:,} training images",
+        data.train_images[index],
+        data.train_labels[index],
+        data.test_images,
+        data.test_labels,
+        data.classes,
+        data.fallback,
+    )
 
 
-def run_ladder(data: ImageData, device: str | torch.device, *, epochs: int | None = None,
-               numbers: list[int] | None = None, verbose: bool = True) -> list[RungResult]:
+def run_ladder(
+    data: ImageData,
+    device: str | torch.device,
+    *,
+    epochs: int | None = None,
+    numbers: list[int] | None = None,
+    verbose: bool = True,
+) -> list[RungResult]:
     """Train every rung that runs on ``device`` (or those in ``numbers``), printing a line per rung.
 
     Skipped rungs come back with no epochs and their reason in ``rung.skip``. Taught in lesson 12.
@@ -261,13 +339,17 @@ def run_ladder(data: ImageData, device: str | torch.device, *, epochs: int | Non
         results.append(result)
         if verbose:
             compiled = f", compiling {result.warmup_s:.1f} s before" if result.warmup_s else ""
-            print(f"rung {rung.number} {rung.name}: {result.seconds_per_epoch:.2f} s/epoch, "
-                  f"{result.images_per_s:,.0f} images/s, test accuracy {result.test_acc:.1%}{compiled}", flush=True)
+            print(
+                f"rung {rung.number} {rung.name}: {result.seconds_per_epoch:.2f} s/epoch, "
+                f"{result.images_per_s:,.0f} images/s, test accuracy {result.test_acc:.1%}{compiled}",
+                flush=True,
+            )
     return results
 
 
-def speedrun(data: ImageData, device: str | torch.device, *, epochs: int | None = None,
-             verbose: bool = True) -> RungResult:
+def speedrun(
+    data: ImageData, device: str | torch.device, *, epochs: int | None = None, verbose: bool = True
+) -> RungResult:
     """Train with the ladder's last rung, the fastest recipe this course knows for ``device``, for ``epochs``
     (by default `ladder_size`'s ``speedrun_epochs`` for the device).
 
@@ -281,8 +363,10 @@ def speedrun(data: ImageData, device: str | torch.device, *, epochs: int | None 
     epochs = epochs or size.speedrun_epochs
     result = run_rung(ladder(device)[-1], data, device, epochs=epochs, width=size.width)
     if verbose:
-        print(f"speedrun on {device}: {epochs} epochs in {sum(result.epoch_seconds):.1f} s of training "
-              f"({result.seconds_per_epoch:.2f} s/epoch), test accuracy {result.test_acc:.1%}")
+        print(
+            f"speedrun on {device}: {epochs} epochs in {sum(result.epoch_seconds):.1f} s of training "
+            f"({result.seconds_per_epoch:.2f} s/epoch), test accuracy {result.test_acc:.1%}"
+        )
     return result
 
 
@@ -296,7 +380,18 @@ def ladder_row(device: str | torch.device) -> Row:
     size, rungs = ladder_size(device), ladder(device)
     data = cifar_sized(load_digits(32, 3), size.train_images)
     first, last = (run_rung(rung, data, device, epochs=3, width=size.width) for rung in (rungs[0], rungs[-1]))
-    return Row("speedrun", "speedrun ladder: last rung vs the seeds' loop (seconds per epoch)", str(device), "ok",
-               round(first.seconds_per_epoch / last.seconds_per_epoch, 2), "x",
-               {"rung0_s": first.seconds_per_epoch, "last_s": last.seconds_per_epoch, "images": first.images,
-                "last_rung": rungs[-1].name, "skipped_here": [r.number for r in rungs if r.skip]})
+    return Row(
+        "speedrun",
+        "speedrun ladder: last rung vs the seeds' loop (seconds per epoch)",
+        str(device),
+        "ok",
+        round(first.seconds_per_epoch / last.seconds_per_epoch, 2),
+        "x",
+        {
+            "rung0_s": first.seconds_per_epoch,
+            "last_s": last.seconds_per_epoch,
+            "images": first.images,
+            "last_rung": rungs[-1].name,
+            "skipped_here": [r.number for r in rungs if r.skip],
+        },
+    )

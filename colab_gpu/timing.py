@@ -119,8 +119,15 @@ def matmul_tflops(n: int, dtype: torch.dtype, device: torch.device, repeat: int 
     return 2 * n**3 / benchmark(lambda: a @ b, device=device, repeat=repeat).median / 1e12
 
 
-def time_train_step(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor, *, precision: str = "fp32",
-                    tf32: bool | None = None, repeat: int = 5) -> tuple[BenchResult, float | None]:
+def time_train_step(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    precision: str = "fp32",
+    tf32: bool | None = None,
+    repeat: int = 5,
+) -> tuple[BenchResult, float | None]:
     """Median time of one SGD training step in ``precision``, and its peak MiB (GPU only). Lessons 02-06.
 
     ``tf32``: True/False switches TF32 on/off for the measurement only; None (default) keeps the
@@ -164,8 +171,9 @@ def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, re
 
     device = torch.device(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    return benchmark(lambda: train_epoch(model, loader, optimizer, device, progress=False),
-                     device=device, warmup=1, repeat=repeat)
+    return benchmark(
+        lambda: train_epoch(model, loader, optimizer, device, progress=False), device=device, warmup=1, repeat=repeat
+    )
 
 
 @dataclass(frozen=True)
@@ -179,8 +187,15 @@ class ConvStepTiming:
     steady: BenchResult
 
 
-def _conv_step_child(device: str, width: int, shape: tuple[int, ...], classes: int, channels_last: bool,
-                     cudnn_benchmark: bool, repeat: int) -> tuple[float, tuple[float, ...]]:
+def _conv_step_child(
+    device: str,
+    width: int,
+    shape: tuple[int, ...],
+    classes: int,
+    channels_last: bool,
+    cudnn_benchmark: bool,
+    repeat: int,
+) -> tuple[float, tuple[float, ...]]:
     # Runs in a spawned process: nothing cached by the caller (cuDNN plans, autotuning) exists here.
     from .models import small_cnn
     from .train import train_step
@@ -200,9 +215,16 @@ def _conv_step_child(device: str, width: int, shape: tuple[int, ...], classes: i
     return first, benchmark(step, device=device, warmup=2, repeat=repeat).times
 
 
-def time_conv_step_fresh(device: str | torch.device, *, width: int, shape: tuple[int, ...], classes: int = 10,
-                         channels_last: bool = False, cudnn_benchmark: bool = False,
-                         repeat: int = 10) -> ConvStepTiming:
+def time_conv_step_fresh(
+    device: str | torch.device,
+    *,
+    width: int,
+    shape: tuple[int, ...],
+    classes: int = 10,
+    channels_last: bool = False,
+    cudnn_benchmark: bool = False,
+    repeat: int = 10,
+) -> ConvStepTiming:
     """Time a `small_cnn` training step on random ``shape`` inputs in a fresh Python process. Lesson 04.
 
     Why a fresh process: cuDNN caches the plan it picked for each convolution shape, and that
@@ -216,6 +238,7 @@ def time_conv_step_fresh(device: str | torch.device, *, width: int, shape: tuple
     device = torch.device(device)
     # spawn, not fork: a forked child of a process that already used CUDA cannot use CUDA.
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        first, times = pool.submit(_conv_step_child, str(device), width, tuple(shape), classes, channels_last,
-                                   cudnn_benchmark, repeat).result()
+        first, times = pool.submit(
+            _conv_step_child, str(device), width, tuple(shape), classes, channels_last, cudnn_benchmark, repeat
+        ).result()
     return ConvStepTiming(first, BenchResult(times))

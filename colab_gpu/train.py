@@ -211,9 +211,18 @@ def train_epoch(
         first = step == 0
         if first and labels_seen is None and loss_fn is None:
             labels_seen = label_range(labels)  # one read, before any GPU kernel can assert on a bad label
-        loss, outputs = train_step(model, inputs, labels, optimizer, loss_fn=loss_fn, autocast_dtype=autocast_dtype,
-                                   scaler=scaler, check_shapes=first, max_norm=max_norm,
-                                   labels_seen=labels_seen if first and loss_fn is None else None)
+        loss, outputs = train_step(
+            model,
+            inputs,
+            labels,
+            optimizer,
+            loss_fn=loss_fn,
+            autocast_dtype=autocast_dtype,
+            scaler=scaler,
+            check_shapes=first,
+            max_norm=max_norm,
+            labels_seen=labels_seen if first and loss_fn is None else None,
+        )
         if scheduler is not None:
             scheduler.step()
         # Summed on the device: no synchronization until the epoch ends.
@@ -345,8 +354,9 @@ def fit(
     loader_generator = getattr(train_loader, "generator", None)
     first_epoch = 1
     if checkpoint is not None and resume and Path(checkpoint).exists():
-        saved = load_checkpoint(checkpoint, model, optimizer, scaler=scaler, scheduler=scheduler,
-                                loader_generator=loader_generator)
+        saved = load_checkpoint(
+            checkpoint, model, optimizer, scaler=scaler, scheduler=scheduler, loader_generator=loader_generator
+        )
         history.rows = list(saved["history"])
         first_epoch = saved["epoch"] + 1
         if verbose:
@@ -356,24 +366,51 @@ def fit(
     labels = known_labels(train_loader) if loss_fn is None else None
     labels_seen = label_range(labels) if labels is not None else None
     for epoch in range(first_epoch, epochs + 1):
-        train = train_epoch(runner, train_loader, optimizer, device, loss_fn=loss_fn,
-                            autocast_dtype=autocast_dtype, scaler=scaler, scheduler=batch_scheduler,
-                            max_norm=max_norm, progress=progress, labels_seen=labels_seen, epoch=epoch)
+        train = train_epoch(
+            runner,
+            train_loader,
+            optimizer,
+            device,
+            loss_fn=loss_fn,
+            autocast_dtype=autocast_dtype,
+            scaler=scaler,
+            scheduler=batch_scheduler,
+            max_norm=max_norm,
+            progress=progress,
+            labels_seen=labels_seen,
+            epoch=epoch,
+        )
         if scheduler is not None and batch_scheduler is None:
             scheduler.step()
-        row = {"epoch": epoch, "precision": precision.name, "train_loss": train.loss, "train_acc": train.accuracy,
-               "seconds": train.seconds, "samples_per_s": train.samples_per_s}
+        row = {
+            "epoch": epoch,
+            "precision": precision.name,
+            "train_loss": train.loss,
+            "train_acc": train.accuracy,
+            "seconds": train.seconds,
+            "samples_per_s": train.samples_per_s,
+        }
         if test_loader is not None:
             test = evaluate(runner, test_loader, device, loss_fn=loss_fn, autocast_dtype=autocast_dtype)
             row.update(test_loss=test.loss, test_acc=test.accuracy)
         history.rows.append(row)
         if checkpoint is not None:
-            save_checkpoint(checkpoint, model, optimizer, epoch=epoch, scaler=scaler, scheduler=scheduler,
-                            history=history.rows, loader_generator=loader_generator)
+            save_checkpoint(
+                checkpoint,
+                model,
+                optimizer,
+                epoch=epoch,
+                scaler=scaler,
+                scheduler=scheduler,
+                history=history.rows,
+                loader_generator=loader_generator,
+            )
         if verbose:
             tested = f", test loss {row['test_loss']:.3f}, test acc {row['test_acc']:.1%}" if test_loader else ""
-            print(f"epoch {epoch}/{epochs}: train loss {train.loss:.3f}, train acc {train.accuracy:.1%}{tested}, "
-                  f"{train.seconds:.2f} s ({train.samples_per_s:,.0f} samples/s)")
+            print(
+                f"epoch {epoch}/{epochs}: train loss {train.loss:.3f}, train acc {train.accuracy:.1%}{tested}, "
+                f"{train.seconds:.2f} s ({train.samples_per_s:,.0f} samples/s)"
+            )
         if on_epoch_end is not None:
             on_epoch_end(epoch, row)
     return history

@@ -23,8 +23,14 @@ class Workload:
     shape: tuple[int, ...]
 
 
-def time_step(workload: Workload, device: torch.device, precision: str = "fp32", *, tf32: bool = False,
-              channels_last: bool = False) -> tuple[BenchResult, float | None]:
+def time_step(
+    workload: Workload,
+    device: torch.device,
+    precision: str = "fp32",
+    *,
+    tf32: bool = False,
+    channels_last: bool = False,
+) -> tuple[BenchResult, float | None]:
     """Step time and peak MiB (GPU only) of a fresh ``workload`` model on random inputs (lesson 06; bench rows).
 
     ``tf32=False`` measures IEEE float32; ``channels_last`` puts the model and the batch in that layout."""
@@ -56,8 +62,9 @@ class CompiledStep:
     peak_mib: float | None
 
 
-def time_compiled_step(workload: Workload, device: torch.device, mode: str = "default", precision: str = "fp32", *,
-                       tf32: bool = False) -> CompiledStep:
+def time_compiled_step(
+    workload: Workload, device: torch.device, mode: str = "default", precision: str = "fp32", *, tf32: bool = False
+) -> CompiledStep:
     """The first call and the steady step time of ``torch.compile(model, mode=mode)`` (lesson 11; bench rows).
 
     Compare ``step`` with `time_step` of the same workload and settings: same model, batch and SGD step, eager.
@@ -78,13 +85,13 @@ def time_compiled_step(workload: Workload, device: torch.device, mode: str = "de
         synchronize(inputs.device)
         first_call_s = time.perf_counter() - start
     model.zero_grad(set_to_none=True)
-    step, peak = time_train_step(compiled, inputs, labels, precision=precision, tf32=tf32,
-                                 repeat=_repeats(inputs.device))
+    step, peak = time_train_step(
+        compiled, inputs, labels, precision=precision, tf32=tf32, repeat=_repeats(inputs.device)
+    )
     return CompiledStep(mode, first_call_s, step, peak)
 
 
-def hand_loop_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.Optimizer,
-                    device: torch.device) -> None:
+def hand_loop_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.Optimizer, device: torch.device) -> None:
     """The minimal training loop: no metrics, no checks. The baseline `fit` is compared with."""
     model.train()
     for inputs, labels in loader:
@@ -106,10 +113,14 @@ TINY_STEP = Workload("tiny MLP 64-64x8, batch 32", lambda: mlp(64, hidden=64, de
 def amp_workloads(device: torch.device) -> dict[str, Workload]:
     """Lesson 06's two models: a matmul-heavy MLP (tensor cores' best case) and the CNN; small on a CPU."""
     if torch.device(device).type == "cuda":
-        return {"MLP": Workload("MLP 1024-4096x3, batch 8192", lambda: mlp(1024, hidden=4096, depth=3), (8192, 1024)),
-                "CNN": CNN_STEP}
-    return {"MLP": Workload("MLP 256-512x3, batch 256", lambda: mlp(256, hidden=512, depth=3), (256, 256)),
-            "CNN": Workload("small CNN, width 16, batch 32", lambda: small_cnn(3, 10, width=16), (32, 3, 32, 32))}
+        return {
+            "MLP": Workload("MLP 1024-4096x3, batch 8192", lambda: mlp(1024, hidden=4096, depth=3), (8192, 1024)),
+            "CNN": CNN_STEP,
+        }
+    return {
+        "MLP": Workload("MLP 256-512x3, batch 256", lambda: mlp(256, hidden=512, depth=3), (256, 256)),
+        "CNN": Workload("small CNN, width 16, batch 32", lambda: small_cnn(3, 10, width=16), (32, 3, 32, 32)),
+    }
 
 
 def compile_workloads(device: torch.device) -> dict[str, Workload]:

@@ -55,10 +55,20 @@ import sys
 import urllib.request
 
 urllib.request.urlretrieve(
-    f"https://raw.githubusercontent.com/{REPOSITORY}/{COMMIT}/scripts/gpu_runner.py", "gpu_runner.py")
+    f"https://raw.githubusercontent.com/{REPOSITORY}/{COMMIT}/scripts/gpu_runner.py", "gpu_runner.py"
+)
 os.environ["REQUIRE_CUDA"] = "1"  # a runtime without a GPU stops here instead of measuring a CPU
-command = [sys.executable, "gpu_runner.py", "--repo", f"https://github.com/{REPOSITORY}.git", "--sha", COMMIT,
-           "--out", "gpu-run", *(["--lessons", *LESSONS.split()] if LESSONS.split() else [])]
+command = [
+    sys.executable,
+    "gpu_runner.py",
+    "--repo",
+    f"https://github.com/{REPOSITORY}.git",
+    "--sha",
+    COMMIT,
+    "--out",
+    "gpu-run",
+    *(["--lessons", *LESSONS.split()] if LESSONS.split() else []),
+]
 with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as runner:
     for line in runner.stdout:  # the runner's progress, line by line, in this cell
         print(line, end="")
@@ -67,8 +77,10 @@ print(f"the runner exited with code {runner.returncode}")
 # %%
 manifest = json.loads(open("gpu-run/manifest.json").read())
 archive = shutil.make_archive(f"gpu-run-{manifest['sha'][:7]}", "zip", root_dir=".", base_dir="gpu-run")
-print(f"{manifest['status']}: commit {manifest['sha'][:7]} on {', '.join(manifest['gpus']) or 'no GPU'}, "
-      f"{manifest['seconds'] / 60:.0f} min; {'; '.join(manifest['failures']) or 'no failure'}")
+print(
+    f"{manifest['status']}: commit {manifest['sha'][:7]} on {', '.join(manifest['gpus']) or 'no GPU'}, "
+    f"{manifest['seconds'] / 60:.0f} min; {'; '.join(manifest['failures']) or 'no failure'}"
+)
 try:
     from google.colab import files
 

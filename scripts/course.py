@@ -40,8 +40,11 @@ from nbtools import (
 from colab_gpu.bench import Target
 
 # The course's own target (the GPU suite's report checks it; bench.py holds the experiments' targets).
-COURSE_TARGET = Target("the whole `make course` under 5 minutes (seconds)", at_most=300,
-                       reason="an instructor runs every lesson once before a workshop starts")
+COURSE_TARGET = Target(
+    "the whole `make course` under 5 minutes (seconds)",
+    at_most=300,
+    reason="an instructor runs every lesson once before a workshop starts",
+)
 
 
 @dataclass
@@ -78,9 +81,12 @@ def write_report(lessons: list[Lesson], build: Path) -> None:
 
 def lesson_timings(lessons: list[Lesson]) -> dict:
     """Seconds and status per lesson, and the device: what the instructor guide's table and a GPU report read."""
-    return {"device": lessons[0].device if lessons else None,
-            "lessons": {lesson.source.stem: {"seconds": round(lesson.seconds, 1), "status": lesson.status}
-                        for lesson in lessons}}
+    return {
+        "device": lessons[0].device if lessons else None,
+        "lessons": {
+            lesson.source.stem: {"seconds": round(lesson.seconds, 1), "status": lesson.status} for lesson in lessons
+        },
+    }
 
 
 def write_timings(lessons: list[Lesson], build: Path) -> None:
@@ -104,8 +110,9 @@ def terminal_table(lessons: list[Lesson]) -> str:
     width = max(len(lesson.title) for lesson in lessons)
     dev = max(len("device"), *(len(lesson.device) for lesson in lessons))
     header = f"{'lesson':<{width}}  {'device':<{dev}}  {'seconds':>7}  status"
-    body = [f"{lesson.title:<{width}}  {lesson.device:<{dev}}  {lesson.seconds:7.1f}  {lesson.status}"
-            for lesson in lessons]
+    body = [
+        f"{lesson.title:<{width}}  {lesson.device:<{dev}}  {lesson.seconds:7.1f}  {lesson.status}" for lesson in lessons
+    ]
     total = sum(lesson.seconds for lesson in lessons)
     return "\n".join([header, "-" * len(header), *body, f"{'total':<{width}}  {'':<{dev}}  {total:7.1f}"])
 

@@ -34,16 +34,19 @@ from nbtools import (
     student_notebook,
 )
 
-SITE_CONF = ROOT / "site"           # conf.py and the theme's extra CSS
+SITE_CONF = ROOT / "site"  # conf.py and the theme's extra CSS
 ASSETS = Path(__file__).resolve().parent / "assets"
 BADGE_ASSETS = {COLAB_BADGE_SVG: "colab-badge.svg", KAGGLE_BADGE_SVG: "kaggle-badge.svg"}
 REPORTS = ROOT / "reports"
 MYST_NB_SCRATCH = "jupyter_execute"
-STAGE, DOCTREES = ".site", ".doctrees"    # in build/: the staged sources and Sphinx's cache, not part of the site
+STAGE, DOCTREES = ".site", ".doctrees"  # in build/: the staged sources and Sphinx's cache, not part of the site
 DOCS = ("instructor_guide.md", "workshop.md")
 # Links in the docs that point at folders GitHub lists but a site has no page for: the page that lists them.
-FOLDER_LINKS = {"../notebooks/student/": "../notebooks/student/index.md", "../reports/gpu/": "../reports/index.md",
-                "../README.md": "../index.md"}
+FOLDER_LINKS = {
+    "../notebooks/student/": "../notebooks/student/index.md",
+    "../reports/gpu/": "../reports/index.md",
+    "../README.md": "../index.md",
+}
 
 
 def localize_badges(text: str, depth: int) -> str:
@@ -85,21 +88,25 @@ def shown_notebook(lesson, runs: Path | None = None) -> tuple[nbformat.NotebookN
         manifest = json.loads((folder / "manifest.json").read_text())
         gpu = json.loads((folder / "report.json").read_text())["gpu"]
         where = " on Kaggle" if manifest.get("image", {}).get("KAGGLE_KERNEL_RUN_TYPE") else ""
-        return notebook, (f"**Outputs on this page:** a GPU run on {gpu}{where}, {manifest['started'][:10]}, commit "
-                          f"`{manifest['sha'][:7]}` ([its report](../reports/gpu/{folder.name}/report.md)).")
+        return notebook, (
+            f"**Outputs on this page:** a GPU run on {gpu}{where}, {manifest['started'][:10]}, commit "
+            f"`{manifest['sha'][:7]}` ([its report](../reports/gpu/{folder.name}/report.md))."
+        )
     commit = git_commit()
     return lesson.notebook, (
         f"**Outputs on this page:** a CPU run ({lesson.device}), {time.strftime('%Y-%m-%d')}"
         f"{f', commit `{commit[:7]}`' if commit else ''}. No GPU run of this version of the lesson is imported yet: "
-        "its timings are a CPU's, and the GPU figures it quotes come from the course's reports.")
+        "its timings are a CPU's, and the GPU figures it quotes come from the course's reports."
+    )
 
 
-def stage_notebook(notebook: nbformat.NotebookNode, page: Path, src: Path, build: Path,
-                   label: str | None = None) -> None:
+def stage_notebook(
+    notebook: nbformat.NotebookNode, page: Path, src: Path, build: Path, label: str | None = None
+) -> None:
     """Stage a notebook as the page ``page`` (its path in the repository), and the notebook itself beside it;
     ``label``, where its outputs come from, goes under the download line."""
     (build / page).parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, build / page)   # what "Download .ipynb" gives: the notebook as it ran
+    nbformat.write(notebook, build / page)  # what "Download .ipynb" gives: the notebook as it ran
     staged = copy.deepcopy(notebook)
     for cell in staged.cells:
         if cell.cell_type == "markdown":
@@ -108,8 +115,9 @@ def stage_notebook(notebook: nbformat.NotebookNode, page: Path, src: Path, build
     if label:
         staged.cells.insert(2, nbformat.v4.new_markdown_cell(label))
     if page.parent.name == STUDENT.name:  # the lesson's own title would make two identical search results
-        staged.cells[0].source = re.sub(r"^(# .*)$", r"\1 (student version)", staged.cells[0].source, count=1,
-                                        flags=re.M)
+        staged.cells[0].source = re.sub(
+            r"^(# .*)$", r"\1 (student version)", staged.cells[0].source, count=1, flags=re.M
+        )
     (src / page).parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(staged, src / page)
 
@@ -137,13 +145,17 @@ def readme_intro() -> str:
 def lesson_table(lessons) -> str:
     """The home page's table: lesson, its badges, the student version's badges, study time, run time, device."""
     config = course_config()
-    rows = ["| Lesson | Open it | Student version | Study time | Run time | Device | Status |",
-            "|---|---|---|---|---:|---|---|"]
+    rows = [
+        "| Lesson | Open it | Student version | Study time | Run time | Device | Status |",
+        "|---|---|---|---|---:|---|---|",
+    ]
     for lesson in lessons:
         notebook, student = lesson_page(lesson), lesson_page(lesson, student=True)
-        rows.append(f"| [{lesson.title}]({notebook.as_posix()}) | {badge_markdown(config, ROOT / notebook, ' ')} | "
-                    f"{badge_markdown(config, ROOT / student, ' ')} | {lesson.study_time} | "
-                    f"{lesson.seconds:.0f} s | {lesson.device} | {lesson.status} |")
+        rows.append(
+            f"| [{lesson.title}]({notebook.as_posix()}) | {badge_markdown(config, ROOT / notebook, ' ')} | "
+            f"{badge_markdown(config, ROOT / student, ' ')} | {lesson.study_time} | "
+            f"{lesson.seconds:.0f} s | {lesson.device} | {lesson.status} |"
+        )
     return localize_badges("\n".join(rows), 0)
 
 
@@ -167,13 +179,16 @@ def stage_reports(src: Path) -> list[str]:
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(folder / "report.md", target / "report.md")
         pages.append((target / "report").relative_to(src).as_posix())
-    lines = ["# Reports", "", "Measured by `colab_gpu bench` and the GPU suite (`make gpu-suite`); newest bench first.",
-             ""]
+    lines = [
+        "# Reports",
+        "",
+        "Measured by `colab_gpu bench` and the GPU suite (`make gpu-suite`); newest bench first.",
+        "",
+    ]
     if not gpu:
         lines += ["No GPU report is committed yet: the GPU figures in the lessons are owed to a GPU run.", ""]
     (src / "reports").mkdir(parents=True, exist_ok=True)
-    (src / "reports" / "index.md").write_text("\n".join(lines) + "\n" + toctree("Reports",
-                                              [f"../{p}" for p in pages]))
+    (src / "reports" / "index.md").write_text("\n".join(lines) + "\n" + toctree("Reports", [f"../{p}" for p in pages]))
     return ["reports/index"]
 
 
@@ -191,16 +206,29 @@ def stage_home(lessons, src: Path, student_pages: list[str], doc_pages: list[str
     stamp = time.strftime("%Y-%m-%d %H:%M")
     device = lessons[0].device if lessons else "?"
     parts = [
-        "# PyTorch on GPUs, the Colab way", "", readme_intro(), "",
+        "# PyTorch on GPUs, the Colab way",
+        "",
+        readme_intro(),
+        "",
         "**Who it is for:** you know some Python and have trained a model with PyTorch on a CPU, or followed a "
         "tutorial that did; you want to use a GPU well: fast, without out-of-memory surprises, and knowing what "
-        "each error means. Instructors will find a workshop kit below.", "",
-        "## Start on Colab or Kaggle", "", readme_section("Run it on Colab or Kaggle"), "",
-        "## The lessons", "",
+        "each error means. Instructors will find a workshop kit below.",
+        "",
+        "## Start on Colab or Kaggle",
+        "",
+        readme_section("Run it on Colab or Kaggle"),
+        "",
+        "## The lessons",
+        "",
         f"Run time: `make course` executing each lesson top to bottom on {device}, {stamp}. "
-        "Study time: what a learner needs to read, run and do the exercise.", "",
-        lesson_table(lessons), "",
-        "## Run it locally", "", readme_section("Run it locally"), "",
+        "Study time: what a learner needs to read, run and do the exercise.",
+        "",
+        lesson_table(lessons),
+        "",
+        "## Run it locally",
+        "",
+        readme_section("Run it locally"),
+        "",
         toctree("Lessons", [lesson_page(lesson).with_suffix("").as_posix() for lesson in lessons]),
         toctree("Student versions", student_pages),
         toctree("Instructors", doc_pages),
@@ -215,11 +243,18 @@ def stage_students(lessons, src: Path, build: Path) -> list[str]:
     for lesson in lessons:
         stage_notebook(student_notebook(lesson.source, course_config()), lesson_page(lesson, True), src, build)
         entries.append(lesson.source.stem)
-    (src / "notebooks" / "student" / "index.md").write_text("\n".join([
-        "# Student versions", "",
-        "The same lessons without the solution cells: write your answer in each exercise, then run its check "
-        "cell. Open one from its badge in the [lesson table](../../index.md), or read it here.", "",
-        toctree("Student versions", entries)]))
+    (src / "notebooks" / "student" / "index.md").write_text(
+        "\n".join(
+            [
+                "# Student versions",
+                "",
+                "The same lessons without the solution cells: write your answer in each exercise, then run its check "
+                "cell. Open one from its badge in the [lesson table](../../index.md), or read it here.",
+                "",
+                toctree("Student versions", entries),
+            ]
+        )
+    )
     return ["notebooks/student/index"]
 
 
@@ -246,8 +281,24 @@ def build_site(lessons, build: Path, log: Path) -> str | None:
     """
     src = stage(lessons, build)
     log.parent.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", "auto",
-               "-c", str(SITE_CONF), "-d", str(build / DOCTREES), str(src), str(build)]
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-b",
+        "html",
+        "-q",
+        "-W",
+        "--keep-going",
+        "-j",
+        "auto",
+        "-c",
+        str(SITE_CONF),
+        "-d",
+        str(build / DOCTREES),
+        str(src),
+        str(build),
+    ]
     with log.open("w") as out:
         done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     # MyST-NB writes the outputs' images to <outdir>/../jupyter_execute (not configurable under Sphinx) before
@@ -256,4 +307,3 @@ def build_site(lessons, build: Path, log: Path) -> str | None:
     if done.returncode:
         return f"sphinx-build exited {done.returncode}:\n{log.read_text()[-4000:]}"
     return None
-

@@ -30,8 +30,9 @@ def main(selected: list[str]) -> int:
         run = execute(read_lesson(source), cwd=NOTEBOOKS, log=BUILD / "logs" / f"{source.stem}.log")
         if run.error:
             failed += 1
-            print(f"FAILED {source.name} after {run.seconds:.1f} s: {run.error}\n{run.traceback or ''}",
-                  file=sys.stderr)
+            print(
+                f"FAILED {source.name} after {run.seconds:.1f} s: {run.error}\n{run.traceback or ''}", file=sys.stderr
+            )
             continue  # keep the last good .ipynb instead of committing a broken run
         write_paired(run.notebook, source)
         print(f"ok     {source.name} in {run.seconds:.1f} s")

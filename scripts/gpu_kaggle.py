@@ -37,16 +37,21 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNNER = Path(__file__).resolve().parent / "gpu_runner.py"
 WORK = ROOT / "build" / "gpu-kaggle"
 ACCELERATOR = "NvidiaTeslaT4"  # the CLI's name for "GPU T4 x2" (kaggle-cli #1196/#1198)
-HOW_TO_CREDENTIALS = ("no Kaggle credentials: set KAGGLE_API_TOKEN (kaggle.com > Settings > API > Generate New "
-                      "Token, on a phone-verified account), or KAGGLE_USERNAME and KAGGLE_KEY; README, 'GPU CI'.")
+HOW_TO_CREDENTIALS = (
+    "no Kaggle credentials: set KAGGLE_API_TOKEN (kaggle.com > Settings > API > Generate New "
+    "Token, on a phone-verified account), or KAGGLE_USERNAME and KAGGLE_KEY; README, 'GPU CI'."
+)
 FINAL = {"COMPLETE", "ERROR", "CANCEL_REQUESTED", "CANCEL_ACKNOWLEDGED"}
 # What kaggle-cli 2.2.x prints for a failure worth retrying: its format_http_error() lines ("429 Client Error: Too
 # Many Requests", "You have been rate limited", "This is a problem on Kaggle's side"), an HTML page, the JSON decoder's
 # complaint about one ("Expecting value: line 1 column 1"), and network trouble.
-HTTP_TROUBLE = re.compile(r"<html|<!doctype|\b(429|500|502|503|504)\b|too many requests|internal server error|"
-                          r"service unavailable|bad gateway|gateway time|rate.?limit|kaggle's side|try again later|"
-                          r"expecting value: line 1 column 1|max retries exceeded|timed? ?out|"
-                          r"connection (reset|aborted|refused|error)|quota exceeded", re.I)
+HTTP_TROUBLE = re.compile(
+    r"<html|<!doctype|\b(429|500|502|503|504)\b|too many requests|internal server error|"
+    r"service unavailable|bad gateway|gateway time|rate.?limit|kaggle's side|try again later|"
+    r"expecting value: line 1 column 1|max retries exceeded|timed? ?out|"
+    r"connection (reset|aborted|refused|error)|quota exceeded",
+    re.I,
+)
 CALL_TIMEOUT_S = 300  # one CLI call; a hung one is retried like an HTTP error, not waited on for hours
 SESSION_LIMIT = re.compile(r"(maximum|max)\b.*\bGPU session count of (\d+) reached", re.I)
 
@@ -59,14 +64,19 @@ class Stop(Exception):
 class Settings:
     deadline_s: float = 3 * 3600.0  # from the push: queue + run + a margin
     poll_s: float = 60.0
-    timeout_s: int = 2 * 3600       # the kernel's own limit (-t): an estimated full run is well under an hour
+    timeout_s: int = 2 * 3600  # the kernel's own limit (-t): an estimated full run is well under an hour
     retries: int = 5
     retry_s: float = 20.0
 
     @classmethod
     def from_env(cls, env: dict[str, str]) -> Settings:
-        names = {"deadline_s": "KAGGLE_DEADLINE_S", "poll_s": "KAGGLE_POLL_S", "timeout_s": "KAGGLE_TIMEOUT_S",
-                 "retries": "KAGGLE_RETRIES", "retry_s": "KAGGLE_RETRY_S"}
+        names = {
+            "deadline_s": "KAGGLE_DEADLINE_S",
+            "poll_s": "KAGGLE_POLL_S",
+            "timeout_s": "KAGGLE_TIMEOUT_S",
+            "retries": "KAGGLE_RETRIES",
+            "retry_s": "KAGGLE_RETRY_S",
+        }
         values = {}
         for field, name in names.items():
             if env.get(name):
@@ -102,7 +112,7 @@ def call(cli: str, args: list[str], settings: Settings, deadline: float, retry: 
         if not trouble:
             return output
         transient = bool(HTTP_TROUBLE.search(output))
-        wait = settings.retry_s * 2 ** attempt
+        wait = settings.retry_s * 2**attempt
         if not (retry and transient) or attempt == settings.retries or time.monotonic() + wait > deadline:
             raise Stop(f"`kaggle {' '.join(args)}` failed after {attempt + 1} tries: {readable(output)}")
         print(f"kaggle {args[0]} {args[1]}: {readable(output, 120)}; again in {wait:.0f} s", flush=True)
@@ -114,7 +124,7 @@ def readable(output: str, limit: int = 600) -> str:
     """A failed call's output as one line: a traceback from its exception on, an HTML error page as its text."""
     lines = output.splitlines()
     raised = [i for i, line in enumerate(lines) if re.match(r"[\w.]+(Error|Exception)\b", line)]
-    output = "\n".join(lines[raised[-1]:]) if raised else output
+    output = "\n".join(lines[raised[-1] :]) if raised else output
     text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"(?is)<(script|style).*?</\1>", " ", output)))
     text = " ".join(text.split()) or "(no output)"
     return text if len(text) <= limit else text[:limit] + "..."
@@ -129,8 +139,10 @@ def kaggle_user(cli: str, env: dict[str, str], settings: Settings) -> str:
     shown = call(cli, ["config", "view"], settings, time.monotonic() + settings.deadline_s)
     found = re.search(r"^- username: (\S+)", shown, re.M)
     if found is None or found.group(1) == "None":
-        raise Stop("KAGGLE_API_TOKEN is set but Kaggle does not accept it (`kaggle config view` names no user): "
-                   "generate a new token at kaggle.com > Settings > API.")
+        raise Stop(
+            "KAGGLE_API_TOKEN is set but Kaggle does not accept it (`kaggle config view` names no user): "
+            "generate a new token at kaggle.com > Settings > API."
+        )
     return found.group(1)
 
 
@@ -141,8 +153,12 @@ def git(*args: str) -> str:
 def resolve_commit(given: str | None) -> str:
     """The full sha of ``given`` (a sha, a short sha, a branch; default HEAD): the runner's manifest records the full
     one, and the output is checked against it. A full sha this checkout lacks is taken as it is."""
-    done = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{given or 'HEAD'}^{{commit}}"], cwd=ROOT,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{given or 'HEAD'}^{{commit}}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode == 0:
         return done.stdout.strip()
     if given and re.fullmatch(r"[0-9a-f]{40}", given):
@@ -182,10 +198,21 @@ def kernel_slug(sha: str, label: str) -> str:
 def kernel_metadata(user: str, slug: str) -> dict:
     # No docker_image: a pinned image silently overrode the accelerator (kaggle-cli #1197); the run records the
     # image's versions instead. The title is the slug with spaces: the CLI warns when slugify(title) != slug.
-    return {"id": f"{user}/{slug}", "title": slug.replace("-", " "),
-            "code_file": RUNNER.name, "language": "python", "kernel_type": "script", "is_private": True,
-            "enable_gpu": True, "enable_internet": True, "machine_shape": ACCELERATOR,
-            "dataset_sources": [], "competition_sources": [], "kernel_sources": [], "model_sources": []}
+    return {
+        "id": f"{user}/{slug}",
+        "title": slug.replace("-", " "),
+        "code_file": RUNNER.name,
+        "language": "python",
+        "kernel_type": "script",
+        "is_private": True,
+        "enable_gpu": True,
+        "enable_internet": True,
+        "machine_shape": ACCELERATOR,
+        "dataset_sources": [],
+        "competition_sources": [],
+        "kernel_sources": [],
+        "model_sources": [],
+    }
 
 
 def write_kernel(folder: Path, user: str, slug: str, sha: str, repo: str, lessons: list[str]) -> Path:
@@ -194,8 +221,9 @@ def write_kernel(folder: Path, user: str, slug: str, sha: str, repo: str, lesson
     folder.mkdir(parents=True)
     (folder / "kernel-metadata.json").write_text(json.dumps(kernel_metadata(user, slug), indent=2) + "\n")
     config = {"repo": repo, "sha": sha, "out": "/kaggle/working", "require_cuda": True, "lessons": lessons}
-    source, found = re.subn(r"^CONFIG: dict = \{\}.*$", lambda _: f"CONFIG: dict = {json.dumps(config)}",
-                            RUNNER.read_text(), flags=re.M)
+    source, found = re.subn(
+        r"^CONFIG: dict = \{\}.*$", lambda _: f"CONFIG: dict = {json.dumps(config)}", RUNNER.read_text(), flags=re.M
+    )
     if found != 1:
         raise Stop(f"{RUNNER} must hold exactly one line starting with 'CONFIG: dict = {{}}'")
     (folder / RUNNER.name).write_text(source)
@@ -208,8 +236,10 @@ def push(cli: str, folder: Path, settings: Settings, deadline: float) -> None:
     print(output, flush=True)
     limit = SESSION_LIMIT.search(output)
     if limit:
-        raise Stop(f"Kaggle runs at most {limit.group(2)} GPU sessions at once per account and yours are all busy: "
-                   "wait for them, or stop one at kaggle.com/code (Your Work), then run again.")
+        raise Stop(
+            f"Kaggle runs at most {limit.group(2)} GPU sessions at once per account and yours are all busy: "
+            "wait for them, or stop one at kaggle.com/code (Your Work), then run again."
+        )
     error = re.search(r"Kernel push error:?\s*(.*)", output)
     if error:  # the CLI prints this and still exits 0
         raise Stop(f"Kaggle refused the kernel: {error.group(1).strip() or output}")
@@ -234,10 +264,15 @@ def wait_for(cli: str, kernel: str, settings: Settings, pushed: float, deadline:
             return status
         if time.monotonic() + settings.poll_s > deadline:
             elapsed = time.monotonic() - pushed
-            past = (f", past its own -t limit of {settings.timeout_s} s: a crashed kernel that Kaggle did not stop"
-                    if elapsed > settings.timeout_s else "")
-            raise Stop(f"the kernel is still {status} after {elapsed:.0f} s "
-                       f"(KAGGLE_DEADLINE_S={settings.deadline_s:.0f}){past}; it is deleted now.")
+            past = (
+                f", past its own -t limit of {settings.timeout_s} s: a crashed kernel that Kaggle did not stop"
+                if elapsed > settings.timeout_s
+                else ""
+            )
+            raise Stop(
+                f"the kernel is still {status} after {elapsed:.0f} s "
+                f"(KAGGLE_DEADLINE_S={settings.deadline_s:.0f}){past}; it is deleted now."
+            )
         pause(settings.poll_s)
 
 
@@ -263,12 +298,16 @@ def download(cli: str, kernel: str, output: Path, settings: Settings, deadline: 
 def checked_manifest(output: Path, sha: str) -> dict:
     path = output / "manifest.json"
     if not path.exists():
-        raise Stop(f"the kernel's output has no manifest.json (it has: {sorted(p.name for p in output.iterdir())}): "
-                   f"the runner stopped before writing it. The end of its log:\n{log_tail(output)}")
+        raise Stop(
+            f"the kernel's output has no manifest.json (it has: {sorted(p.name for p in output.iterdir())}): "
+            f"the runner stopped before writing it. The end of its log:\n{log_tail(output)}"
+        )
     manifest = json.loads(path.read_text())
     if manifest.get("sha") != sha:
-        raise Stop(f"the output is of commit {manifest.get('sha')}, not of {sha} pushed: an older kernel "
-                   "version's output. Nothing is imported.")
+        raise Stop(
+            f"the output is of commit {manifest.get('sha')}, not of {sha} pushed: an older kernel "
+            "version's output. Nothing is imported."
+        )
     return manifest
 
 
@@ -287,8 +326,10 @@ def closing_line(outcome: str, manifest: dict | None, started: float) -> str:
     gpus = ", ".join(manifest.get("gpus") or []) or "GPUs unknown"
     used = manifest.get("seconds")
     minutes = f"{used / 60:.1f} GPU min used" if used is not None else "GPU time unknown"
-    return (f"gpu-kaggle {outcome}: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, on {gpus}; "
-            f"{minutes}, {(time.monotonic() - started) / 60:.1f} min in all")
+    return (
+        f"gpu-kaggle {outcome}: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, on {gpus}; "
+        f"{minutes}, {(time.monotonic() - started) / 60:.1f} min in all"
+    )
 
 
 def run(args: argparse.Namespace, env: dict[str, str]) -> int:
@@ -324,14 +365,18 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
                 found = work / "output" / "manifest.json"
                 manifest = json.loads(found.read_text()) if found.exists() else None
                 failures = "; ".join((manifest or {}).get("failures", [])) or "see the log"
-                raise Stop(f"the kernel ended in ERROR ({failures}); what it returned is in {work / 'output'}. "
-                           f"The end of its log:\n{log_tail(work / 'output')}")
+                raise Stop(
+                    f"the kernel ended in ERROR ({failures}); what it returned is in {work / 'output'}. "
+                    f"The end of its log:\n{log_tail(work / 'output')}"
+                )
             if status != "COMPLETE":
                 raise Stop(f"the kernel ended {status}: someone cancelled it on kaggle.com")
             manifest = checked_manifest(work / "output", sha)
             if manifest.get("status") != "passed":
-                raise Stop(f"the run failed: {'; '.join(manifest.get('failures', [])) or 'see its logs'} "
-                           f"(everything is in {work / 'output'})")
+                raise Stop(
+                    f"the run failed: {'; '.join(manifest.get('failures', [])) or 'see its logs'} "
+                    f"(everything is in {work / 'output'})"
+                )
             from import_gpu_run import ImportRefused, import_run  # the course's environment: torch, nbformat
 
             try:

@@ -44,8 +44,15 @@ PINNED = ("torch", "torchvision")  # the image's own builds: never installed ove
 NOT_FOR_THE_SUITE = {"sphinx", "myst-nb", "sphinx-book-theme", "pydata-sphinx-theme", "selenium", "ruff"}
 KAGGLE_WORKING = Path("/kaggle/working")
 # What a Kaggle kernel tells about its image, kept in the manifest (Kaggle sets these; none of them is a secret).
-IMAGE_ENV = ("KAGGLE_DOCKER_IMAGE", "KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_URL_BASE", "COLAB_RELEASE_TAG",
-             "COLAB_GPU", "CUDA_VERSION", "NV_CUDA_LIB_VERSION")
+IMAGE_ENV = (
+    "KAGGLE_DOCKER_IMAGE",
+    "KAGGLE_KERNEL_RUN_TYPE",
+    "KAGGLE_URL_BASE",
+    "COLAB_RELEASE_TAG",
+    "COLAB_GPU",
+    "CUDA_VERSION",
+    "NV_CUDA_LIB_VERSION",
+)
 VERSIONS_CODE = """
 import json, platform, torch
 try:
@@ -86,8 +93,9 @@ def nvidia_smi(logs: Path) -> dict:
         return {"driver": None, "smi_gpus": []}
     full = subprocess.run(["nvidia-smi"], capture_output=True, text=True)
     (logs / "nvidia-smi.txt").write_text(full.stdout + full.stderr)
-    query = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True)
+    query = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True
+    )
     rows = [line.split(", ") for line in query.stdout.strip().splitlines() if ", " in line]
     return {"driver": rows[0][1] if rows else None, "smi_gpus": [row[0] for row in rows]}
 
@@ -106,7 +114,8 @@ def require_gpu(found: dict) -> None:
             "REQUIRE_CUDA=1 is set but torch sees no CUDA GPU "
             f"(torch {found['torch']}, CUDA build {found['cuda']}). On Kaggle, the kernel needs the accelerator "
             "'GPU T4 x2' (make gpu-kaggle asks for it); on Colab, Runtime > Change runtime type > GPU; "
-            "on this machine, unset REQUIRE_CUDA for a CPU dry run.")
+            "on this machine, unset REQUIRE_CUDA for a CPU dry run."
+        )
 
 
 def clone(repo: str, sha: str, into: Path, logs: Path) -> str:
@@ -116,8 +125,9 @@ def clone(repo: str, sha: str, into: Path, logs: Path) -> str:
         raise RunFailed(f"git clone {repo} failed (see logs/clone.log): is the repository public and the URL right?")
     if sh(["git", "-C", str(into), "checkout", "--quiet", sha], log) != 0:
         raise RunFailed(f"commit {sha} is not in {repo}: push it first (the runner clones it from there).")
-    return subprocess.run(["git", "-C", str(into), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(into), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def missing_requirements(requirements: Path) -> list[str]:
@@ -153,8 +163,10 @@ def install(course: Path, python: str, before: dict, logs: Path, work: Path) -> 
     after = versions(python)
     changed = [f"{name} {before[name]} -> {after[name]}" for name in PINNED if before[name] != after[name]]
     if changed:
-        raise RunFailed(f"installing the tools changed the image's {', '.join(changed)}: the run would not test "
-                        "the image learners have.")
+        raise RunFailed(
+            f"installing the tools changed the image's {', '.join(changed)}: the run would not test "
+            "the image learners have."
+        )
     return missing
 
 
@@ -190,16 +202,30 @@ def run(options: dict) -> int:
     python = sys.executable
     require_cuda = truthy(os.environ.get("REQUIRE_CUDA"))
     started = time.time()
-    manifest = {"format": 1, "repo": options["repo"], "sha": options["sha"], "status": "failed", "failures": [],
-                "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "require_cuda": require_cuda, "image": {k: os.environ[k] for k in IMAGE_ENV if k in os.environ}}
+    manifest = {
+        "format": 1,
+        "repo": options["repo"],
+        "sha": options["sha"],
+        "status": "failed",
+        "failures": [],
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "require_cuda": require_cuda,
+        "image": {k: os.environ[k] for k in IMAGE_ENV if k in os.environ},
+    }
     try:
         manifest.update(nvidia_smi(logs))
         before = versions(python)
-        manifest.update(python=before["python"], torch=before["torch"], torchvision=before["torchvision"],
-                        cuda=before["cuda"], gpus=before["gpus"], gpu_count=len(before["gpus"]))
-        (logs / "pip-freeze-before.txt").write_text(subprocess.run(
-            [python, "-m", "pip", "freeze"], capture_output=True, text=True).stdout)
+        manifest.update(
+            python=before["python"],
+            torch=before["torch"],
+            torchvision=before["torchvision"],
+            cuda=before["cuda"],
+            gpus=before["gpus"],
+            gpu_count=len(before["gpus"]),
+        )
+        (logs / "pip-freeze-before.txt").write_text(
+            subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True).stdout
+        )
         if require_cuda:
             require_gpu(before)
         work = Path(options.get("workdir") or tempfile.mkdtemp(prefix="course-run-"))
@@ -209,8 +235,12 @@ def run(options: dict) -> int:
         manifest["pinned_unchanged"] = True
         # As `make gpu-suite USE_SYSTEM_PYTHON=1` would, without needing make: the clone first on the import path.
         path = os.pathsep.join(filter(None, [str(course), os.environ.get("PYTHONPATH")]))
-        code = sh(suite_command(python, out, options, require_cuda), logs / "gpu-suite.log", cwd=course,
-                  env=dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1"))
+        code = sh(
+            suite_command(python, out, options, require_cuda),
+            logs / "gpu-suite.log",
+            cwd=course,
+            env=dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1"),
+        )
         report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
         manifest["lessons"] = report.get("lessons", {}).get("lessons", {})
         manifest["steps"] = report.get("steps", {})
@@ -230,9 +260,12 @@ def run(options: dict) -> int:
         manifest["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         write_manifest(out, manifest)
     tests = manifest.get("tests", {})
-    print(f"GPU run {manifest['status']}: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
-          f"on {', '.join(manifest.get('gpus') or ['no GPU'])}, {manifest['seconds'] / 60:.1f} min; "
-          f"everything is in {out}", flush=True)
+    print(
+        f"GPU run {manifest['status']}: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
+        f"on {', '.join(manifest.get('gpus') or ['no GPU'])}, {manifest['seconds'] / 60:.1f} min; "
+        f"everything is in {out}",
+        flush=True,
+    )
     return 0 if manifest["status"] == "passed" else 1
 
 
@@ -245,8 +278,13 @@ def parse(argv: list[str] | None) -> dict:
     parser.add_argument("--workdir", default=None, help="where to clone (default: a new temporary folder)")
     parser.add_argument("--lessons", nargs="*", default=CONFIG.get("lessons", []), metavar="NN")
     parser.add_argument("--unit-tests", nargs="*", default=CONFIG.get("unit_tests", []), metavar="PATH")
-    parser.add_argument("--bench", nargs="*", default=CONFIG.get("bench", []), metavar="NAME",
-                        help="only these benchmarks (default: all)")
+    parser.add_argument(
+        "--bench",
+        nargs="*",
+        default=CONFIG.get("bench", []),
+        metavar="NAME",
+        help="only these benchmarks (default: all)",
+    )
     options = vars(parser.parse_args(argv))
     if not options["repo"] or not options["sha"]:
         parser.error("--repo and --sha are needed (make gpu-kaggle fills them in for a Kaggle kernel)")

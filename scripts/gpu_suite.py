@@ -91,62 +91,132 @@ def evaluate_targets(bench_rows: list[dict], course_seconds: float | None) -> li
     The bench rows carry their verdict (``met``, judged on the GPU that measured them); a target whose row is
     missing or skipped is listed as not measured, so a report never silently drops a promise."""
     rows = {row["key"]: row for row in bench_rows if row.get("status") == "ok"}
-    results = [{"key": key, "target": target.promise, "reason": target.reason,
-                "value": rows.get(key, {}).get("ratio"), "met": rows.get(key, {}).get("met")}
-               for key, target in TARGETS.items()]
+    results = [
+        {
+            "key": key,
+            "target": target.promise,
+            "reason": target.reason,
+            "value": rows.get(key, {}).get("ratio"),
+            "met": rows.get(key, {}).get("met"),
+        }
+        for key, target in TARGETS.items()
+    ]
     met = None if course_seconds is None else COURSE_TARGET.met(course_seconds)
-    return results + [{"key": "course", "target": COURSE_TARGET.promise, "reason": COURSE_TARGET.reason,
-                       "value": course_seconds, "met": met}]
+    return results + [
+        {
+            "key": "course",
+            "target": COURSE_TARGET.promise,
+            "reason": COURSE_TARGET.reason,
+            "value": course_seconds,
+            "met": met,
+        }
+    ]
 
 
 def gpu_title(doctor: dict) -> str:
-    """"Tesla T4 x2" for two T4s, "NVIDIA H100 80GB HBM3" for one: what a report and its folder are named after."""
+    """ "Tesla T4 x2" for two T4s, "NVIDIA H100 80GB HBM3" for one: what a report and its folder are named after."""
     names = [gpu["name"] for gpu in doctor["gpus"]]
     if not names:
         return "CPU dry run (no GPU)"
     return names[0] + (f" x{len(names)}" if len(names) > 1 else "")
 
 
-def write_report(out: Path, doctor: dict, steps: dict, bench_rows: list[dict], targets: list[dict],
-                 lessons: dict, tests: list[tuple[str, str, float]], lesson_figures: dict | None = None,
-                 commit: str | None = None) -> tuple[Path, Path]:
+def write_report(
+    out: Path,
+    doctor: dict,
+    steps: dict,
+    bench_rows: list[dict],
+    targets: list[dict],
+    lessons: dict,
+    tests: list[tuple[str, str, float]],
+    lesson_figures: dict | None = None,
+    commit: str | None = None,
+) -> tuple[Path, Path]:
     """report.md (for people) and report.json (for scripts/import_gpu_run.py) in the run folder ``out``."""
     gpu = doctor["gpus"][0] if doctor["gpus"] else {"compute_capability": "-", "total_memory_gib": "-"}
     today = dt.date.today().isoformat()
     lines = [
-        f"# GPU suite: {gpu_title(doctor)}, {today}", "",
+        f"# GPU suite: {gpu_title(doctor)}, {today}",
+        "",
         f"- GPU: {gpu_title(doctor)}, compute capability {gpu['compute_capability']}, "
         f"{gpu['total_memory_gib']} GiB each",
         f"- PyTorch {doctor['torch']}, CUDA {doctor['cuda_runtime']}, cuDNN {doctor['cudnn']}, "
         f"driver {doctor['driver']}, Python {doctor['python']}, {doctor['cpu_count']} CPU cores",
         f"- Commit: {commit or 'unknown'}",
-        "", "## Steps", "", "| step | result | seconds |", "|---|---|---:|",
-        *[f"| {name} | {'passed' if code == 0 else 'FAILED'} | {seconds:.0f} |" for name, (code, seconds) in
-          steps.items()],
-        "", "## Targets (colab_gpu/bench.py and scripts/course.py)", "", "| target | measured | met | why |",
+        "",
+        "## Steps",
+        "",
+        "| step | result | seconds |",
+        "|---|---|---:|",
+        *[
+            f"| {name} | {'passed' if code == 0 else 'FAILED'} | {seconds:.0f} |"
+            for name, (code, seconds) in steps.items()
+        ],
+        "",
+        "## Targets (colab_gpu/bench.py and scripts/course.py)",
+        "",
+        "| target | measured | met | why |",
         "|---|---:|---|---|",
-        *[f"| {t['target']} | {t['value'] if t['value'] is not None else 'not measured'} | "
-          f"{ {True: 'yes', False: 'NO', None: '-'}[t['met']] } | {t['reason']} |" for t in targets],
-        "", "## Benchmarks (`python -m colab_gpu bench`)", "", "| benchmark | result | details |", "|---|---|---|",
-        *[f"| {r['name']} | {r['ratio']} {r['unit']} | {r['note'] or ''} |" if r["status"] == "ok"
-          else f"| {r['name']} | skipped | {r['note']} |" for r in bench_rows],
-        "", "## Lessons (each top to bottom, timed)", "",
-        "| Lesson | Device | Seconds | Status |", "|---|---|---:|---|",
-        *[f"| {stem} | {lessons.get('device')} | {row['seconds']:.1f} | {row['status']} |"
-          for stem, row in lessons.get("lessons", {}).items()],
-        "", "## Lesson figures (`cg.compare_with_references`; scripts/update_references.py ships them)", "",
-        "| figure | value | device |", "|---|---:|---|",
+        *[
+            f"| {t['target']} | {t['value'] if t['value'] is not None else 'not measured'} | "
+            f"{ {True: 'yes', False: 'NO', None: '-'}[t['met']] } | {t['reason']} |"
+            for t in targets
+        ],
+        "",
+        "## Benchmarks (`python -m colab_gpu bench`)",
+        "",
+        "| benchmark | result | details |",
+        "|---|---|---|",
+        *[
+            f"| {r['name']} | {r['ratio']} {r['unit']} | {r['note'] or ''} |"
+            if r["status"] == "ok"
+            else f"| {r['name']} | skipped | {r['note']} |"
+            for r in bench_rows
+        ],
+        "",
+        "## Lessons (each top to bottom, timed)",
+        "",
+        "| Lesson | Device | Seconds | Status |",
+        "|---|---|---:|---|",
+        *[
+            f"| {stem} | {lessons.get('device')} | {row['seconds']:.1f} | {row['status']} |"
+            for stem, row in lessons.get("lessons", {}).items()
+        ],
+        "",
+        "## Lesson figures (`cg.compare_with_references`; scripts/update_references.py ships them)",
+        "",
+        "| figure | value | device |",
+        "|---|---:|---|",
         *[f"| {key} | {figure['value']:.3g} | {figure['device']} |" for key, figure in (lesson_figures or {}).items()],
-        "", "## Every test and notebook cell", "", "| test or cell | outcome | seconds |", "|---|---|---:|",
+        "",
+        "## Every test and notebook cell",
+        "",
+        "| test or cell | outcome | seconds |",
+        "|---|---|---:|",
         *[f"| {name} | {outcome} | {seconds:.2f} |" for name, outcome, seconds in tests],
     ]
     out.mkdir(parents=True, exist_ok=True)
     md, js = out / "report.md", out / "report.json"
     md.write_text("\n".join(lines) + "\n")
-    js.write_text(json.dumps({"date": today, "commit": commit, "gpu": gpu_title(doctor), "runtime": doctor,
-                              "steps": steps, "targets": targets, "bench": bench_rows, "lessons": lessons,
-                              "tests": tests, "lesson_figures": lesson_figures or {}},
-                             indent=2, default=str) + "\n")
+    js.write_text(
+        json.dumps(
+            {
+                "date": today,
+                "commit": commit,
+                "gpu": gpu_title(doctor),
+                "runtime": doctor,
+                "steps": steps,
+                "targets": targets,
+                "bench": bench_rows,
+                "lessons": lessons,
+                "tests": tests,
+                "lesson_figures": lesson_figures or {},
+            },
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
     return md, js
 
 
@@ -168,8 +238,9 @@ def run_lessons(sources: list[Path], out: Path, refresh: bool) -> tuple[dict, bo
     for source in sources:
         done = execute(read_lesson(source), cwd=NOTEBOOKS, log=out / "logs" / f"{source.stem}.log")
         lessons.append(Lesson(source, done.notebook, done.seconds, device, done.error))
-        print(f"{source.stem:<24} {device}  {done.seconds:6.1f} s  {'ok' if done.error is None else 'FAILED'}",
-              flush=True)
+        print(
+            f"{source.stem:<24} {device}  {done.seconds:6.1f} s  {'ok' if done.error is None else 'FAILED'}", flush=True
+        )
         if done.error is not None:
             print(done.traceback or done.error, flush=True)
             continue  # a failed run never replaces a notebook
@@ -183,8 +254,9 @@ def run_lessons(sources: list[Path], out: Path, refresh: bool) -> tuple[dict, bo
 
 def doctor_report(python: str, env: dict[str, str]) -> dict | None:
     """`colab_gpu doctor --json`, None when it fails (no CUDA GPU with REQUIRE_CUDA=1, a broken install)."""
-    done = subprocess.run([python, "-m", "colab_gpu", "doctor", "--json"], cwd=ROOT, env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [python, "-m", "colab_gpu", "doctor", "--json"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if done.returncode != 0:
         print(done.stdout + done.stderr, file=sys.stderr)
         return None
@@ -196,8 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh-notebooks", action="store_true", help="write the lessons' GPU outputs in place")
     parser.add_argument("--out", type=Path, default=RUN_DIR, help="the run folder (default: build/gpu-run)")
     parser.add_argument("--lessons", nargs="*", default=[], metavar="NN", help="only these lessons (default: all)")
-    parser.add_argument("--unit-tests", nargs="*", default=["tests"], metavar="PATH",
-                        help="pytest paths for the unit tests (default: tests)")
+    parser.add_argument(
+        "--unit-tests",
+        nargs="*",
+        default=["tests"],
+        metavar="PATH",
+        help="pytest paths for the unit tests (default: tests)",
+    )
     parser.add_argument("--bench-only", nargs="*", default=[], metavar="NAME", help="only these benchmarks")
     parser.add_argument("--allow-cpu", action="store_true", help="a CPU dry run: REQUIRE_CUDA is not set")
     args = parser.parse_args(argv)
@@ -205,8 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     sources = selected_lessons(args.lessons)
     figures_file = out / "lesson_figures.json"  # the lessons write their headline figures here
     figures_file.unlink(missing_ok=True)
-    env = dict(os.environ, REQUIRE_CUDA="" if args.allow_cpu else "1", PYTHONUNBUFFERED="1",
-               COLAB_GPU_FIGURES=str(figures_file))
+    env = dict(
+        os.environ,
+        REQUIRE_CUDA="" if args.allow_cpu else "1",
+        PYTHONUNBUFFERED="1",
+        COLAB_GPU_FIGURES=str(figures_file),
+    )
     python = sys.executable  # `make gpu-suite` runs this script with the environment's Python
     doctor = doctor_report(python, env)
     if doctor is None or not (doctor.get("gpus") or args.allow_cpu):
@@ -226,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     lessons, lessons_ok = run_lessons(sources, out, args.refresh_notebooks)
     steps["lessons"] = (0 if lessons_ok else 1, time.perf_counter() - start)
     only = ["--only", *args.bench_only] if args.bench_only else []
-    steps["colab_gpu bench"] = run("bench", [python, "-m", "colab_gpu", "bench", "--out", str(out / "bench"), *only],
-                                   env, logs)[:2]
+    steps["colab_gpu bench"] = run(
+        "bench", [python, "-m", "colab_gpu", "bench", "--out", str(out / "bench"), *only], env, logs
+    )[:2]
     bench_file = out / "bench" / "bench.json"
     bench_rows = json.loads(bench_file.read_text())["rows"] if bench_file.exists() else []
     every_lesson = len(sources) == len(lesson_sources())

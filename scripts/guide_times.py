@@ -31,14 +31,18 @@ def current_columns(text: str) -> dict[str, dict[str, str]]:
 
 
 def render(columns: dict[str, dict[str, str]], devices: dict[str, str]) -> str:
-    rows = [f"| Lesson | CPU run time: {devices.get('cpu', NOT_MEASURED)} | "
-            f"GPU run time: {devices.get('gpu', NOT_MEASURED)} |",
-            "|---|---:|---:|"]
+    rows = [
+        f"| Lesson | CPU run time: {devices.get('cpu', NOT_MEASURED)} | "
+        f"GPU run time: {devices.get('gpu', NOT_MEASURED)} |",
+        "|---|---:|---:|",
+    ]
     for source in lesson_sources():
         number = source.stem[:2]
         title = lesson_title(read_lesson(source))
-        rows.append(f"| [{title}](../notebooks/{source.stem}.ipynb) | {columns['cpu'].get(number, NOT_MEASURED)} | "
-                    f"{columns['gpu'].get(number, NOT_MEASURED)} |")
+        rows.append(
+            f"| [{title}](../notebooks/{source.stem}.ipynb) | {columns['cpu'].get(number, NOT_MEASURED)} | "
+            f"{columns['gpu'].get(number, NOT_MEASURED)} |"
+        )
     return "\n".join(rows)
 
 

@@ -46,8 +46,10 @@ def find_run(folder: Path) -> Path:
     if len(inner) == 1:
         return inner[0]
     found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-    raise ImportRefused(f"{folder} holds no manifest.json (it has: {found or 'nothing'}); a run is what "
-                        "scripts/gpu_runner.py writes: its --out folder, or the zip of it.")
+    raise ImportRefused(
+        f"{folder} holds no manifest.json (it has: {found or 'nothing'}); a run is what "
+        "scripts/gpu_runner.py writes: its --out folder, or the zip of it."
+    )
 
 
 def read_run(run: Path) -> tuple[dict, dict]:
@@ -56,14 +58,17 @@ def read_run(run: Path) -> tuple[dict, dict]:
     if missing:
         manifest = json.loads((run / "manifest.json").read_text())
         why = "; ".join(manifest.get("failures", [])) or "see its logs/"
-        raise ImportRefused(f"{run} has no {', '.join(missing)}: the run stopped before the suite wrote its "
-                            f"report ({why}).")
+        raise ImportRefused(
+            f"{run} has no {', '.join(missing)}: the run stopped before the suite wrote its report ({why})."
+        )
     manifest, report = (json.loads((run / name).read_text()) for name in ("manifest.json", "report.json"))
     if not manifest.get("gpus"):
         raise ImportRefused(f"{run} is a CPU dry run (no GPU in its manifest): only GPU runs are imported.")
     if report.get("commit") and report["commit"] != manifest.get("sha"):
-        raise ImportRefused(f"{run}: its report is of commit {report['commit']}, its manifest of "
-                            f"{manifest.get('sha')}: the folder mixes two runs.")
+        raise ImportRefused(
+            f"{run}: its report is of commit {report['commit']}, its manifest of "
+            f"{manifest.get('sha')}: the folder mixes two runs."
+        )
     return manifest, report
 
 
@@ -92,8 +97,10 @@ def copy_run(run: Path, target: Path) -> list[str]:
 def guide_timings(manifest: dict, report: dict) -> dict:
     """The report's lesson times, named for the guide's column header: GPU, where it ran, date and commit."""
     where = "Kaggle" if manifest.get("image", {}).get("KAGGLE_KERNEL_RUN_TYPE") else "GPU suite"
-    return {"device": f"{report['gpu']} ({where}, {manifest['started'][:10]}, {manifest['sha'][:7]})",
-            "lessons": report.get("lessons", {}).get("lessons", {})}
+    return {
+        "device": f"{report['gpu']} ({where}, {manifest['started'][:10]}, {manifest['sha'][:7]})",
+        "lessons": report.get("lessons", {}).get("lessons", {}),
+    }
 
 
 def import_run(source: Path, root: Path = ROOT) -> str:
@@ -113,8 +120,11 @@ def import_run(source: Path, root: Path = ROOT) -> str:
         lessons = copy_run(run, target)
     references = root / "colab_gpu" / "references.json"
     update_references.main(root / "reports" / "gpu", references)
-    done = [f"imported the {manifest['status']} run of {manifest['sha'][:7]} on {report['gpu']} into "
-            f"{target.relative_to(root)} ({len(lessons)} GPU-executed notebook(s))", f"refreshed {references.name}"]
+    done = [
+        f"imported the {manifest['status']} run of {manifest['sha'][:7]} on {report['gpu']} into "
+        f"{target.relative_to(root)} ({len(lessons)} GPU-executed notebook(s))",
+        f"refreshed {references.name}",
+    ]
     ran = set(report.get("lessons", {}).get("lessons", {}))
     if gpu_label(report["gpu"]) == GUIDE_GPU and ran >= {source.stem for source in lesson_sources()}:
         guide_times.fill_column("gpu", guide_timings(manifest, report), root / "docs" / "instructor_guide.md")

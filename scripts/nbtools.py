@@ -29,8 +29,10 @@ import colab_gpu as cg  # noqa: E402
 NOTEBOOKS = ROOT / "notebooks"
 STUDENT = NOTEBOOKS / "student"
 SOLUTION_TAG = "solution"
-STUDENT_NOTE = ("*Student version: the solution cells are removed. Write your answer in each exercise, then run "
-                "its check cell. The full lesson is one folder up.*")
+STUDENT_NOTE = (
+    "*Student version: the solution cells are removed. Write your answer in each exercise, then run "
+    "its check cell. The full lesson is one folder up.*"
+)
 COLAB_BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
 KAGGLE_BADGE_SVG = "https://kaggle.com/static/images/open-in-kaggle.svg"
 # Metadata that makes a Colab badge open a GPU runtime, and asks Kaggle for a T4 with internet access
@@ -38,13 +40,20 @@ KAGGLE_BADGE_SVG = "https://kaggle.com/static/images/open-in-kaggle.svg"
 NOTEBOOK_METADATA = {
     "accelerator": "GPU",
     "colab": {"gpuType": "T4", "provenance": []},
-    "kaggle": {"accelerator": "nvidiaTeslaT4", "isGpuEnabled": True, "isInternetEnabled": True,
-               "language": "python", "sourceType": "notebook"},
+    "kaggle": {
+        "accelerator": "nvidiaTeslaT4",
+        "isGpuEnabled": True,
+        "isInternetEnabled": True,
+        "language": "python",
+        "sourceType": "notebook",
+    },
     "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
 }
 # A Colab badge, and the Kaggle badge after it (same line, or the next line of the same comment or paragraph).
-BADGE_RE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)"
-                      r"(?:[ \n]#? ?\[!\[Open In Kaggle\]\([^)]*\)\]\([^)]*\))?")
+BADGE_RE = re.compile(
+    r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)"
+    r"(?:[ \n]#? ?\[!\[Open In Kaggle\]\([^)]*\)\]\([^)]*\))?"
+)
 # The setup cell's install block, from its first comment line to the line that says what it did.
 # The setup cell's install block (older lessons' blocks started "# Setup: colab_gpu, ..."), up to its print line.
 SETUP_RE = re.compile(r"^# (?:@title )?Setup: colab_gpu.*?^print\(f\"colab_gpu \{COLAB_GPU\}.*?$", re.M | re.S)
@@ -94,8 +103,7 @@ class CourseConfig:
     @property
     def setup_block(self) -> str:
         """The setup cell's install block, identical in every lesson."""
-        return SETUP_TEMPLATE.format(version=self.version, distribution=self.distribution,
-                                     repository=self.repository)
+        return SETUP_TEMPLATE.format(version=self.version, distribution=self.distribution, repository=self.repository)
 
 
 def read_version(root: Path = ROOT) -> str:
@@ -136,13 +144,15 @@ def kaggle_url(config: CourseConfig, notebook: Path) -> str:
 
 def badge_markdown(config: CourseConfig, notebook: Path, sep: str = "\n") -> str:
     """The Colab badge and the Kaggle badge: on two lines of one paragraph (side by side once rendered)."""
-    return (f"[![Open In Colab]({COLAB_BADGE_SVG})]({badge_url(config, notebook)}){sep}"
-            f"[![Open In Kaggle]({KAGGLE_BADGE_SVG})]({kaggle_url(config, notebook)})")
+    return (
+        f"[![Open In Colab]({COLAB_BADGE_SVG})]({badge_url(config, notebook)}){sep}"
+        f"[![Open In Kaggle]({KAGGLE_BADGE_SVG})]({kaggle_url(config, notebook)})"
+    )
 
 
 def _line_prefix(text: str, start: int) -> str:
     """What precedes ``start`` on its line ("# " in a py:percent markdown cell), to continue a badge line."""
-    return text[text.rfind("\n", 0, start) + 1:start]
+    return text[text.rfind("\n", 0, start) + 1 : start]
 
 
 def lesson_sources(folder: Path = NOTEBOOKS) -> list[Path]:
@@ -166,6 +176,7 @@ def stamp_text(text: str, config: CourseConfig, notebook: Path) -> str:
 
 def stamp_page_badges(text: str, config: CourseConfig) -> str:
     """Re-render every badge pair of a page (README) for the notebook its Colab link opens."""
+
     def render(match: re.Match) -> str:
         path = re.search(r"/blob/[^/]+/([^)]+)\)", match.group(0)).group(1)
         return badge_markdown(config, ROOT / path, sep=" ")  # a table row stays on one line
@@ -241,7 +252,10 @@ def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600, log:
     """
     notebook.metadata["colab_gpu"] = {"executed_on": device_label(), "torch": torch.__version__}
     client = NotebookClient(
-        notebook, timeout=timeout, kernel_name="python3", record_timing=False,
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        record_timing=False,
         resources={"metadata": {"path": str(cwd)}},
     )
     start = time.perf_counter()

@@ -52,8 +52,9 @@ def combined(lesson: nbformat.NotebookNode, student: nbformat.NotebookNode, name
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None  # as the student version stores it: no outputs
         student_rest.append(cell)
-    marker = nbformat.v4.new_markdown_cell("*(make nbval: the student version ends here; the lesson's own cells "
-                                           "from its first solution on follow.)*")
+    marker = nbformat.v4.new_markdown_cell(
+        "*(make nbval: the student version ends here; the lesson's own cells from its first solution on follow.)*"
+    )
     pair.cells = lesson.cells[:first] + student_rest + [marker] + lesson.cells[first:]
     return pair
 

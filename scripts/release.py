@@ -50,6 +50,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 # --- the public API as text -------------------------------------------------------------------------------
 
+
 def _parameters(function) -> str:
     """A signature without annotations: names, kinds and defaults (literal defaults only, others as ...)."""
     try:
@@ -126,7 +127,7 @@ def api_changes(old: list[str], new: list[str]) -> tuple[list[str], list[str]]:
 
 
 def required_bump(current: str, old: list[str], new: list[str]) -> str:
-    """"major", "minor" or "patch": the smallest bump semantic versioning allows after these API changes."""
+    """ "major", "minor" or "patch": the smallest bump semantic versioning allows after these API changes."""
     broken, added = api_changes(old, new)
     if parse_version(current)[0] == 0:
         return "minor" if broken or added else "patch"
@@ -151,15 +152,23 @@ def check_bump(current: str, new: str, old: list[str], api: list[str]) -> None:
     needed, done = required_bump(current, old, api), bump_of(current, new)
     if RANK[done] < RANK[needed]:
         broken, added = api_changes(old, api)
-        detail = "; ".join(filter(None, [
-            f"removed or changed: {', '.join(line.split(':')[0] for line in broken)}" if broken else "",
-            f"added: {', '.join(line.split(':')[0] for line in added)}" if added else "",
-        ]))
-        raise ReleaseError(f"the public API changed since {current} ({detail}): semantic versioning needs a "
-                           f"{needed} bump, VERSION={new} is a {done} bump.")
+        detail = "; ".join(
+            filter(
+                None,
+                [
+                    f"removed or changed: {', '.join(line.split(':')[0] for line in broken)}" if broken else "",
+                    f"added: {', '.join(line.split(':')[0] for line in added)}" if added else "",
+                ],
+            )
+        )
+        raise ReleaseError(
+            f"the public API changed since {current} ({detail}): semantic versioning needs a "
+            f"{needed} bump, VERSION={new} is a {done} bump."
+        )
 
 
 # --- the changelog ----------------------------------------------------------------------------------------
+
 
 def release_changelog(text: str, version: str, date: str) -> str:
     """Move the Unreleased notes under "## version (date)", leaving an empty Unreleased section."""
@@ -169,14 +178,16 @@ def release_changelog(text: str, version: str, date: str) -> str:
     body, heading, tail = rest.partition("\n## ")
     notes = body.strip()
     if not notes:
-        raise ReleaseError(f"{CHANGELOG.name}'s {UNRELEASED!r} section is empty: write what changed for users "
-                           "before releasing.")
+        raise ReleaseError(
+            f"{CHANGELOG.name}'s {UNRELEASED!r} section is empty: write what changed for users before releasing."
+        )
     if re.search(rf"^## {re.escape(version)} ", text, re.M):
         raise ReleaseError(f"{CHANGELOG.name} already has a section for {version}.")
     return f"{head}{UNRELEASED}\n\n## {version} ({date})\n\n{notes}\n{heading}{tail}".rstrip() + "\n"
 
 
 # --- the release ------------------------------------------------------------------------------------------
+
 
 def git(*args: str, cwd: Path = ROOT) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
@@ -189,7 +200,7 @@ def write_version(version: str, path: Path = PACKAGE_INIT) -> None:
     text = path.read_text()
     updated, count = re.subn(r'^__version__ = "[^"]*"$', f'__version__ = "{version}"', text, flags=re.M)
     if count != 1:
-        raise ReleaseError(f"{path} must have exactly one `__version__ = \"...\"` line (found {count}).")
+        raise ReleaseError(f'{path} must have exactly one `__version__ = "..."` line (found {count}).')
     path.write_text(updated)
 
 
@@ -204,19 +215,25 @@ def release(version: str, *, dry_run: bool = False, allow_dirty: bool = False, t
     if git("tag", "--list", tag).strip():
         raise ReleaseError(f"the tag {tag} exists already: pick the next version.")
     if not allow_dirty and git("status", "--porcelain").strip():
-        raise ReleaseError("the working tree has uncommitted changes: commit or stash them, so the release commit "
-                           "holds the release alone.")
+        raise ReleaseError(
+            "the working tree has uncommitted changes: commit or stash them, so the release commit "
+            "holds the release alone."
+        )
     listed_version, listed = read_listing()
     if listed_version != current:
-        raise ReleaseError(f"{API_LISTING.relative_to(ROOT)} lists the API of {listed_version}, but __version__ is "
-                           f"{current}: the last release did not go through `make release`; restore the file.")
+        raise ReleaseError(
+            f"{API_LISTING.relative_to(ROOT)} lists the API of {listed_version}, but __version__ is "
+            f"{current}: the last release did not go through `make release`; restore the file."
+        )
     api = api_listing()
     check_bump(current, version, listed, api)
     changelog = release_changelog(CHANGELOG.read_text(), version, today or datetime.date.today().isoformat())
     who = subprocess.run(["git", "var", "GIT_COMMITTER_IDENT"], cwd=ROOT, capture_output=True, text=True)
     if who.returncode != 0:  # the commit would fail after every file was written
-        raise ReleaseError("git does not know who commits here: `git config user.name ...` and "
-                           "`git config user.email ...`, then rerun.")
+        raise ReleaseError(
+            "git does not know who commits here: `git config user.name ...` and "
+            "`git config user.email ...`, then rerun."
+        )
     if dry_run:
         return tag
 
@@ -238,8 +255,10 @@ def release(version: str, *, dry_run: bool = False, allow_dirty: bool = False, t
     try:
         git("tag", "-a", tag, "-m", f"colab_gpu {version}")
     except ReleaseError as err:
-        raise ReleaseError(f"committed 'Release {version}' but could not tag it ({err}); fix that, then run "
-                           f"`git tag -a {tag} -m 'colab_gpu {version}'`.") from err
+        raise ReleaseError(
+            f"committed 'Release {version}' but could not tag it ({err}); fix that, then run "
+            f"`git tag -a {tag} -m 'colab_gpu {version}'`."
+        ) from err
     return tag
 
 
@@ -258,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{tag}: every check passed (dry run, nothing changed)")
     else:
         branch = git("branch", "--show-current").strip()
-        print(f"released {tag}. Publish: `git push origin {tag}`; once release.yml has put {args.version} on PyPI, "
-              f"`git push origin {branch}` (the lessons on {branch} install {args.version}: it must exist first).")
+        print(
+            f"released {tag}. Publish: `git push origin {tag}`; once release.yml has put {args.version} on PyPI, "
+            f"`git push origin {branch}` (the lessons on {branch} install {args.version}: it must exist first)."
+        )
     return 0
 
 

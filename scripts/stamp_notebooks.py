@@ -49,8 +49,10 @@ def main() -> int:
     changed = stamp_lessons()
     for name in changed:
         print(f"stamped {name}")
-    print(f"{len(changed)} file(s) stamped; student versions in {(ROOT / 'notebooks' / 'student').relative_to(ROOT)}/"
-          " regenerated")
+    print(
+        f"{len(changed)} file(s) stamped; student versions in {(ROOT / 'notebooks' / 'student').relative_to(ROOT)}/"
+        " regenerated"
+    )
     return 0
 
 

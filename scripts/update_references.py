@@ -18,8 +18,9 @@ from colab_gpu.references import gpu_label  # noqa: E402
 
 REPORTS = ROOT / "reports" / "gpu"
 TARGET = ROOT / "colab_gpu" / "references.json"
-ABOUT = ("Lesson figures from the committed GPU runs (reports/gpu/*/report.json); "
-         "written by scripts/update_references.py.")
+ABOUT = (
+    "Lesson figures from the committed GPU runs (reports/gpu/*/report.json); written by scripts/update_references.py."
+)
 
 
 def collect(reports: Path = REPORTS) -> dict:

@@ -47,8 +47,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 def run(command: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: int = 900) -> str:
     done = subprocess.run(command, cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
-        raise WheelCheckError(f"{' '.join(map(str, command))} failed ({done.returncode}):\n{done.stdout[-3000:]}"
-                              f"\n{done.stderr[-3000:]}")
+        raise WheelCheckError(
+            f"{' '.join(map(str, command))} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
     return done.stdout
 
 
@@ -56,8 +57,11 @@ def build_wheel(out: Path) -> Path:
     """Build colab_gpu's wheel from the checkout (no network: the installed setuptools builds it)."""
     shutil.rmtree(out, ignore_errors=True)  # a wheel of an earlier version must not be the one tested
     out.mkdir(parents=True)
-    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
-        cwd=out, env=clean_env(PIP_CONFIG_FILE=os.devnull))
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        cwd=out,
+        env=clean_env(PIP_CONFIG_FILE=os.devnull),
+    )
     wheels = sorted(out.glob("colab_gpu-*.whl"))
     if len(wheels) != 1:
         raise WheelCheckError(f"expected one colab_gpu wheel in {out}, found {[w.name for w in wheels]}")
@@ -79,14 +83,14 @@ def venv_borrowing(target: Path, source_python: Path) -> Path:
     python = target / "bin" / "python"
     borrowed = target / "borrowed-site-packages"
     borrowed.mkdir()
-    source = Path(run([str(source_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                      cwd=ROOT).strip())
+    source = Path(
+        run([str(source_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=ROOT).strip()
+    )
     for entry in source.iterdir():
         if entry.name.startswith(OWN_PACKAGE) or entry.suffix == ".pth":
             continue
         (borrowed / entry.name).symlink_to(entry)
-    site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=ROOT)
-                .strip())
+    site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=ROOT).strip())
     (site / "borrowed.pth").write_text(f"{borrowed}\n")
     # Jupyter's data files (kernel specs, nbconvert templates) live under the environment's prefix.
     prefix = Path(run([str(source_python), "-c", "import sys; print(sys.prefix)"], cwd=ROOT).strip())
@@ -96,8 +100,16 @@ def venv_borrowing(target: Path, source_python: Path) -> Path:
 
 
 def torch_identity(python: Path, cwd: Path) -> dict[str, str]:
-    return json.loads(run([str(python), "-c", "import json, torch; print(json.dumps({'version': torch.__version__, "
-                                              "'file': torch.__file__}))"], cwd=cwd))
+    return json.loads(
+        run(
+            [
+                str(python),
+                "-c",
+                "import json, torch; print(json.dumps({'version': torch.__version__, 'file': torch.__file__}))",
+            ],
+            cwd=cwd,
+        )
+    )
 
 
 def run_setup_cell(python: Path, wheel_dir: Path, cwd: Path) -> str:
@@ -125,16 +137,30 @@ def run_setup_cell_without_pypi(python: Path, repository: Path, cwd: Path) -> st
     config = course_config()
     # The image's setuptools builds it (PIP_NO_BUILD_ISOLATION=0 is pip's spelling of --no-build-isolation): an
     # isolated build would download setuptools, and this check runs offline.
-    env = clean_env(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(empty), PIP_CONFIG_FILE=os.devnull,
-                    PIP_NO_BUILD_ISOLATION="0", GIT_CONFIG_COUNT="1",
-                    GIT_CONFIG_KEY_0=f"url.{repository.as_uri()}.insteadOf",
-                    GIT_CONFIG_VALUE_0=f"https://github.com/{config.repository}")
+    env = clean_env(
+        PIP_NO_INDEX="1",
+        PIP_FIND_LINKS=str(empty),
+        PIP_CONFIG_FILE=os.devnull,
+        PIP_NO_BUILD_ISOLATION="0",
+        GIT_CONFIG_COUNT="1",
+        GIT_CONFIG_KEY_0=f"url.{repository.as_uri()}.insteadOf",
+        GIT_CONFIG_VALUE_0=f"https://github.com/{config.repository}",
+    )
     return run([str(python), "-c", config.setup_block], cwd=cwd, env=env)
 
 
 def installed_colab_gpu(python: Path, cwd: Path) -> dict[str, str]:
-    return json.loads(run([str(python), "-c", "import json, colab_gpu; print(json.dumps({'version': "
-                                              "colab_gpu.__version__, 'file': colab_gpu.__file__}))"], cwd=cwd))
+    return json.loads(
+        run(
+            [
+                str(python),
+                "-c",
+                "import json, colab_gpu; print(json.dumps({'version': "
+                "colab_gpu.__version__, 'file': colab_gpu.__file__}))",
+            ],
+            cwd=cwd,
+        )
+    )
 
 
 def execute_lesson(python: Path, lesson: Path, cwd: Path) -> str:
@@ -143,15 +169,20 @@ def execute_lesson(python: Path, lesson: Path, cwd: Path) -> str:
     A last cell added to the copy prints where the kernel's Python and colab_gpu live; that line is returned.
     """
     notebook = read_lesson(lesson)
-    notebook.cells.append(nbformat.v4.new_code_cell(
-        "import sys, colab_gpu\nprint('kernel:', sys.executable, 'colab_gpu:', colab_gpu.__file__)"))
+    notebook.cells.append(
+        nbformat.v4.new_code_cell(
+            "import sys, colab_gpu\nprint('kernel:', sys.executable, 'colab_gpu:', colab_gpu.__file__)"
+        )
+    )
     target = cwd / lesson.with_suffix(".ipynb").name
     nbformat.write(notebook, target)
-    script = ("import nbformat\nfrom nbclient import NotebookClient\n"
-              f"nb = nbformat.read({str(target)!r}, as_version=4)\n"
-              "NotebookClient(nb, timeout=600, kernel_name='python3',"
-              f" resources={{'metadata': {{'path': {str(cwd)!r}}}}}).execute()\n"
-              "print(''.join(o.get('text', '') for o in nb.cells[-1].outputs).strip())\n")
+    script = (
+        "import nbformat\nfrom nbclient import NotebookClient\n"
+        f"nb = nbformat.read({str(target)!r}, as_version=4)\n"
+        "NotebookClient(nb, timeout=600, kernel_name='python3',"
+        f" resources={{'metadata': {{'path': {str(cwd)!r}}}}}).execute()\n"
+        "print(''.join(o.get('text', '') for o in nb.cells[-1].outputs).strip())\n"
+    )
     return run([str(python), "-c", script], cwd=cwd).strip().splitlines()[-1]
 
 
@@ -167,8 +198,9 @@ def copy_checkout(target: Path, *, without_package: bool = False) -> Path:
     return target
 
 
-def check(python: Path | None, wheel: Path | None, work: Path, unit: bool, borrow_from: Path | None = None
-          ) -> list[str]:
+def check(
+    python: Path | None, wheel: Path | None, work: Path, unit: bool, borrow_from: Path | None = None
+) -> list[str]:
     """Run every step; return one line per step that passed. Raises WheelCheckError at the first failure."""
     work.mkdir(parents=True, exist_ok=True)
     config = course_config()
@@ -222,8 +254,7 @@ def check(python: Path | None, wheel: Path | None, work: Path, unit: bool, borro
 
     if unit:
         tree = copy_checkout(Path(tempfile.mkdtemp(prefix="tests-", dir=work)), without_package=True)
-        out = run([str(python), "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-x"], cwd=tree,
-                  timeout=1800)
+        out = run([str(python), "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-x"], cwd=tree, timeout=1800)
         done.append(f"unit tests against the wheel: {out.strip().splitlines()[-1]}")
     return done
 
@@ -231,8 +262,12 @@ def check(python: Path | None, wheel: Path | None, work: Path, unit: bool, borro
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", type=Path, help="interpreter of an environment that already holds torch")
-    parser.add_argument("--borrow-from", type=Path, metavar="PY",
-                        help="without --python: a new venv borrows this interpreter's packages (default: this one's)")
+    parser.add_argument(
+        "--borrow-from",
+        type=Path,
+        metavar="PY",
+        help="without --python: a new venv borrows this interpreter's packages (default: this one's)",
+    )
     parser.add_argument("--wheel", type=Path, help="a built colab_gpu wheel (default: build one from here)")
     parser.add_argument("--unit", action="store_true", help="also run the unit tests against the installed wheel")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "wheel-check")

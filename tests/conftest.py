@@ -21,8 +21,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 #: For tests that build, install or release the package from its source: `make test-wheel --unit` runs the
 #: tests from a copy of the repository without colab_gpu/, against the installed wheel.
-requires_source = pytest.mark.skipif(not (ROOT / "colab_gpu" / "__init__.py").exists(),
-                                     reason="no package source here: these tests run against an installed wheel")
+requires_source = pytest.mark.skipif(
+    not (ROOT / "colab_gpu" / "__init__.py").exists(),
+    reason="no package source here: these tests run against an installed wheel",
+)
 
 GIB = 1024**3
 T4 = {"name": "Tesla T4", "capability": (7, 5), "memory_gib": 15}
@@ -69,8 +71,11 @@ def fake_gpus(monkeypatch):
         gpus = gpus or (T4,)
         props = [
             SimpleNamespace(
-                name=g["name"], major=g["capability"][0], minor=g["capability"][1],
-                total_memory=g["memory_gib"] * GIB, multi_processor_count=40,
+                name=g["name"],
+                major=g["capability"][0],
+                minor=g["capability"][1],
+                total_memory=g["memory_gib"] * GIB,
+                multi_processor_count=40,
             )
             for g in gpus
         ]
@@ -106,14 +111,28 @@ def run_folder(tmp_path):
     run = tmp_path / "fixture-run"
     (run / "notebooks").mkdir(parents=True)
     shutil.copyfile(ROOT / "notebooks" / f"{GPU_RUN_LESSON}.ipynb", run / "notebooks" / f"{GPU_RUN_LESSON}.ipynb")
-    manifest = {"format": 1, "sha": "?", "status": "passed", "failures": [], "started": "2026-11-20T10:00:00+00:00",
-                "gpus": ["Tesla T4", "Tesla T4"], "gpu_count": 2, "torch": "2.10.0+cu128", "seconds": 2520.0,
-                "image": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}, "tests": {"passed": 1310, "failed": 0, "skipped": 3}}
+    manifest = {
+        "format": 1,
+        "sha": "?",
+        "status": "passed",
+        "failures": [],
+        "started": "2026-11-20T10:00:00+00:00",
+        "gpus": ["Tesla T4", "Tesla T4"],
+        "gpu_count": 2,
+        "torch": "2.10.0+cu128",
+        "seconds": 2520.0,
+        "image": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"},
+        "tests": {"passed": 1310, "failed": 0, "skipped": 3},
+    }
     every_lesson = sorted(source.stem for source in (ROOT / "notebooks").glob("[0-9]*.py"))  # as a full run has
     seconds = {stem: {"seconds": 21.4 if stem == GPU_RUN_LESSON else 10.0, "status": "ok"} for stem in every_lesson}
-    report = {"commit": "?", "gpu": "Tesla T4 x2", "runtime": {"gpus": [{"name": "Tesla T4"}] * 2},
-              "lessons": {"device": "cuda:0 (Tesla T4)", "lessons": seconds},
-              "lesson_figures": {"02.matmul_gpu_vs_cpu": {"value": 31.5, "device": "Tesla T4"}}}
+    report = {
+        "commit": "?",
+        "gpu": "Tesla T4 x2",
+        "runtime": {"gpus": [{"name": "Tesla T4"}] * 2},
+        "lessons": {"device": "cuda:0 (Tesla T4)", "lessons": seconds},
+        "lesson_figures": {"02.matmul_gpu_vs_cpu": {"value": 31.5, "device": "Tesla T4"}},
+    }
     (run / "manifest.json").write_text(json.dumps(manifest))
     (run / "report.json").write_text(json.dumps(report))
     (run / "report.md").write_text("# GPU suite: Tesla T4 x2, 2026-11-20\n")

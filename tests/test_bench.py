@@ -36,15 +36,15 @@ def test_matmul_tflops_is_measured():
 
 def test_time_train_step_on_cpu():
     model = cg.mlp(16, hidden=8)
-    timing, peak = cg.time_train_step(model, torch.randn(4, 16), torch.randint(0, 10, (4,)), precision="bf16",
-                                      repeat=2)
+    timing, peak = cg.time_train_step(model, torch.randn(4, 16), torch.randint(0, 10, (4,)), precision="bf16", repeat=2)
     assert timing.median > 0 and peak is None and not cg.tf32_enabled()
 
 
 def test_conv_step_is_timed_in_a_fresh_process_with_the_asked_settings():
     before = torch.backends.cudnn.benchmark
-    timing = cg.time_conv_step_fresh(CPU, width=4, shape=(4, 3, 16, 16), channels_last=True, cudnn_benchmark=True,
-                                     repeat=3)
+    timing = cg.time_conv_step_fresh(
+        CPU, width=4, shape=(4, 3, 16, 16), channels_last=True, cudnn_benchmark=True, repeat=3
+    )
     assert len(timing.steady.times) == 3 and timing.steady.median > 0 and timing.first_step_s > 0
     assert torch.backends.cudnn.benchmark == before  # the flag was set in the child, not here
 
@@ -67,9 +67,14 @@ def test_conv_step_child_applies_layout_and_flag(monkeypatch):
 def test_targets_judge_the_measured_value_and_say_why():
     at_least, at_most = bench.Target("x", "y", at_least=2), bench.Target("x", "y", at_most=1.1)
     assert at_least.met(2) and not at_least.met(1.99) and at_most.met(1.1) and not at_most.met(1.2)
-    experiment_rows = {"cpu_gpu": ["mlp_cpu_gpu", "cnn_cpu_gpu"], "amp": ["amp", "amp_peak"],
-                       "resident": ["resident"], "fit": ["fit"], "speedrun": ["speedrun"],
-                       "compile": ["compile", "compile_graphs"]}
+    experiment_rows = {
+        "cpu_gpu": ["mlp_cpu_gpu", "cnn_cpu_gpu"],
+        "amp": ["amp", "amp_peak"],
+        "resident": ["resident"],
+        "fit": ["fit"],
+        "speedrun": ["speedrun"],
+        "compile": ["compile", "compile_graphs"],
+    }
     for name, experiment in bench.EXPERIMENTS.items():  # a target names a row its own experiment makes
         assert set(experiment.targets) <= set(experiment_rows.get(name, [])), name
         assert all(t.reason and (t.at_least is not None or t.at_most is not None) for t in experiment.targets.values())
@@ -77,8 +82,11 @@ def test_targets_judge_the_measured_value_and_say_why():
 
 def test_run_benchmarks_judges_targets_only_on_a_gpu(monkeypatch):
     row = bench.Row("fit", "fit", "cpu", "ok", 1.5, "x")
-    monkeypatch.setitem(bench.EXPERIMENTS, "fit", bench.Experiment(lambda device: bench.Row(**vars(row)),
-                                                                  bench.EXPERIMENTS["fit"].targets))
+    monkeypatch.setitem(
+        bench.EXPERIMENTS,
+        "fit",
+        bench.Experiment(lambda device: bench.Row(**vars(row)), bench.EXPERIMENTS["fit"].targets),
+    )
     on_cpu = bench.run_benchmarks(CPU, ["fit"])[0]
     assert on_cpu.target and on_cpu.met is None
     on_gpu = bench.run_benchmarks(torch.device("cuda"), ["fit"])[0]  # the row is canned: nothing runs on cuda

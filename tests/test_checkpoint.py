@@ -41,13 +41,22 @@ def test_resume_after_interruption_gives_the_same_weights(tmp_path):
             raise Disconnect
 
     with pytest.raises(Disconnect):
-        cg.fit(model, loader, loader, optimizer, "cpu", epochs=4, checkpoint=path, on_epoch_end=disconnect_after_two,
-               progress=False, verbose=False)
+        cg.fit(
+            model,
+            loader,
+            loader,
+            optimizer,
+            "cpu",
+            epochs=4,
+            checkpoint=path,
+            on_epoch_end=disconnect_after_two,
+            progress=False,
+            verbose=False,
+        )
 
     torch.manual_seed(123)  # a new session: every generator is somewhere else
     model, optimizer, loader = make_run(seed=99)
-    history = cg.fit(model, loader, loader, optimizer, "cpu", epochs=4, checkpoint=path, progress=False,
-                     verbose=False)
+    history = cg.fit(model, loader, loader, optimizer, "cpu", epochs=4, checkpoint=path, progress=False, verbose=False)
     assert history.column("epoch") == [1, 2, 3, 4]
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, uninterrupted[name]), f"{name} differs after resume"
@@ -59,8 +68,20 @@ def test_resume_restores_the_learning_rate_schedule(tmp_path, scheduler_step):
         model, optimizer, loader = make_run(seed)
         steps = 4 * len(loader) if scheduler_step == "batch" else 4
         scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=5e-2, total_steps=steps)
-        cg.fit(model, loader, None, optimizer, "cpu", epochs=4, scheduler=scheduler, scheduler_step=scheduler_step,
-               checkpoint=path, on_epoch_end=on_epoch_end, progress=False, verbose=False)
+        cg.fit(
+            model,
+            loader,
+            None,
+            optimizer,
+            "cpu",
+            epochs=4,
+            scheduler=scheduler,
+            scheduler_step=scheduler_step,
+            checkpoint=path,
+            on_epoch_end=on_epoch_end,
+            progress=False,
+            verbose=False,
+        )
         return model, scheduler
 
     uninterrupted, expected = run()
@@ -82,8 +103,7 @@ def test_checkpoints_are_read_onto_the_cpu_so_step_counters_stay_there(tmp_path,
     # Reading with map_location=<the model's GPU> put Adam's `step` tensors on the GPU, where
     # every optimizer step then reads them back (a sync). Load on the CPU; load_state_dict moves the rest.
     model, optimizer, loader = make_run()
-    cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=tmp_path / "a.pt", progress=False,
-           verbose=False)
+    cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=tmp_path / "a.pt", progress=False, verbose=False)
     locations = []
     real_load = torch.load
     monkeypatch.setattr(torch, "load", lambda *a, **k: locations.append(k.get("map_location")) or real_load(*a, **k))
@@ -112,8 +132,7 @@ def test_cuda_generators_of_a_machine_with_more_gpus_restore_what_exists(monkeyp
 def test_checkpoint_from_the_cpu_resumes_on_a_gpu_with_cpu_step_counters(tmp_path):
     device = cg.get_device("cuda")
     model, optimizer, loader = make_run()
-    cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=tmp_path / "g.pt", progress=False,
-           verbose=False)
+    cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=tmp_path / "g.pt", progress=False, verbose=False)
     gpu_model = make_run(seed=4)[0].to(device)
     gpu_optimizer = torch.optim.Adam(gpu_model.parameters(), lr=1e-2)
     cg.load_checkpoint(tmp_path / "g.pt", gpu_model, gpu_optimizer)
@@ -139,8 +158,7 @@ def test_save_and_load_round_trip_with_scaler(tmp_path):
     state = cg.load_checkpoint(tmp_path / "c.pt", fresh, fresh_optimizer, scaler=fresh_scaler)
     assert state == {"epoch": 3, "history": [{"epoch": 3}]}
     assert fresh_scaler.get_scale() == 1024
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values(),
-                                                 strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values(), strict=True))
 
 
 def test_missing_checkpoint(tmp_path):

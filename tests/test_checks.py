@@ -164,6 +164,7 @@ def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
 
 def _epoch(move: bool, zero_grad: bool, read_each_step: bool):
     """A learner's lesson-03 training epoch, with or without each of the three classic bugs."""
+
     def train(model, loader, optimizer, device):
         model.train()
         losses = []
@@ -177,6 +178,7 @@ def _epoch(move: bool, zero_grad: bool, read_each_step: bool):
             optimizer.step()
             losses.append(loss.item() if read_each_step else loss.detach())
         return torch.tensor(losses) if read_each_step else torch.stack(losses)
+
     return train
 
 
@@ -216,8 +218,9 @@ def test_check_train_loop_finds_each_bug_of_a_first_loop_even_on_the_cpu():
         assert not result and hint in result.message, (hint, result.message)
     fixed = cg.check_train_loop(_epoch(move=True, zero_grad=True, read_each_step=False), model, loader, "cpu")
     assert fixed and "in 20 steps" in fixed.message, fixed.message
-    stuck = cg.check_train_loop(lambda m, ld, o, d: torch.zeros(len(ld)) if d.type != "meta"
-                                else torch.zeros(3, device=d), model, loader, "cpu")
+    stuck = cg.check_train_loop(
+        lambda m, ld, o, d: torch.zeros(len(ld)) if d.type != "meta" else torch.zeros(3, device=d), model, loader, "cpu"
+    )
     assert not stuck and "did not fall" in stuck.message
 
 
@@ -256,6 +259,7 @@ def test_check_memory_saving_needs_the_same_gradients_and_less_activation_memory
         def step(m, x, y, k=4):
             for a, b in zip(x.chunk(k), y.chunk(k), strict=True):
                 (nn.functional.cross_entropy(m(a), b) / (k if divide else 1)).backward()
+
         return step
 
     fits = cg.check_memory_saving(accumulate(True), whole, model, inputs, labels)
@@ -284,6 +288,7 @@ def _amp_step(unscale: bool, clip: bool, update: bool):
         scaler.step(optimizer)
         if update:
             scaler.update()
+
     return step
 
 
@@ -316,8 +321,10 @@ def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
     assert not same and "aim for 3x" in same.message
     wrong = cg.check_prediction_speed(lambda m, x: (batched(m, x) + 1) % 10, one_by_one, model, images, "cpu")
     assert not wrong and "match" in wrong.message
-    assert "one predicted class per image" in cg.check_prediction_speed(lambda m, x: m(x), one_by_one, model,
-                                                                        images, "cpu").message
+    assert (
+        "one predicted class per image"
+        in cg.check_prediction_speed(lambda m, x: m(x), one_by_one, model, images, "cpu").message
+    )
 
 
 def test_check_evaluation_memory_wants_no_graph_kept_and_the_same_outputs():
@@ -370,9 +377,11 @@ def test_skill_checks_pass_on_a_gpu_and_report_the_allocator_peak():
     evaluation = cg.check_evaluation_memory(careful, leaky, model, torch.randn(2048, 64))
     assert evaluation and "allocator peak on cuda" in evaluation.message, evaluation.message
     assert cg.check_amp_step(_amp_step(unscale=True, clip=True, update=True), device)
-    loop = cg.check_train_loop(_epoch(move=True, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32),
-                               _learnable_loader(), device)
+    loop = cg.check_train_loop(
+        _epoch(move=True, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32), _learnable_loader(), device
+    )
     assert loop, loop.message
-    unmoved = cg.check_train_loop(_epoch(move=False, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32),
-                                  _learnable_loader(), device)
+    unmoved = cg.check_train_loop(
+        _epoch(move=False, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32), _learnable_loader(), device
+    )
     assert not unmoved and "move each batch" in unmoved.message

@@ -66,10 +66,13 @@ def test_a_toolchain_that_fails_anyway_is_caught_by_the_smoke_test(monkeypatch):
     assert not support and "did not compile" in support.reason and "C++ compiler" in support.reason
 
 
-@pytest.mark.parametrize("gpu,has_triton,expected", [
-    (GpuCapability("Tesla P100-PCIE-16GB", (6, 0)), True, "too old for Triton"),
-    (GpuCapability("Tesla T4", (7, 5)), False, "Triton is not installed"),
-])
+@pytest.mark.parametrize(
+    "gpu,has_triton,expected",
+    [
+        (GpuCapability("Tesla P100-PCIE-16GB", (6, 0)), True, "too old for Triton"),
+        (GpuCapability("Tesla T4", (7, 5)), False, "Triton is not installed"),
+    ],
+)
 def test_gpu_rules_come_from_the_capability(monkeypatch, gpu, has_triton, expected):
     monkeypatch.setattr(compiling, "gpu_capability", lambda device: gpu)
     monkeypatch.setattr(compiling.importlib.util, "find_spec", lambda name: object() if has_triton else None)
@@ -126,9 +129,18 @@ def test_fit_compiled_trains_like_eager_and_checkpoints_the_plain_keys(tmp_path)
     for compiled in (False, True):
         torch.manual_seed(0)
         models[compiled] = Clean()
-        histories[compiled] = cg.fit(models[compiled], loader(64, 16), loader(32, 16), torch.optim.SGD(
-            models[compiled].parameters(), 0.1), "cpu", epochs=2, progress=False, verbose=False, compile=compiled,
-            checkpoint=tmp_path / f"run{compiled}.pt")
+        histories[compiled] = cg.fit(
+            models[compiled],
+            loader(64, 16),
+            loader(32, 16),
+            torch.optim.SGD(models[compiled].parameters(), 0.1),
+            "cpu",
+            epochs=2,
+            progress=False,
+            verbose=False,
+            compile=compiled,
+            checkpoint=tmp_path / f"run{compiled}.pt",
+        )
     eager, compiled = histories[False], histories[True]
     assert [r["train_loss"] for r in compiled.rows] == pytest.approx([r["train_loss"] for r in eager.rows], rel=1e-4)
     for a, b in zip(models[False].parameters(), models[True].parameters(), strict=True):
@@ -141,8 +153,18 @@ def test_fit_without_a_compiler_trains_in_eager_mode_and_says_why():
     torch.manual_seed(0)
     model = Clean()
     with inductor_config.patch(NO_COMPILER):
-        history, printed = quietly(cg.fit, model, loader(), None, torch.optim.SGD(model.parameters(), 0.1), "cpu",
-                                   epochs=1, progress=False, verbose=False, compile=True)
+        history, printed = quietly(
+            cg.fit,
+            model,
+            loader(),
+            None,
+            torch.optim.SGD(model.parameters(), 0.1),
+            "cpu",
+            epochs=1,
+            progress=False,
+            verbose=False,
+            compile=True,
+        )
     assert len(history) == 1 and "no C++ compiler" in printed
 
 
@@ -192,8 +214,17 @@ def test_on_a_gpu_compile_and_reduce_overhead_train_and_the_rows_are_measured():
     assert [(r.key, r.status) for r in rows] == [("compile", "ok"), ("compile_graphs", "ok")]
     torch.manual_seed(0)
     model = Clean().to(device)
-    history = cg.fit(model, loader(64, 16), loader(32, 16), torch.optim.SGD(model.parameters(), 0.1), device,
-                     epochs=2, progress=False, verbose=False, compile=True)
+    history = cg.fit(
+        model,
+        loader(64, 16),
+        loader(32, 16),
+        torch.optim.SGD(model.parameters(), 0.1),
+        device,
+        epochs=2,
+        progress=False,
+        verbose=False,
+        compile=True,
+    )
     assert len(history) == 2 and next(model.parameters()).device.type == "cuda"
 
 

@@ -4,7 +4,7 @@ import course
 import course_site
 import pytest
 
-LESSON = '''# %% [markdown]
+LESSON = """# %% [markdown]
 # # 01 · Tiny lesson
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://example.invalid)
@@ -13,7 +13,7 @@ LESSON = '''# %% [markdown]
 
 # %%
 print(6 * 7)
-'''
+"""
 
 
 @pytest.fixture
@@ -69,8 +69,9 @@ def test_a_failing_lesson_fails_the_course(tiny_course, capsys):
 
 
 def test_a_broken_link_fails_the_site_and_the_course(tiny_course, tmp_path, capsys):
-    (tiny_course / "01_tiny.py").write_text(LESSON.replace("**Time:** 5 minutes.",
-                                                           "**Time:** 5 minutes. See [lesson 02](02_missing.ipynb)."))
+    (tiny_course / "01_tiny.py").write_text(
+        LESSON.replace("**Time:** 5 minutes.", "**Time:** 5 minutes. See [lesson 02](02_missing.ipynb).")
+    )
     assert course.main() == 1
     out = capsys.readouterr().out
     assert "[1/1] 01_tiny" in out and " ok" in out  # the lesson ran; its page is what is wrong

@@ -70,18 +70,25 @@ def test_offline_falls_back_to_digits_with_one_line(tmp_path, monkeypatch, capsy
     ds = cg.load_fashion_mnist(tmp_path)
     assert ds.fallback and ds.image_shape == (1, 28, 28)
     out = capsys.readouterr().out.strip().splitlines()
-    assert out == ["FashionMNIST could not be downloaded (this runtime has no internet access), so this lesson uses "
-                   "scikit-learn's handwritten digits instead, resized to 1x28x28: the same code, other accuracy "
-                   "figures."]
+    assert out == [
+        "FashionMNIST could not be downloaded (this runtime has no internet access), so this lesson uses "
+        "scikit-learn's handwritten digits instead, resized to 1x28x28: the same code, other accuracy "
+        "figures."
+    ]
 
 
-@pytest.mark.parametrize(("error", "said"), [
-    (RuntimeError("Error downloading x.gz:\n<urlopen error [Errno -2] Name or service not known>"),
-     "this runtime has no internet access"),
-    (OSError("[Errno 101] Network is unreachable"), "this runtime has no internet access"),
-    (TimeoutError("timed out"), "the download timed out"),
-    (RuntimeError("File not found or corrupted.\nMD5 mismatch"), "the download failed: MD5 mismatch"),
-])
+@pytest.mark.parametrize(
+    ("error", "said"),
+    [
+        (
+            RuntimeError("Error downloading x.gz:\n<urlopen error [Errno -2] Name or service not known>"),
+            "this runtime has no internet access",
+        ),
+        (OSError("[Errno 101] Network is unreachable"), "this runtime has no internet access"),
+        (TimeoutError("timed out"), "the download timed out"),
+        (RuntimeError("File not found or corrupted.\nMD5 mismatch"), "the download failed: MD5 mismatch"),
+    ],
+)
 def test_download_problem_in_plain_words(error, said):
     assert data.download_problem(error) == said
 

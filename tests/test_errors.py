@@ -72,8 +72,14 @@ def test_quiet_children_summarises_what_child_processes_printed(capsys):
     import subprocess
 
     with cg.shows_error(subprocess.CalledProcessError, quiet_children=True):
-        subprocess.run([sys.executable, "-c", "import sys; print('noise'); print('ChildError: it broke', "
-                        "file=sys.stderr); sys.exit('a last line')"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; print('noise'); print('ChildError: it broke', file=sys.stderr); sys.exit('a last line')",
+            ],
+            check=True,
+        )
     out = capsys.readouterr().out
     assert "noise" not in out.splitlines()  # the child's own line is not shown...
     assert "printed 3 lines; the error: ChildError: it broke" in out  # ...only summarised

@@ -26,13 +26,21 @@ def test_every_message_is_recognised_as_its_own_entry(entry):
     assert find_entry(f"RuntimeError: {entry.message}") is entry  # as an exception prints it
 
 
-@pytest.mark.parametrize("error", [
-    ValueError("invalid literal for int() with base 10: 'abc'"), KeyError("label"), ZeroDivisionError("division"),
-    RuntimeError("The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0"),
-    TypeError("unsupported operand type(s) for +: 'int' and 'str'"), FileNotFoundError("data/train.csv"),
-    AttributeError("'Tensor' object has no attribute 'append'"), IndexError("list index out of range"),
-    ImportError("cannot import name 'x' from 'y'"), AssertionError("shapes differ"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("invalid literal for int() with base 10: 'abc'"),
+        KeyError("label"),
+        ZeroDivisionError("division"),
+        RuntimeError("The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 0"),
+        TypeError("unsupported operand type(s) for +: 'int' and 'str'"),
+        FileNotFoundError("data/train.csv"),
+        AttributeError("'Tensor' object has no attribute 'append'"),
+        IndexError("list index out of range"),
+        ImportError("cannot import name 'x' from 'y'"),
+        AssertionError("shapes differ"),
+    ],
+)
 def test_unrelated_errors_pass_through(error, capsys):
     assert cg.explain(error) is None and capsys.readouterr().out == ""
 
@@ -106,7 +114,7 @@ def test_lesson_09_shows_every_entry_under_its_message():
     for entry in ENTRIES:  # reproduced: raised and checked against the entry; quoted: explained from its text
         shown = by_message[entry.message]
         checked = f'atlas="{entry.key}"' in shown or f'.key == "{entry.key}"' in shown
-        assert (checked if entry.reproduced else "cg.explain(" in shown), entry.key
+        assert checked if entry.reproduced else "cg.explain(" in shown, entry.key
 
 
 def test_the_readme_counts_the_atlas_as_it_is():

@@ -9,9 +9,15 @@ import colab_gpu as cg
 from colab_gpu import feeding
 
 
-@pytest.mark.parametrize(("cores", "workers", "phrase"), [
-    (1, 0, "one CPU core"), (2, 2, "Colab's 2 vCPUs"), (4, 4, "4 CPU cores"), (32, 8, "up to 8"),
-])
+@pytest.mark.parametrize(
+    ("cores", "workers", "phrase"),
+    [
+        (1, 0, "one CPU core"),
+        (2, 2, "Colab's 2 vCPUs"),
+        (4, 4, "4 CPU cores"),
+        (32, 8, "up to 8"),
+    ],
+)
 def test_suggest_num_workers_says_why(cores, workers, phrase):
     advice = cg.suggest_num_workers(cores)
     assert advice.num_workers == workers and phrase in advice.reason
@@ -81,8 +87,9 @@ def test_device_loader_shuffles_differently_each_epoch_and_reproducibly():
 
     first, second = orders(0)
     assert first != second and orders(0) == [first, second]
-    fixed = cg.DeviceLoader(torch.zeros(5, 1), torch.arange(5), batch_size=2, device="cpu", shuffle=False,
-                            drop_last=True)
+    fixed = cg.DeviceLoader(
+        torch.zeros(5, 1), torch.arange(5), batch_size=2, device="cpu", shuffle=False, drop_last=True
+    )
     assert [y.tolist() for _, y in fixed] == [[0, 1], [2, 3]]
 
 
@@ -100,8 +107,9 @@ def test_device_loader_bad_input():
 def test_device_loader_trains_with_fit():
     loader = cg.DeviceLoader(torch.randn(64, 2), torch.randint(0, 2, (64,)), batch_size=16, device="cpu")
     model = torch.nn.Linear(2, 2)
-    history = cg.fit(model, loader, loader, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=1,
-                     progress=False, verbose=False)
+    history = cg.fit(
+        model, loader, loader, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=1, progress=False, verbose=False
+    )
     assert history.last["samples_per_s"] > 0
 
 

@@ -39,11 +39,14 @@ def test_bandwidth_plot_has_one_point_per_size():
         cg.plot_bandwidth({}, "empty")
 
 
-@pytest.mark.parametrize(("lesson", "figure"), [
-    ("02_tensors_on_device", "async_timeline"),
-    ("05_feeding_the_gpu", "pinned_copy"),
-    ("08_multi_gpu_ddp", "dataparallel_vs_ddp"),
-])
+@pytest.mark.parametrize(
+    ("lesson", "figure"),
+    [
+        ("02_tensors_on_device", "async_timeline"),
+        ("05_feeding_the_gpu", "pinned_copy"),
+        ("08_multi_gpu_ddp", "dataparallel_vs_ddp"),
+    ],
+)
 def test_lessons_show_their_diagram_and_the_executed_notebook_holds_it(lesson, figure):
     import nbformat
     from nbtools import NOTEBOOKS

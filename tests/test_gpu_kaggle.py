@@ -26,8 +26,15 @@ def kaggle(tmp_path, monkeypatch, run_folder):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KAGGLE_API_TOKEN", "fake-token")
     monkeypatch.setenv("GITHUB_RUN_ID", "4242")
-    env = {"FAKE_KAGGLE_STATE": str(state), "FAKE_KAGGLE_RUN": str(run_folder), "KAGGLE_POLL_S": "0.01",
-           "KAGGLE_RETRY_S": "0.01", "KAGGLE_RETRIES": "3", "KAGGLE_DEADLINE_S": "20", "KAGGLE_TIMEOUT_S": "600"}
+    env = {
+        "FAKE_KAGGLE_STATE": str(state),
+        "FAKE_KAGGLE_RUN": str(run_folder),
+        "KAGGLE_POLL_S": "0.01",
+        "KAGGLE_RETRY_S": "0.01",
+        "KAGGLE_RETRIES": "3",
+        "KAGGLE_DEADLINE_S": "20",
+        "KAGGLE_TIMEOUT_S": "600",
+    }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(gpu_kaggle, "warn_if_not_pushed", lambda sha: None)
@@ -36,8 +43,18 @@ def kaggle(tmp_path, monkeypatch, run_folder):
         monkeypatch.setenv("FAKE_KAGGLE_SCENARIO", scenario)
         for name, value in extra_env.items():
             monkeypatch.setenv(name, value)
-        code = gpu_kaggle.main(["--sha", SHA, "--work", str(tmp_path / "work"), "--import-to", str(course_root),
-                                "--repo", "https://github.com/someone/course.git"])
+        code = gpu_kaggle.main(
+            [
+                "--sha",
+                SHA,
+                "--work",
+                str(tmp_path / "work"),
+                "--import-to",
+                str(course_root),
+                "--repo",
+                "https://github.com/someone/course.git",
+            ]
+        )
         out, err = capsys.readouterr()
         calls = [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
         deleted = (state / "deleted").read_text() if (state / "deleted").exists() else None
@@ -72,29 +89,48 @@ def test_the_kernel_folder_is_checked_field_by_field(tmp_path):
     slug = gpu_kaggle.kernel_slug(SHA, "4242")
     folder = gpu_kaggle.write_kernel(tmp_path / "kernel", "someone", slug, SHA, "https://github.com/a/b.git", ["08"])
     meta = json.loads((folder / "kernel-metadata.json").read_text())
-    assert meta == {"id": "someone/course-gpu-ci-1234567-4242", "title": "course gpu ci 1234567 4242",
-                    "code_file": "gpu_runner.py", "language": "python", "kernel_type": "script",
-                    "is_private": True, "enable_gpu": True, "enable_internet": True, "machine_shape": "NvidiaTeslaT4",
-                    "dataset_sources": [], "competition_sources": [], "kernel_sources": [], "model_sources": []}
+    assert meta == {
+        "id": "someone/course-gpu-ci-1234567-4242",
+        "title": "course gpu ci 1234567 4242",
+        "code_file": "gpu_runner.py",
+        "language": "python",
+        "kernel_type": "script",
+        "is_private": True,
+        "enable_gpu": True,
+        "enable_internet": True,
+        "machine_shape": "NvidiaTeslaT4",
+        "dataset_sources": [],
+        "competition_sources": [],
+        "kernel_sources": [],
+        "model_sources": [],
+    }
     assert "_" not in meta["id"] and "docker_image" not in meta  # kaggle-cli #1197: a pinned image won
     # The CLI's own check: slugify(title) must give the id's slug, or it warns and Kaggle renames the kernel.
     assert re.sub(r"[^a-z0-9]+", "-", meta["title"].lower()).strip("-") == meta["id"].split("/")[1]
     assert gpu_kaggle.kernel_slug(SHA, "Run_7") == "course-gpu-ci-1234567-run-7"  # no underscore ever
     runner = (folder / "gpu_runner.py").read_text()
     config = json.loads(re.search(r"^CONFIG: dict = (\{.*\})$", runner, re.M).group(1))
-    assert config == {"repo": "https://github.com/a/b.git", "sha": SHA, "out": "/kaggle/working",
-                      "require_cuda": True, "lessons": ["08"]}
+    assert config == {
+        "repo": "https://github.com/a/b.git",
+        "sha": SHA,
+        "out": "/kaggle/working",
+        "require_cuda": True,
+        "lessons": ["08"],
+    }
     assert sorted(p.name for p in folder.iterdir()) == ["gpu_runner.py", "kernel-metadata.json"]
 
 
-@pytest.mark.parametrize(("scenario", "extra", "message"), [
-    ("push-error", {}, "Kaggle refused the kernel: Notebook not found"),
-    ("session-limit", {}, "at most 2 GPU sessions at once"),
-    ("http-down", {}, "failed after 4 tries: requests.exceptions.HTTPError: 500 Server Error"),
-    ("stuck", {"KAGGLE_DEADLINE_S": "0.3", "KAGGLE_TIMEOUT_S": "1"}, "still RUNNING after"),
-    ("error", {}, "ended in ERROR (the GPU suite failed (nbval)"),
-    ("wrong-sha", {}, f"the output is of commit {'0' * 40}, not of {SHA} pushed"),
-])
+@pytest.mark.parametrize(
+    ("scenario", "extra", "message"),
+    [
+        ("push-error", {}, "Kaggle refused the kernel: Notebook not found"),
+        ("session-limit", {}, "at most 2 GPU sessions at once"),
+        ("http-down", {}, "failed after 4 tries: requests.exceptions.HTTPError: 500 Server Error"),
+        ("stuck", {"KAGGLE_DEADLINE_S": "0.3", "KAGGLE_TIMEOUT_S": "1"}, "still RUNNING after"),
+        ("error", {}, "ended in ERROR (the GPU suite failed (nbval)"),
+        ("wrong-sha", {}, f"the output is of commit {'0' * 40}, not of {SHA} pushed"),
+    ],
+)
 def test_each_trap_ends_non_zero_with_the_kernel_deleted(kaggle, course, capsys, scenario, extra, message):
     code, out, err, calls, deleted = kaggle(scenario, course, capsys, **extra)
     assert code == 1
@@ -138,8 +174,9 @@ def test_without_the_cli_it_says_how_to_install_it(monkeypatch, capsys, tmp_path
 
 
 def test_settings_come_from_the_environment():
-    settings = gpu_kaggle.Settings.from_env({"KAGGLE_DEADLINE_S": "900", "KAGGLE_POLL_S": "5",
-                                             "KAGGLE_TIMEOUT_S": "600"})
+    settings = gpu_kaggle.Settings.from_env(
+        {"KAGGLE_DEADLINE_S": "900", "KAGGLE_POLL_S": "5", "KAGGLE_TIMEOUT_S": "600"}
+    )
     assert (settings.deadline_s, settings.poll_s, settings.timeout_s, settings.retries) == (900.0, 5.0, 600, 5)
     with pytest.raises(gpu_kaggle.Stop, match="KAGGLE_POLL_S='soon' is not a number"):
         gpu_kaggle.Settings.from_env({"KAGGLE_POLL_S": "soon"})

@@ -22,8 +22,9 @@ LESSON = "01_enable_gpu_runtime"
 def course_repo(tmp_path_factory):
     """This working tree (tracked and new files) committed into a fresh repository: what the kernel clones."""
     repo = wheel_check.tagged_repository(tmp_path_factory.mktemp("origin") / "course", "0.0.0-test")
-    return repo, subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                check=True).stdout.strip()
+    return repo, subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +34,12 @@ def image_python(tmp_path_factory):
     venv = tmp_path_factory.mktemp("image") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    own = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (Path(own) / "image.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return python
 
@@ -42,15 +47,21 @@ def image_python(tmp_path_factory):
 def runner(python, repo, sha, out, *options, require_cuda=""):
     env = dict(os.environ, REQUIRE_CUDA=require_cuda, CUDA_VISIBLE_DEVICES="")  # this machine's CPU, even on a GPU
     env.pop("PYTEST_CURRENT_TEST", None)
-    return subprocess.run([python, ROOT / "scripts" / "gpu_runner.py", "--repo", str(repo), "--sha", sha,
-                           "--out", str(out), *options], env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [python, ROOT / "scripts" / "gpu_runner.py", "--repo", str(repo), "--sha", sha, "--out", str(out), *options],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_runner_clones_installs_runs_one_lesson_and_writes_the_manifest(course_repo, image_python, tmp_path):
     repo, sha = course_repo
     out = tmp_path / "run"
-    done = runner(image_python, repo, sha, out, "--lessons", "01", "--unit-tests", "tests/test_capability.py",
-                  "--bench", "h2d")
+    done = runner(
+        image_python, repo, sha, out, "--lessons", "01", "--unit-tests", "tests/test_capability.py", "--bench", "h2d"
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["sha"] == sha and manifest["status"] == "passed" and manifest["failures"] == []
@@ -58,8 +69,17 @@ def test_runner_clones_installs_runs_one_lesson_and_writes_the_manifest(course_r
     assert manifest["gpus"] == [] and manifest["require_cuda"] is False
     assert manifest["lessons"] == {LESSON: {"seconds": manifest["lessons"][LESSON]["seconds"], "status": "ok"}}
     assert manifest["tests"]["passed"] > 0 and manifest["tests"]["failed"] == 0
-    for name in ("report.md", "report.json", "junit/unit.xml", "junit/nbval.xml", f"notebooks/{LESSON}.ipynb",
-                 "logs/nvidia-smi.txt", "logs/clone.log", "logs/gpu-suite.log", "bench/bench.json"):
+    for name in (
+        "report.md",
+        "report.json",
+        "junit/unit.xml",
+        "junit/nbval.xml",
+        f"notebooks/{LESSON}.ipynb",
+        "logs/nvidia-smi.txt",
+        "logs/clone.log",
+        "logs/gpu-suite.log",
+        "bench/bench.json",
+    ):
         assert (out / name).exists(), name
     report = json.loads((out / "report.json").read_text())
     assert report["commit"] == sha and list(report["lessons"]["lessons"]) == [LESSON]
@@ -93,8 +113,10 @@ def test_only_what_the_image_lacks_is_installed_and_never_torch(tmp_path, monkey
 
     monkeypatch.setattr(gpu_runner.metadata, "version", version)
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("# pins\ntorch==9.9\ntorchvision==9.9\npytest==9.2.0  # installed: kept as it is\n"
-                            "nbval==0.11.0\nsphinx==9.0.4\nruff==0.17.6\n")
+    requirements.write_text(
+        "# pins\ntorch==9.9\ntorchvision==9.9\npytest==9.2.0  # installed: kept as it is\n"
+        "nbval==0.11.0\nsphinx==9.0.4\nruff==0.17.6\n"
+    )
     assert gpu_runner.missing_requirements(requirements) == ["nbval==0.11.0"]  # the site's and lint's tools not
 
 
@@ -121,6 +143,7 @@ def test_the_maintainer_notebook_runs_this_runner_and_zips_what_import_accepts()
     assert badge_url(course_config(), notebook) in stored.cells[0].source
     code = "\n".join(c.source for c in stored.cells if c.cell_type == "code")
     assert set(re.findall(r'"(--[a-z-]+)"', code)) == {"--repo", "--sha", "--out", "--lessons"}
-    assert gpu_runner.parse(["--repo", "https://github.com/a/b.git", "--sha", "main", "--out", "gpu-run",
-                             "--lessons", "08"])["lessons"] == ["08"]
+    assert gpu_runner.parse(
+        ["--repo", "https://github.com/a/b.git", "--sha", "main", "--out", "gpu-run", "--lessons", "08"]
+    )["lessons"] == ["08"]
     assert 'base_dir="gpu-run"' in code  # the zip holds gpu-run/...: import_gpu_run.find_run looks one level down

@@ -13,19 +13,36 @@ def test_reads_junit_outcomes(tmp_path):
         "<testcase classname='tests.a' name='gpu' time='0'><skipped/></testcase>"
         "</testsuite></testsuites>"
     )
-    assert gpu_suite.junit_rows(xml) == [("tests.a::ok", "passed", 0.5), ("tests.a::bad", "FAILED", 1.0),
-                                         ("tests.a::gpu", "skipped", 0.0)]
+    assert gpu_suite.junit_rows(xml) == [
+        ("tests.a::ok", "passed", 0.5),
+        ("tests.a::bad", "FAILED", 1.0),
+        ("tests.a::gpu", "skipped", 0.0),
+    ]
     assert gpu_suite.junit_rows(tmp_path / "missing.xml") == []
     assert gpu_suite.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
 
 
 BENCH = [  # as bench.json holds them: each row carries its target's verdict, judged where it was measured
     {"key": "amp", "name": "AMP vs fp32", "status": "ok", "ratio": 3.1, "unit": "x", "note": "", "met": True},
-    {"key": "amp_peak", "name": "AMP vs peak", "status": "ok", "ratio": 0.41, "unit": "of peak", "note": "",
-     "met": False},
+    {
+        "key": "amp_peak",
+        "name": "AMP vs peak",
+        "status": "ok",
+        "ratio": 0.41,
+        "unit": "of peak",
+        "note": "",
+        "met": False,
+    },
     {"key": "cnn_cpu_gpu", "name": "CNN", "status": "ok", "ratio": 45.0, "unit": "x", "note": "", "met": True},
-    {"key": "resident", "name": "resident", "status": "skipped", "ratio": None, "unit": "", "note": "no GPU",
-     "met": None},
+    {
+        "key": "resident",
+        "name": "resident",
+        "status": "skipped",
+        "ratio": None,
+        "unit": "",
+        "note": "no GPU",
+        "met": None,
+    },
 ]
 
 
@@ -43,15 +60,30 @@ def test_targets_met_missed_and_unmeasured():
 
 
 def test_report_lists_everything(tmp_path):
-    doctor = {"gpus": [{"name": "Tesla T4", "compute_capability": "7.5", "total_memory_gib": 14.7}] * 2,
-              "torch": "2.10.0", "cuda_runtime": "12.8", "cudnn": 91000, "driver": "560", "python": "3.12.3",
-              "cpu_count": 4}
+    doctor = {
+        "gpus": [{"name": "Tesla T4", "compute_capability": "7.5", "total_memory_gib": 14.7}] * 2,
+        "torch": "2.10.0",
+        "cuda_runtime": "12.8",
+        "cudnn": 91000,
+        "driver": "560",
+        "python": "3.12.3",
+        "cpu_count": 4,
+    }
     steps = {"unit tests": (0, 200.0), "lessons": (0, 240.0), "colab_gpu bench": (0, 60.0)}
     targets = gpu_suite.evaluate_targets(BENCH, 240.0)
     figures = {"02.matmul_gpu_vs_cpu": {"value": 123.4, "device": "Tesla T4"}}
     lessons = {"device": "cuda:0 (Tesla T4)", "lessons": {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok"}}}
-    md, js = gpu_suite.write_report(tmp_path / "run", doctor, steps, BENCH, targets, lessons,
-                                    [("tests::t", "passed", 0.1)], figures, commit="abc1234")
+    md, js = gpu_suite.write_report(
+        tmp_path / "run",
+        doctor,
+        steps,
+        BENCH,
+        targets,
+        lessons,
+        [("tests::t", "passed", 0.1)],
+        figures,
+        commit="abc1234",
+    )
     text, data = md.read_text(), json.loads(js.read_text())
     assert (md.name, js.name, md.parent.name) == ("report.md", "report.json", "run")
     assert text.startswith("# GPU suite: Tesla T4 x2, ") and data["gpu"] == "Tesla T4 x2"

@@ -17,8 +17,9 @@ def test_guide_has_measured_cpu_times_for_every_lesson():
     assert len(rows) == len(lesson_sources())
     for row, source in zip(rows, lesson_sources(), strict=True):
         assert f"(../notebooks/{source.stem}.ipynb)" in row
-        assert re.search(r"\| \d+ s \|", row), f"no measured CPU time for {source.stem}: run make course, then " \
-                                                "python scripts/guide_times.py cpu"
+        assert re.search(r"\| \d+ s \|", row), (
+            f"no measured CPU time for {source.stem}: run make course, then python scripts/guide_times.py cpu"
+        )
 
 
 def test_guide_times_fills_one_column_and_keeps_the_other(tmp_path, monkeypatch):
@@ -56,7 +57,7 @@ def test_study_times_are_honest_and_the_guide_agrees_with_the_cards():
     assert line, "the guide's 'Study times: NN M min, ... (H h M min in all)' line"
     listed = dict(re.findall(r"(\d\d) (\d+) min", line.group(1)))
     cards = {}
-    rows = {row.split("](")[1][len("../notebooks/"):][:2]: row for row in table_rows(text)}
+    rows = {row.split("](")[1][len("../notebooks/") :][:2]: row for row in table_rows(text)}
     for source in lesson_sources():
         notebook = nbformat.read(source.with_suffix(".ipynb"), as_version=4)
         number, minutes = source.stem[:2], card_minutes(notebook)
@@ -65,8 +66,9 @@ def test_study_times_are_honest_and_the_guide_agrees_with_the_cards():
         lines = sum(len(c.source.splitlines()) for c in notebook.cells if c.cell_type == "code")
         run = [int(s) for s in re.findall(r"\| (\d+) s", rows[number])]  # the measured CPU and GPU run times
         needed = words / 150 + lines / 15 + 10 + max(run, default=0) / 60
-        assert minutes >= needed, f"{source.stem}: the card says {minutes} min; reading, running and the " \
-                                  f"exercise need {needed:.0f}"
+        assert minutes >= needed, (
+            f"{source.stem}: the card says {minutes} min; reading, running and the exercise need {needed:.0f}"
+        )
     assert {k: int(v) for k, v in listed.items()} == cards, "the guide's study times are not the cards'"
     total = int(line.group(2)) * 60 + int(line.group(3) or 0)
     assert total == sum(cards.values()), f"the guide says {total} min in all, the cards add up to {sum(cards.values())}"

@@ -32,7 +32,8 @@ def test_a_zip_from_the_maintainer_notebook_is_imported(run_folder, course, tmp_
     target = course / "reports" / "gpu" / "2026-11-21-nvidia-a100-sxm4-40gb"
     assert f"into {target.relative_to(course)}" in done and (target / "notebooks" / f"{LESSON}.ipynb").exists()
     assert json.loads((course / "colab_gpu" / "references.json").read_text())["figures"] == {
-        "02.matmul_gpu_vs_cpu": {"A100": 31.5}}
+        "02.matmul_gpu_vs_cpu": {"A100": 31.5}
+    }
     assert "instructor guide" not in done  # the guide's GPU column is the T4's: workshops run on free Colab
     assert "not measured yet |" in (course / "docs" / "instructor_guide.md").read_text().split("GPU run time")[1]
 
@@ -42,14 +43,19 @@ def test_a_second_commit_the_same_day_gets_its_own_folder(run_folder, course):
     import_gpu_run.import_run(stamp(run_folder), course)  # the same run again replaces itself
     import_gpu_run.import_run(stamp(run_folder, sha="f" * 40), course)
     assert sorted(p.name for p in (course / "reports" / "gpu").iterdir()) == [
-        "2026-11-21-tesla-t4-x2", "2026-11-21-tesla-t4-x2-fffffff"]
+        "2026-11-21-tesla-t4-x2",
+        "2026-11-21-tesla-t4-x2-fffffff",
+    ]
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    (lambda run: (run / "report.json").unlink(), "has no report.json: the run stopped before"),
-    (lambda run: stamp(run, count=0), "CPU dry run"),
-    (lambda run: (run / "manifest.json").unlink(), "holds no manifest.json"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda run: (run / "report.json").unlink(), "has no report.json: the run stopped before"),
+        (lambda run: stamp(run, count=0), "CPU dry run"),
+        (lambda run: (run / "manifest.json").unlink(), "holds no manifest.json"),
+    ],
+)
 def test_what_cannot_be_imported_says_why(run_folder, course, change, message):
     stamp(run_folder)
     change(run_folder)

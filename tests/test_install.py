@@ -67,8 +67,21 @@ def dry_run_install(project: Path, workdir: Path) -> tuple[list[dict] | None, st
     report = workdir / "pip-report.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"}
     env["PIP_CONFIG_FILE"] = os.devnull
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check",
-               "--no-index", "--no-build-isolation", "--report", str(report), "-e", str(project)]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-index",
+        "--no-build-isolation",
+        "--report",
+        str(report),
+        "-e",
+        str(project),
+    ]
     done = subprocess.run(command, env=env, cwd=workdir, capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         return None, done.stderr
@@ -116,8 +129,10 @@ def installed_versions(requires_dist: list[str]) -> dict[str, str]:
 def can_build():
     missing = missing_build_requirements()
     if missing:
-        pytest.skip(f"cannot build colab_gpu's metadata offline in {sys.executable}: missing {', '.join(missing)} "
-                    "(pip install them; `make test-compat` does)")
+        pytest.skip(
+            f"cannot build colab_gpu's metadata offline in {sys.executable}: missing {', '.join(missing)} "
+            "(pip install them; `make test-compat` does)"
+        )
 
 
 def broken_copy(tmp_path: Path, torch_requirement: str) -> Path:
@@ -149,15 +164,18 @@ def test_the_install_check_catches_a_requirement_that_would_replace_torch(can_bu
     assert "torch" in stderr
 
 
-@pytest.mark.parametrize(("torch_requirement", "problem"), [
-    ("torch==2.7.1", "not a lower bound"),
-    ("torch>=2.7,<3", "not a lower bound"),
-    ("torch~=2.7", "not a lower bound"),
-    ("torch!=2.9.0,>=2.7", "not a lower bound"),
-    ("torch>=99", "does not admit the installed torch"),
-    ("torch", "no floor"),
-    ("torch @ https://download.pytorch.org/whl/torch.whl", "direct URL"),
-])
+@pytest.mark.parametrize(
+    ("torch_requirement", "problem"),
+    [
+        ("torch==2.7.1", "not a lower bound"),
+        ("torch>=2.7,<3", "not a lower bound"),
+        ("torch~=2.7", "not a lower bound"),
+        ("torch!=2.9.0,>=2.7", "not a lower bound"),
+        ("torch>=99", "does not admit the installed torch"),
+        ("torch", "no floor"),
+        ("torch @ https://download.pytorch.org/whl/torch.whl", "direct URL"),
+    ],
+)
 def test_requirement_check_rejects_pins_upper_bounds_and_missing_floors(torch_requirement, problem):
     problems = requirement_problems([torch_requirement, "numpy"], {"torch": "2.11.0+cu128", "numpy": "2.0.2"})
     assert any(problem in p for p in problems), problems

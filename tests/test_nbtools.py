@@ -28,10 +28,14 @@ def test_config_comes_from_pyproject_and_package():
 def test_badges_point_at_the_notebook_path_on_colab_and_kaggle():
     config = CourseConfig("someone/course", "main", "1.2.3")
     notebook = NOTEBOOKS / "01_x.ipynb"
-    assert badge_url(config, notebook) == \
-        "https://colab.research.google.com/github/someone/course/blob/main/notebooks/01_x.ipynb"
-    assert kaggle_url(config, notebook) == \
-        "https://kaggle.com/kernels/welcome?src=https://github.com/someone/course/blob/main/notebooks/01_x.ipynb"
+    assert (
+        badge_url(config, notebook)
+        == "https://colab.research.google.com/github/someone/course/blob/main/notebooks/01_x.ipynb"
+    )
+    assert (
+        kaggle_url(config, notebook)
+        == "https://kaggle.com/kernels/welcome?src=https://github.com/someone/course/blob/main/notebooks/01_x.ipynb"
+    )
     assert badge_markdown(config, notebook).count("](https://") == 4  # two images, two links
 
 
@@ -76,10 +80,14 @@ def test_every_badge_in_readme_and_notebooks_opens_a_file_of_this_repository():
 
     config = course_config()
     blob = f"github.com/{config.repository}/blob/{config.branch}/"
-    prefixes = {"Colab": f"https://colab.research.google.com/{blob}".replace(".com/github.com/", ".com/github/"),
-                "Kaggle": f"https://kaggle.com/kernels/welcome?src=https://{blob}"}
-    patterns = {"Colab": re.compile(r"\]\((https://colab\.research\.google\.com/github/[^)\\]+)\)"),
-                "Kaggle": re.compile(r"\]\((https://(?:www\.)?kaggle\.com/kernels/welcome\?src=[^)\\]+)\)")}
+    prefixes = {
+        "Colab": f"https://colab.research.google.com/{blob}".replace(".com/github.com/", ".com/github/"),
+        "Kaggle": f"https://kaggle.com/kernels/welcome?src=https://{blob}",
+    }
+    patterns = {
+        "Colab": re.compile(r"\]\((https://colab\.research\.google\.com/github/[^)\\]+)\)"),
+        "Kaggle": re.compile(r"\]\((https://(?:www\.)?kaggle\.com/kernels/welcome\?src=[^)\\]+)\)"),
+    }
     files = [ROOT / "README.md", *NOTEBOOKS.glob("*.ipynb"), *STUDENT.glob("*.ipynb")]
     opened = {}
     for file in files:
@@ -89,7 +97,8 @@ def test_every_badge_in_readme_and_notebooks_opens_a_file_of_this_repository():
             assert links, f"{file.name} has no {platform} badge"
             for link in links:
                 assert link.startswith(prefixes[platform]), (
-                    f"{file.name}: {platform} badge {link} does not use [tool.course] in pyproject.toml")
+                    f"{file.name}: {platform} badge {link} does not use [tool.course] in pyproject.toml"
+                )
                 target = ROOT / link.removeprefix(prefixes[platform])
                 assert target.exists(), f"{file.name}: {link} opens a missing file"
             opened[file, platform] = {link.removeprefix(prefixes[platform]) for link in links}
@@ -105,9 +114,13 @@ def test_committed_outputs_lose_the_paths_of_the_machine_that_ran_them():
 
     from nbtools import NOTEBOOKS, ROOT, without_machine_paths
 
-    text = (f"saved to {NOTEBOOKS}/lesson13_checkpoints/a.pt; log {ROOT}/build/x.log; "
-            f".venv/lib/python3.11/site-packages/torch/_dynamo/guards.py:12] Recompiling forward in "
-            f"/tmp/ipykernel_8866/1789536557.py:21; to {Path.home()}/.cache/torch/hub")
-    assert without_machine_paths(text) == ("saved to lesson13_checkpoints/a.pt; log build/x.log; "
-                                           "torch/_dynamo/guards.py:12] Recompiling forward in <cell>:21; "
-                                           "to ~/.cache/torch/hub")
+    text = (
+        f"saved to {NOTEBOOKS}/lesson13_checkpoints/a.pt; log {ROOT}/build/x.log; "
+        f".venv/lib/python3.11/site-packages/torch/_dynamo/guards.py:12] Recompiling forward in "
+        f"/tmp/ipykernel_8866/1789536557.py:21; to {Path.home()}/.cache/torch/hub"
+    )
+    assert without_machine_paths(text) == (
+        "saved to lesson13_checkpoints/a.pt; log build/x.log; "
+        "torch/_dynamo/guards.py:12] Recompiling forward in <cell>:21; "
+        "to ~/.cache/torch/hub"
+    )

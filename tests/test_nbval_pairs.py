@@ -20,7 +20,7 @@ def test_the_pair_runs_the_student_version_then_the_lessons_rest(source):
     marker = next(i for i, cell in enumerate(pair.cells) if "the student version ends here" in cell.source)
     first = next(i for i, cell in enumerate(lesson.cells) if is_solution(cell))
     assert code(pair.cells[:marker]) == code(student.cells)  # Run all of the student version, in its order
-    assert code(pair.cells[:first] + pair.cells[marker + 1:]) == code(lesson.cells)  # and of the lesson
+    assert code(pair.cells[:first] + pair.cells[marker + 1 :]) == code(lesson.cells)  # and of the lesson
     assert pair.cells[:first] == lesson.cells[:first]  # the shared part keeps its outputs (NBVAL_CHECK_OUTPUT)
     assert all(not cell.outputs for cell in pair.cells[first:marker] if cell.cell_type == "code")
     shared = sum(len(cell.source) for cell in pair.cells[:first] if cell.cell_type == "code")
@@ -37,8 +37,9 @@ def test_a_student_version_out_of_step_with_its_lesson_is_refused():
 
 def test_write_pairs_writes_one_notebook_per_lesson(tmp_path):
     written = write_pairs(["01", "12"], tmp_path / "nbval")
-    assert [p.name for p in written] == [s.with_suffix(".ipynb").name for s in lesson_sources() if s.name[:2] in
-                                         ("01", "12")]
+    assert [p.name for p in written] == [
+        s.with_suffix(".ipynb").name for s in lesson_sources() if s.name[:2] in ("01", "12")
+    ]
     assert sorted(p.name for p in (tmp_path / "nbval").iterdir()) == [p.name for p in written]
     with pytest.raises(SystemExit, match=r"no lesson numbered \['99'\]"):
         write_pairs(["99"], tmp_path / "other")

@@ -36,8 +36,9 @@ def test_every_ipynb_has_its_source():
 def test_only_lesson_pairs_are_committed_under_notebooks():
     # Running a lesson writes scripts, checkpoints and data next to it; committed, they would show up
     # as changes after every `make test`. They belong in .gitignore.
-    listed = subprocess.run(["git", "ls-files", "--", str(NOTEBOOKS)], capture_output=True, text=True,
-                            cwd=NOTEBOOKS.parent)
+    listed = subprocess.run(
+        ["git", "ls-files", "--", str(NOTEBOOKS)], capture_output=True, text=True, cwd=NOTEBOOKS.parent
+    )
     if listed.returncode != 0:
         pytest.skip("not a git checkout")
     lesson = re.compile(r"notebooks/(student/)?[0-9][0-9]_\w+\.(py|ipynb)")
@@ -64,22 +65,27 @@ def run_all_blockers(notebook) -> list[str]:
     return [c.source.strip().splitlines()[0] for c in cells[:-1] if "raises-exception" in c.metadata.get("tags", [])]
 
 
-@pytest.mark.parametrize("path", [*SOURCES, *sorted(STUDENT.glob("[0-9][0-9]_*.py"))],
-                         ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize(
+    "path", [*SOURCES, *sorted(STUDENT.glob("[0-9][0-9]_*.py"))], ids=lambda p: f"{p.parent.name}/{p.stem}"
+)
 def test_run_all_reaches_the_last_cell(path):
     # nbval executes every lesson and student version (make test, and on a GPU the GPU suite) and fails at
     # any error outside a raises-exception cell. With no such cell before the last, that run is exactly
     # "Run all": it reaches the last cell or the test fails where a learner's Run all would stop.
     blockers = run_all_blockers(jupytext.read(path))
-    assert blockers == [], (f"{path.name}: Run all stops at {blockers}; show the error with "
-                            "`with cg.shows_error(...)` instead of a raises-exception cell")
+    assert blockers == [], (
+        f"{path.name}: Run all stops at {blockers}; show the error with "
+        "`with cg.shows_error(...)` instead of a raises-exception cell"
+    )
 
 
 def test_run_all_check_catches_a_raises_exception_cell_before_the_end():
-    notebook = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("1 / 0", metadata={"tags": ["raises-exception"]}),
-        nbformat.v4.new_code_cell("print('the rest')"),
-    ])
+    notebook = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("1 / 0", metadata={"tags": ["raises-exception"]}),
+            nbformat.v4.new_code_cell("print('the rest')"),
+        ]
+    )
     assert run_all_blockers(notebook) == ["1 / 0"]
     notebook.cells.reverse()  # as the very last cell, a traceback stops nothing
     assert run_all_blockers(notebook) == []
@@ -134,9 +140,9 @@ def test_setup_cell_installs_the_pinned_package_only_and_only_when_missing(sourc
     command = re.search(r"subprocess\.run\(\[sys\.executable,(.*?)\]", setup, re.S).group(1).split()
     assert command == ['"-m",', '"pip",', '"install",', '"-q",', "source"], "pip installs one thing at a time"
     sources = re.search(r"^SOURCES = \[(.*)\]$", setup, re.M).group(1)
-    assert sources == (f'f"{config.distribution}=={{COLAB_GPU}}", '
-                       f'f"git+https://github.com/{config.repository}@v{{COLAB_GPU}}"'), \
-        "the pinned release from PyPI, else the repository's tag of it (never torch)"
+    assert sources == (
+        f'f"{config.distribution}=={{COLAB_GPU}}", f"git+https://github.com/{config.repository}@v{{COLAB_GPU}}"'
+    ), "the pinned release from PyPI, else the repository's tag of it (never torch)"
     assert "if found != COLAB_GPU:" in setup, "it installs only when the pinned version is not importable"
 
 
@@ -154,7 +160,8 @@ def test_lesson_template(source):
     notebook = executed(source)
     tags = [t for c in notebook.cells for t in c.metadata.get("tags", [])]
     assert any("cg.shows_error(" in c.source for c in code_cells(notebook)), (
-        "reproduce the topic's common error with `with cg.shows_error(...)`")
+        "reproduce the topic's common error with `with cg.shows_error(...)`"
+    )
     assert "solution" in tags, "an exercise needs a solution cell tagged 'solution'"
     assert any("cg.check" in c.source for c in code_cells(notebook)), "an exercise needs a cg.check... self-check"
     assert any(c.source.startswith("## Summary") for c in notebook.cells if c.cell_type == "markdown")
@@ -205,8 +212,12 @@ def test_every_self_check_passes_with_the_worked_solutions(source):
 
 
 LOG_TAG = "shows-log"  # a cell whose stderr log the text discusses (lesson 11's recompile reasons), kept short
-MACHINE_PATH = re.compile("|".join(re.escape(part) for part in (
-    str(NOTEBOOKS.parent) + "/", str(Path.home()) + "/", "/tmp/", "ipykernel_", "site-packages/")))
+MACHINE_PATH = re.compile(
+    "|".join(
+        re.escape(part)
+        for part in (str(NOTEBOOKS.parent) + "/", str(Path.home()) + "/", "/tmp/", "ipykernel_", "site-packages/")
+    )
+)
 BARE_REPR = re.compile(r"^[A-Z]\w*\(\w+=|<[\w.]+ object at 0x", re.M)  # AtlasEntry(key=..., <Foo object at 0x..>
 COMMITTED = sorted([*NOTEBOOKS.glob("[0-9]*.ipynb"), *STUDENT.glob("[0-9]*.ipynb")])
 
@@ -233,5 +244,5 @@ def test_committed_outputs_are_for_readers(path):
             found = MACHINE_PATH.search(text)
             assert found is None, f"{where} shows a path of the machine that ran it: {found and found.group()!r}"
             found = BARE_REPR.search(text)
-            assert found is None, f"{where} shows a bare repr: {text[found.start():found.start() + 80]!r}"
+            assert found is None, f"{where} shows a bare repr: {text[found.start() : found.start() + 80]!r}"
             assert "prediction: None" not in text, f"{where} prints a prediction the reader did not make"

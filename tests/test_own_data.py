@@ -51,8 +51,9 @@ def test_write_image_folder_writes_real_jpegs_per_class_the_same_every_time(shap
 
 
 def test_copy_and_extract_returns_the_class_folders_without_mac_litter(shapes, tmp_path):
-    archive = zipped(shapes, tmp_path / "my_photos.zip",
-                     {"__MACOSX/shapes/._0000.jpg": b"x", "shapes/circle/.DS_Store": b"x"})
+    archive = zipped(
+        shapes, tmp_path / "my_photos.zip", {"__MACOSX/shapes/._0000.jpg": b"x", "shapes/circle/.DS_Store": b"x"}
+    )
     root = cg.copy_and_extract(archive, tmp_path / "local")
     assert root == tmp_path / "local" / "my_photos" / "shapes"
     assert sorted(p.name for p in root.iterdir()) == list(cg.data.SHAPES)
@@ -291,7 +292,7 @@ def lesson_csv_classes() -> tuple[type, type]:
     cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "13_own_data.py").cells
     solution = next(i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", []))
     helper = next(c.source for c in cells if "def upright_rgb(" in c.source)
-    upright = helper[helper.index("def upright_rgb("):helper.index("\n\n\ndef stratified_split")]
+    upright = helper[helper.index("def upright_rgb(") : helper.index("\n\n\ndef stratified_split")]
     classes = []
     for cell in (cells[solution - 1], cells[solution]):
         namespace = {"Path": Path, "Image": Image, "ImageOps": ImageOps}
@@ -340,9 +341,14 @@ def test_check_csv_dataset_names_each_mistake(capsys):
             file, label = self.rows[index]
             return cg.own_data.load_upright(self.image_dir / file), self.class_to_idx[label]
 
-    for wrong, hint in ((Sideways, "lying on its side"), (FourChannels, "4 channel(s)"),
-                        (Unsorted, "the label names sorted"), (NamesAsLabels, "index of"),
-                        (NoTransform, "raised"), (solved.__init__, "pass your class")):
+    for wrong, hint in (
+        (Sideways, "lying on its side"),
+        (FourChannels, "4 channel(s)"),
+        (Unsorted, "the label names sorted"),
+        (NamesAsLabels, "index of"),
+        (NoTransform, "raised"),
+        (solved.__init__, "pass your class"),
+    ):
         assert not cg.check_csv_dataset(wrong)
         out = capsys.readouterr().out
         assert HINT in out and hint in out, out
@@ -356,7 +362,8 @@ def test_gpu_decoding_matches_the_cpu_and_turns_photos_upright(shapes, tmp_path)
     with Image.open(next(shapes.rglob("*.jpg"))) as picture:
         picture.crop((0, 0, 32, 16)).save(tmp_path / "portrait.jpg", exif=exif)
     encoded = [cg.read_bytes(path) for path in sorted(shapes.rglob("*.jpg"))[:8]] + [
-        cg.read_bytes(tmp_path / "portrait.jpg")]
+        cg.read_bytes(tmp_path / "portrait.jpg")
+    ]
     on_gpu, on_cpu = cg.decode_jpegs(encoded, device), cg.decode_jpegs(encoded, "cpu")
     assert all(image.device.type == "cuda" for image in on_gpu)
     assert on_gpu[-1].shape == on_cpu[-1].shape == (3, 32, 16)  # upright on both: (channels, height, width)

@@ -59,8 +59,11 @@ def test_ddp_setup_applies_the_nccl_workaround_before_the_group(monkeypatch, fak
     monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
     monkeypatch.delenv("NCCL_CUMEM_HOST_ENABLE", raising=False)
     seen = {}
-    monkeypatch.setattr(parallel.dist, "init_process_group",
-                        lambda *a, **k: seen.update(env=os.environ.get("NCCL_CUMEM_HOST_ENABLE"), backend=a[0]))
+    monkeypatch.setattr(
+        parallel.dist,
+        "init_process_group",
+        lambda *a, **k: seen.update(env=os.environ.get("NCCL_CUMEM_HOST_ENABLE"), backend=a[0]),
+    )
     as_torchrun_process(monkeypatch, WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
     info = cg.ddp_setup("nccl")
     assert seen == {"env": "0", "backend": "nccl"} and info.device == torch.device("cuda", 0)
@@ -95,8 +98,11 @@ def test_tensors_given_to_gloo_outlive_the_group(monkeypatch):
     info = cg.ddp_setup("gloo")
     alive_at_destroy = []
     real_destroy = parallel.dist.destroy_process_group
-    monkeypatch.setattr(parallel.dist, "destroy_process_group",
-                        lambda: alive_at_destroy.append(len(parallel._IN_COLLECTIVES)) or real_destroy())
+    monkeypatch.setattr(
+        parallel.dist,
+        "destroy_process_group",
+        lambda: alive_at_destroy.append(len(parallel._IN_COLLECTIVES)) or real_destroy(),
+    )
     try:
         assert cg.all_reduce_mean(3.0, info) == 3.0 and cg.all_reduce_mean(1.0, info) == 1.0
     finally:
@@ -131,7 +137,8 @@ def test_teardown_frees_the_group_that_a_finished_ddp_model_held(monkeypatch):
 
 def test_two_process_gloo_job_all_reduces(tmp_path, capsys):
     script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import torch
         import colab_gpu as cg
 
@@ -142,7 +149,8 @@ def test_two_process_gloo_job_all_reduces(tmp_path, capsys):
             print(f"rank {info.rank} of {info.world_size} done", flush=True)
         finally:
             cg.ddp_teardown()
-    """))
+    """)
+    )
     result = cg.launch_torchrun(script, 2, timeout=240, echo=False)
     assert "[rank 0/2] mean rank 0.5" in result.stdout
     assert "rank 0 of 2 done" in result.stdout and "rank 1 of 2 done" in result.stdout
@@ -164,8 +172,10 @@ def test_check_ddp_script_reads_the_script_then_runs_it(tmp_path):
     script = tmp_path / "my_ddp.py"
     script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
     assert "never calls dist.destroy_process_group(" in cg.check_ddp_script(script, "w.pt").message
-    script.write_text("import torch.distributed as dist\n# dist.init_process_group(...) and destroy_process_group()\n"
-                      "raise NameError('rank is not defined')\n")
+    script.write_text(
+        "import torch.distributed as dist\n# dist.init_process_group(...) and destroy_process_group()\n"
+        "raise NameError('rank is not defined')\n"
+    )
     failed = cg.check_ddp_script(script, "w.pt", nproc=1, timeout=240)
     assert not failed and "the job failed: NameError: rank is not defined" in failed.message, failed.message
     script.write_text("import time\n# dist.init_process_group(...) and destroy_process_group()\ntime.sleep(60)\n")

@@ -10,8 +10,9 @@ from colab_gpu.precision import require_scaler_fits
 from .conftest import A100, H100, P100, T4
 
 
-@pytest.mark.parametrize(("gpu", "name", "scaler"), [(T4, "fp16", True), (A100, "bf16", False),
-                                                     (H100, "bf16", False), (P100, "fp32", False)])
+@pytest.mark.parametrize(
+    ("gpu", "name", "scaler"), [(T4, "fp16", True), (A100, "bf16", False), (H100, "bf16", False), (P100, "fp32", False)]
+)
 def test_precision_follows_compute_capability(fake_gpus, gpu, name, scaler):
     fake_gpus(gpu)
     precision = cg.choose_precision("cuda")
@@ -58,8 +59,9 @@ def test_a_device_that_does_not_exist_gets_get_devices_message(no_gpu):
         cg.choose_precision("cuda")  # was "Found no NVIDIA driver on your system"
 
 
-@pytest.mark.parametrize(("text", "dtype"), [(None, None), ("fp32", None), ("bf16", torch.bfloat16),
-                                             ("fp16", torch.float16)])
+@pytest.mark.parametrize(
+    ("text", "dtype"), [(None, None), ("fp32", None), ("bf16", torch.bfloat16), ("fp16", torch.float16)]
+)
 def test_resolve_precision(text, dtype):
     assert cg.resolve_precision(text, "cpu").dtype is dtype
 
@@ -90,20 +92,48 @@ def test_scaler_with_bf16_is_refused():
 def test_fit_with_precision_records_it():
     model = nn.Linear(4, 2)
     batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,)))]
-    history = cg.fit(model, batches, batches, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=1,
-                     precision="bf16", progress=False, verbose=False)
+    history = cg.fit(
+        model,
+        batches,
+        batches,
+        torch.optim.SGD(model.parameters(), 0.1),
+        "cpu",
+        epochs=1,
+        precision="bf16",
+        progress=False,
+        verbose=False,
+    )
     assert history.last["precision"] == "bf16"
     with pytest.raises(ValueError, match="Drop the scaler"):
-        cg.fit(model, batches, None, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=1, precision="bf16",
-               scaler=torch.amp.GradScaler("cpu"), progress=False)
+        cg.fit(
+            model,
+            batches,
+            None,
+            torch.optim.SGD(model.parameters(), 0.1),
+            "cpu",
+            epochs=1,
+            precision="bf16",
+            scaler=torch.amp.GradScaler("cpu"),
+            progress=False,
+        )
 
 
 def test_fit_fp16_with_scaler_on_cpu():
     model = nn.Linear(4, 2)
     batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,)))]
     scaler = torch.amp.GradScaler("cpu")
-    history = cg.fit(model, batches, None, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=2,
-                     precision="fp16", scaler=scaler, progress=False, verbose=False)
+    history = cg.fit(
+        model,
+        batches,
+        None,
+        torch.optim.SGD(model.parameters(), 0.1),
+        "cpu",
+        epochs=2,
+        precision="fp16",
+        scaler=scaler,
+        progress=False,
+        verbose=False,
+    )
     assert history.last["precision"] == "fp16" and scaler.get_scale() > 0
 
 

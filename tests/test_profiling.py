@@ -24,8 +24,7 @@ def tiny_run(**kwargs):
     torch.manual_seed(0)
     model = cg.mlp(64, hidden=32)
     loader = cg.DeviceLoader(torch.randn(96, 64), torch.randint(0, 10, (96,)), batch_size=32, device="cpu")
-    return cg.profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), CPU, steps=4,
-                                     **kwargs)
+    return cg.profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), CPU, steps=4, **kwargs)
 
 
 def test_a_real_profile_is_summarized_per_step():
@@ -38,12 +37,16 @@ def test_a_real_profile_is_summarized_per_step():
 
 
 def test_reads_of_cpu_values_by_the_optimizer_or_a_dataset_are_not_host_reads():
-    spans = [Span("ProfilerStep*", False, 0, 100), Span(HOST_READ, False, 10, 11, True, in_framework=True),
-             Span(HOST_READ, False, 20, 21, True)]
+    spans = [
+        Span("ProfilerStep*", False, 0, 100),
+        Span(HOST_READ, False, 10, 11, True, in_framework=True),
+        Span(HOST_READ, False, 20, 21, True),
+    ]
     assert summarize_spans(spans).host_reads_per_step == 1  # CPU runtime: the loop's own read only
     images = torch.randint(0, 256, (64, 3, 8, 8), dtype=torch.uint8)
-    jpegs = torch.utils.data.DataLoader(cg.EncodedImages(images, torch.randint(0, 10, (64,)),
-                                                         lambda x: x.float() / 255), batch_size=16)
+    jpegs = torch.utils.data.DataLoader(
+        cg.EncodedImages(images, torch.randint(0, 10, (64,)), lambda x: x.float() / 255), batch_size=16
+    )
     model = cg.small_cnn(3, 10, width=4)
     prof = cg.profile_training_steps(model, jpegs, torch.optim.Adam(model.parameters()), CPU, steps=2)
     assert cg.summarize_profile(prof).host_reads_per_step == 0  # __getitem__ reads each label: not a sync
@@ -57,10 +60,17 @@ def test_a_loss_read_every_step_is_counted_and_named():
 
 def test_gpu_share_counts_overlapping_kernels_once_and_advice_follows_the_biggest_cost():
     assert _covered_us([(0, 10), (5, 15), (20, 30)]) == 25
-    spans = [Span("ProfilerStep*", False, 0, 100), Span("ProfilerStep*", False, 100, 200),
-             Span("data", False, 0, 60), Span("data", False, 100, 160),
-             Span("cudaLaunchKernel", False, 70, 71), Span("sgemm", True, 70, 90), Span("sgemm", True, 80, 95),
-             Span(HOST_READ, False, 96, 97, True, synchronizes=True), Span(HOST_READ, False, 196, 197, True)]
+    spans = [
+        Span("ProfilerStep*", False, 0, 100),
+        Span("ProfilerStep*", False, 100, 200),
+        Span("data", False, 0, 60),
+        Span("data", False, 100, 160),
+        Span("cudaLaunchKernel", False, 70, 71),
+        Span("sgemm", True, 70, 90),
+        Span("sgemm", True, 80, 95),
+        Span(HOST_READ, False, 96, 97, True, synchronizes=True),
+        Span(HOST_READ, False, 196, 197, True),
+    ]
     summary = summarize_spans(spans)
     assert summary.gpu_busy == pytest.approx(25 / 200) and summary.launches_per_step == 0.5
     # On a GPU only reads that synchronize count (the second reads a CPU value)
@@ -76,20 +86,31 @@ def event(name, start, end, device="cpu", annotation=False, children=()):
     """A stand-in for torch.autograd.profiler_util.FunctionEvent with the fields spans_of reads."""
     from torch.autograd import DeviceType
 
-    return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start, end=end), cpu_parent=None,
-                           cpu_children=list(children), is_user_annotation=annotation,
-                           device_type=DeviceType.CPU if device == "cpu" else DeviceType.CUDA)
+    return SimpleNamespace(
+        name=name,
+        time_range=SimpleNamespace(start=start, end=end),
+        cpu_parent=None,
+        cpu_children=list(children),
+        is_user_annotation=annotation,
+        device_type=DeviceType.CPU if device == "cpu" else DeviceType.CUDA,
+    )
 
 
 def test_the_labels_gpu_copies_are_not_kernels_so_idle_gaps_stay_idle():
     # One launch-bound step as Kineto records it with CUDA activities: two short kernels, and on the GPU
     # timeline the labels' copies ("gpu_user_annotation") spanning the phases from first kernel to last.
-    events = [event("ProfilerStep#2", 0, 100, annotation=True), event("forward", 0, 50, annotation=True),
-              event("backward", 50, 100, annotation=True),
-              event("cudaLaunchKernel", 1, 2), event("cudaLaunchKernel", 51, 52),
-              event("ProfilerStep#2", 5, 95, "cuda", annotation=True),
-              event("forward", 5, 45, "cuda", annotation=True), event("backward", 55, 95, "cuda", annotation=True),
-              event("sgemm", 5, 10, "cuda"), event("sgemm", 90, 95, "cuda")]
+    events = [
+        event("ProfilerStep#2", 0, 100, annotation=True),
+        event("forward", 0, 50, annotation=True),
+        event("backward", 50, 100, annotation=True),
+        event("cudaLaunchKernel", 1, 2),
+        event("cudaLaunchKernel", 51, 52),
+        event("ProfilerStep#2", 5, 95, "cuda", annotation=True),
+        event("forward", 5, 45, "cuda", annotation=True),
+        event("backward", 55, 95, "cuda", annotation=True),
+        event("sgemm", 5, 10, "cuda"),
+        event("sgemm", 90, 95, "cuda"),
+    ]
     summary = cg.summarize_profile(SimpleNamespace(events=lambda: events))
     assert summary.gpu_busy == pytest.approx(0.1)  # the two kernels; with the copies it was 0.9
     assert summary.shares == {"forward": 0.5, "backward": 0.5} and summary.launches_per_step == 2
@@ -132,8 +153,9 @@ def test_a_gpu_profile_records_kernels_and_launches():
     torch.manual_seed(0)
     model = cg.mlp(784, hidden=512).to(device)
     loader = cg.DeviceLoader(torch.randn(1024, 784), torch.randint(0, 10, (1024,)), batch_size=256, device=device)
-    prof = cg.profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), device, steps=4,
-                                     read_loss_every_step=True)
+    prof = cg.profile_training_steps(
+        model, loader, torch.optim.Adam(model.parameters(), 1e-3), device, steps=4, read_loss_every_step=True
+    )
     summary = cg.summarize_profile(prof)
     assert summary.launches_per_step > 5 and 0 < summary.gpu_busy <= 1
     assert summary.host_reads_per_step == 1
@@ -154,14 +176,24 @@ def lesson_exercise(data_images: int = 1024) -> dict:
     start = next(i for i, c in enumerate(cells) if c.source.startswith("## Exercise"))
     data = cg.load_digits(32, 3)
     images, labels = data.train_images[:data_images], data.train_labels[:data_images]
-    namespace = {"torch": torch, "cg": cg, "DataLoader": DataLoader, "profile": profile, "schedule": schedule,
-                 "record_function": record_function, "activities": [ProfilerActivity.CPU], "device": CPU,
-                 "images": images, "labels": labels, "resident": cg.DeviceLoader(images.float() / 255, labels,
-                                                                                 batch_size=128, device=CPU),
-                 "augment": v2.Compose([v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True)])}
+    namespace = {
+        "torch": torch,
+        "cg": cg,
+        "DataLoader": DataLoader,
+        "profile": profile,
+        "schedule": schedule,
+        "record_function": record_function,
+        "activities": [ProfilerActivity.CPU],
+        "device": CPU,
+        "images": images,
+        "labels": labels,
+        "resident": cg.DeviceLoader(images.float() / 255, labels, batch_size=128, device=CPU),
+        "augment": v2.Compose([v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True)]),
+    }
     codes = [c for c in cells[start:] if c.cell_type == "code"]
-    namespace["cells"] = {("solution" if "solution" in c.metadata.get("tags", []) else "given", i): c.source
-                          for i, c in enumerate(codes)}
+    namespace["cells"] = {
+        ("solution" if "solution" in c.metadata.get("tags", []) else "given", i): c.source for i, c in enumerate(codes)
+    }
     return namespace
 
 
@@ -177,8 +209,13 @@ def test_the_bottleneck_check_fails_on_the_starting_code_and_on_the_wrong_suspec
     run_cell(lesson, given[1])  # my_steps as the lesson starts it: their loop
     assert not cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     assert "aim for 2x" in capsys.readouterr().out
-    wrong_suspect = given[0].split("\n\nwith profile")[0].replace("foreach=False", "foreach=True").replace(
-        "losses.append(loss.item())", "losses.append(loss.detach())").replace("def their_steps", "def my_steps")
+    wrong_suspect = (
+        given[0]
+        .split("\n\nwith profile")[0]
+        .replace("foreach=False", "foreach=True")
+        .replace("losses.append(loss.item())", "losses.append(loss.detach())")
+        .replace("def their_steps", "def my_steps")
+    )
     run_cell(lesson, wrong_suspect)  # the sync and the per-tensor optimizer gone, the JPEG pipeline kept
     assert not cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     assert "the other suspects cost little" in capsys.readouterr().out
@@ -195,9 +232,11 @@ def test_the_lesson_solutions_pass_both_checks(capsys):
 
 
 def test_the_bottleneck_check_wants_one_finite_loss_per_step(capsys):
-    for fast, hint in ((lambda steps: [1.0] * (steps - 1), "one finite loss per step"),
-                       (lambda steps: [float("nan")] * steps, "one finite loss per step"),
-                       (lambda steps: 1 / 0, "raised ZeroDivisionError"),
-                       ([1.0] * 6, "pass your function")):
+    for fast, hint in (
+        (lambda steps: [1.0] * (steps - 1), "one finite loss per step"),
+        (lambda steps: [float("nan")] * steps, "one finite loss per step"),
+        (lambda steps: 1 / 0, "raised ZeroDivisionError"),
+        ([1.0] * 6, "pass your function"),
+    ):
         assert not cg.check_bottleneck_fix(lambda steps: [1.0] * steps, fast, CPU)
         assert hint in capsys.readouterr().out

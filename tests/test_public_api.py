@@ -17,8 +17,11 @@ LESSONS = {p.name[:2]: p.read_text() for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_
 
 def lessons_named(doc: str) -> set[str]:
     """Lesson numbers a docstring names: "lesson 03", "lessons 02-06", "lessons 07, 09"."""
-    return {number for phrase in re.findall(r"[Ll]essons? (\d\d(?:(?:, | and |-)\d\d)*)", doc)
-            for number in re.findall(r"\d\d", phrase)}
+    return {
+        number
+        for phrase in re.findall(r"[Ll]essons? (\d\d(?:(?:, | and |-)\d\d)*)", doc)
+        for number in re.findall(r"\d\d", phrase)
+    }
 
 
 def test_lessons_named_reads_the_forms_docstrings_use():

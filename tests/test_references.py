@@ -18,16 +18,21 @@ def test_gpu_labels_from_device_names():
 
 
 def test_comparison_names_every_course_gpu_and_says_what_is_not_measured(capsys, monkeypatch, tmp_path):
-    monkeypatch.setattr(references, "reference_figures", lambda key: {"T4": 21.5, "L4": None, "A100": None,
-                                                                      "H100": 140.0})
+    monkeypatch.setattr(
+        references, "reference_figures", lambda key: {"T4": 21.5, "L4": None, "A100": None, "H100": 140.0}
+    )
     figures = tmp_path / "figures.json"
     monkeypatch.setenv(references.FIGURES_ENV, str(figures))
     cg.compare_with_references("02.x", 1.25, "cpu", what="matmul speed-up", prediction=30)
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "matmul speed-up:" and out[1] == "  your prediction:   30 x"
     assert out[2] == "  this CPU runtime: 1.25 x"
-    assert out[3:] == ["    T4 (course report): 21.5 x", "    L4 (course report): not measured yet",
-                       "  A100 (course report): not measured yet", "  H100 (course report): 140 x"]
+    assert out[3:] == [
+        "    T4 (course report): 21.5 x",
+        "    L4 (course report): not measured yet",
+        "  A100 (course report): not measured yet",
+        "  H100 (course report): 140 x",
+    ]
     assert json.loads(figures.read_text()) == {"02.x": {"value": 1.25, "device": "cpu"}}  # for the GPU report
 
 
@@ -35,8 +40,11 @@ def test_before_any_gpu_run_the_course_gpus_take_one_line(capsys, monkeypatch):
     monkeypatch.setattr(references, "reference_figures", lambda key: dict.fromkeys(references.REFERENCE_GPUS))
     cg.compare_with_references("02.x", 1.25, "cpu", what="matmul speed-up")
     out = capsys.readouterr().out.splitlines()
-    assert out == ["matmul speed-up:", "  this CPU runtime: 1.25 x",
-                   "  T4, L4, A100, H100 (course reports): not measured yet, until the course's GPU CI has run"]
+    assert out == [
+        "matmul speed-up:",
+        "  this CPU runtime: 1.25 x",
+        "  T4, L4, A100, H100 (course reports): not measured yet, until the course's GPU CI has run",
+    ]
 
 
 def test_a_figure_this_runtime_cannot_measure_is_said_so_and_not_recorded(capsys, monkeypatch, tmp_path):
@@ -57,8 +65,9 @@ def test_update_references_takes_the_newest_report_per_gpu(tmp_path):
 
     def report(name, gpu, figures):
         (reports / name).mkdir()
-        (reports / name / "report.json").write_text(json.dumps({"runtime": {"gpus": [{"name": gpu}]},
-                                                                "lesson_figures": figures}))
+        (reports / name / "report.json").write_text(
+            json.dumps({"runtime": {"gpus": [{"name": gpu}]}, "lesson_figures": figures})
+        )
 
     report("2026-11-01-tesla-t4-x2", "Tesla T4", {"02.x": {"value": 20.0, "device": "Tesla T4"}})
     report("2026-12-01-tesla-t4-x2", "Tesla T4", {"02.x": {"value": 22.0, "device": "Tesla T4"}})

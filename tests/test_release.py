@@ -29,7 +29,8 @@ def test_api_listing_is_the_public_api_of_this_version():
     listed_version, listed = release.read_listing()
     assert listed_version == colab_gpu.__version__, (
         f"docs/api.txt is for {listed_version}, colab_gpu.__version__ is {colab_gpu.__version__}: versions change "
-        "only through `make release`")
+        "only through `make release`"
+    )
     api = release.api_listing()
     broken, added = release.api_changes(listed, api)
     needed = release.required_bump(colab_gpu.__version__, listed, api)
@@ -37,14 +38,16 @@ def test_api_listing_is_the_public_api_of_this_version():
         f"colab_gpu's public API changed since {colab_gpu.__version__} without a version bump "
         f"(removed or changed: {broken}; added: {added}). Notebooks install the published release, so a lesson "
         f"that uses this API needs a new one: note it under '## Unreleased' in CHANGELOG.md, commit, then "
-        f"`make release VERSION=...` (at least a {needed} bump).")
+        f"`make release VERSION=...` (at least a {needed} bump)."
+    )
 
 
 def test_changelog_has_this_version_and_an_unreleased_section():
     text = (ROOT / "CHANGELOG.md").read_text()
     assert release.UNRELEASED in text
     assert re.search(rf"^## {re.escape(colab_gpu.__version__)} \(", text, re.M), (
-        f"CHANGELOG.md has no section for {colab_gpu.__version__}")
+        f"CHANGELOG.md has no section for {colab_gpu.__version__}"
+    )
 
 
 def test_package_and_checkout_agree_on_the_version():
@@ -53,8 +56,11 @@ def test_package_and_checkout_agree_on_the_version():
 
 def test_every_setup_cell_installs_this_version():
     config = course_config()
-    notebooks = [*lesson_sources(), *(s.with_suffix(".ipynb") for s in lesson_sources()),
-                 *sorted(STUDENT.glob("[0-9][0-9]_*.ipynb"))]
+    notebooks = [
+        *lesson_sources(),
+        *(s.with_suffix(".ipynb") for s in lesson_sources()),
+        *sorted(STUDENT.glob("[0-9][0-9]_*.ipynb")),
+    ]
     for path in notebooks:
         if path.suffix == ".py":
             text = path.read_text()
@@ -66,22 +72,26 @@ def test_every_setup_cell_installs_this_version():
 
 
 def test_tag_of_this_version_if_made_holds_this_version():
-    tagged = subprocess.run(["git", "show", f"v{colab_gpu.__version__}:colab_gpu/__init__.py"], cwd=ROOT,
-                            capture_output=True, text=True)
+    tagged = subprocess.run(
+        ["git", "show", f"v{colab_gpu.__version__}:colab_gpu/__init__.py"], cwd=ROOT, capture_output=True, text=True
+    )
     if tagged.returncode != 0:
         pytest.skip(f"no tag v{colab_gpu.__version__} in this clone")
     assert f'__version__ = "{colab_gpu.__version__}"' in tagged.stdout
 
 
-@pytest.mark.parametrize(("current", "old", "new", "expected"), [
-    ("1.2.3", ["a: function(x)"], ["a: function(x)"], "patch"),
-    ("1.2.3", ["a: function(x)"], ["a: function(x)", "b: function()"], "minor"),
-    ("1.2.3", ["a: function(x)"], ["a: function(x, y)"], "major"),  # changed = removed + added
-    ("1.2.3", ["a: function(x)", "b: function()"], ["a: function(x)"], "major"),
-    ("0.2.0", ["a: function(x)"], ["a: function(x, y)"], "minor"),  # before 1.0 a break is a minor bump
-    ("0.2.0", ["a: function(x)"], ["a: function(x)", "b: function()"], "minor"),
-    ("0.2.0", ["a: function(x)"], ["a: function(x)"], "patch"),
-])
+@pytest.mark.parametrize(
+    ("current", "old", "new", "expected"),
+    [
+        ("1.2.3", ["a: function(x)"], ["a: function(x)"], "patch"),
+        ("1.2.3", ["a: function(x)"], ["a: function(x)", "b: function()"], "minor"),
+        ("1.2.3", ["a: function(x)"], ["a: function(x, y)"], "major"),  # changed = removed + added
+        ("1.2.3", ["a: function(x)", "b: function()"], ["a: function(x)"], "major"),
+        ("0.2.0", ["a: function(x)"], ["a: function(x, y)"], "minor"),  # before 1.0 a break is a minor bump
+        ("0.2.0", ["a: function(x)"], ["a: function(x)", "b: function()"], "minor"),
+        ("0.2.0", ["a: function(x)"], ["a: function(x)"], "patch"),
+    ],
+)
 def test_required_bump_follows_semantic_versioning(current, old, new, expected):
     assert release.required_bump(current, old, new) == expected
 
@@ -92,10 +102,15 @@ def test_a_bump_smaller_than_the_api_change_is_refused():
     release.check_bump("1.2.3", "2.0.0", ["a: function(x)"], ["a: function()"])  # enough
 
 
-@pytest.mark.parametrize(("version", "message"), [
-    ("0.2", "is not X.Y.Z"), ("v0.3.0", "is not X.Y.Z"), ("0.02.0", "is not X.Y.Z"),
-    ("0.0.9", "is not newer than"),
-])
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        ("0.2", "is not X.Y.Z"),
+        ("v0.3.0", "is not X.Y.Z"),
+        ("0.02.0", "is not X.Y.Z"),
+        ("0.0.9", "is not newer than"),
+    ],
+)
 def test_bad_versions_are_refused_with_the_reason(version, message):
     with pytest.raises(release.ReleaseError, match=message):
         release.bump_of("0.1.0", version)
@@ -104,8 +119,10 @@ def test_bad_versions_are_refused_with_the_reason(version, message):
 def test_changelog_release_moves_the_notes_and_keeps_an_empty_unreleased_section():
     text = "# Changelog\n\nintro\n\n## Unreleased\n\n- new thing\n\n## 0.1.0 (2026-01-01)\n\n- old\n"
     done = release.release_changelog(text, "0.2.0", "2026-11-23")
-    assert done == ("# Changelog\n\nintro\n\n## Unreleased\n\n## 0.2.0 (2026-11-23)\n\n- new thing\n\n"
-                    "## 0.1.0 (2026-01-01)\n\n- old\n")
+    assert done == (
+        "# Changelog\n\nintro\n\n## Unreleased\n\n## 0.2.0 (2026-11-23)\n\n- new thing\n\n"
+        "## 0.1.0 (2026-01-01)\n\n- old\n"
+    )
     with pytest.raises(release.ReleaseError, match="is empty"):
         release.release_changelog(done, "0.3.0", "2026-11-24")
 
@@ -139,8 +156,9 @@ def scratch_repo(tmp_path_factory) -> Path:
 def run_release(repo: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # import the copy's colab_gpu
     env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
-    return subprocess.run([sys.executable, "scripts/release.py", *args], cwd=repo, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "scripts/release.py", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @requires_source
@@ -167,10 +185,14 @@ def test_make_release_bumps_stamps_commits_and_tags(scratch_repo):
     assert git(repo, "log", "-1", "--format=%s") == f"Release {new}\n"
     assert read_version(repo) == new
     assert release.read_listing(repo / "docs" / "api.txt")[0] == new
-    assert re.search(rf"^## {re.escape(new)} \(\d{{4}}-\d\d-\d\d\)\n\n.*A tested change\.", changelog.read_text(),
-                     re.M | re.S)
-    stamped = [*(repo / "notebooks").glob("[0-9][0-9]_*.py"), *(repo / "notebooks").glob("[0-9][0-9]_*.ipynb"),
-               *(repo / "notebooks" / "student").glob("[0-9][0-9]_*.*")]
+    assert re.search(
+        rf"^## {re.escape(new)} \(\d{{4}}-\d\d-\d\d\)\n\n.*A tested change\.", changelog.read_text(), re.M | re.S
+    )
+    stamped = [
+        *(repo / "notebooks").glob("[0-9][0-9]_*.py"),
+        *(repo / "notebooks").glob("[0-9][0-9]_*.ipynb"),
+        *(repo / "notebooks" / "student").glob("[0-9][0-9]_*.*"),
+    ]
     assert len(stamped) == 4 * len(lesson_sources())
     for path in stamped:
         text = path.read_text()
@@ -219,12 +241,14 @@ def test_release_workflow_reads_the_version_and_the_notes_this_repository_has(tm
     # The same shell lines the workflow runs on a tag: the version check and the GitHub release notes.
     version = subprocess.run(["bash", "-c", workflow_line("version=$(sed")], cwd=ROOT, capture_output=True, text=True)
     assert version.returncode == 0
-    probe = subprocess.run(["bash", "-c", workflow_line("version=$(sed") + '; echo "$version"'], cwd=ROOT,
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        ["bash", "-c", workflow_line("version=$(sed") + '; echo "$version"'], cwd=ROOT, capture_output=True, text=True
+    )
     assert probe.stdout.strip() == colab_gpu.__version__
     awk = workflow_line("awk ").replace("notes.md", str(tmp_path / "notes.md"))
-    done = subprocess.run(["bash", "-c", f'version="{colab_gpu.__version__}"; {awk}'], cwd=ROOT, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["bash", "-c", f'version="{colab_gpu.__version__}"; {awk}'], cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     notes = (tmp_path / "notes.md").read_text()
     section = (ROOT / "CHANGELOG.md").read_text().split(f"## {colab_gpu.__version__} (", 1)[1].split("\n## ", 1)[0]

@@ -25,9 +25,16 @@ def test_t4_has_no_native_bf16_or_tf32(fake_gpus):
     fake_gpus(T4)
     gpu = cg.runtime_report()["gpus"][0]
     assert gpu == {
-        "index": 0, "name": "Tesla T4", "compute_capability": "7.5", "total_memory_gib": 15.0,
-        "multiprocessors": 40, "bf16_native": False, "tf32": False, "precision": "fp16",
-        "precision_reason": cg.choose_precision("cuda").reason, "kernels_in_this_torch": True,
+        "index": 0,
+        "name": "Tesla T4",
+        "compute_capability": "7.5",
+        "total_memory_gib": 15.0,
+        "multiprocessors": 40,
+        "bf16_native": False,
+        "tf32": False,
+        "precision": "fp16",
+        "precision_reason": cg.choose_precision("cuda").reason,
+        "kernels_in_this_torch": True,
     }
 
 
@@ -89,15 +96,18 @@ def test_one_gpu_gets_no_ddp_tip(fake_gpus):
     assert "nproc-per-node" not in " ".join(cg.advice(cg.runtime_report()))
 
 
-@pytest.mark.parametrize(("capability", "arches", "expected"), [
-    ((7, 5), ["sm_75", "sm_80"], True),
-    ((8, 6), ["sm_80", "sm_90"], True),  # sm_80 machine code runs on 8.6
-    ((8, 9), ["sm_75", "sm_90"], False),  # no 8.x code and no PTX
-    ((6, 0), ["sm_75", "sm_80", "sm_90a", "sm_120"], False),
-    ((12, 0), ["sm_90", "compute_90"], True),  # PTX is compiled for newer GPUs when first used
-    ((12, 0), ["sm_100", "sm_120"], True),
-    ((7, 0), [], None),  # some releases list nothing without a visible GPU: unknown
-])
+@pytest.mark.parametrize(
+    ("capability", "arches", "expected"),
+    [
+        ((7, 5), ["sm_75", "sm_80"], True),
+        ((8, 6), ["sm_80", "sm_90"], True),  # sm_80 machine code runs on 8.6
+        ((8, 9), ["sm_75", "sm_90"], False),  # no 8.x code and no PTX
+        ((6, 0), ["sm_75", "sm_80", "sm_90a", "sm_120"], False),
+        ((12, 0), ["sm_90", "compute_90"], True),  # PTX is compiled for newer GPUs when first used
+        ((12, 0), ["sm_100", "sm_120"], True),
+        ((7, 0), [], None),  # some releases list nothing without a visible GPU: unknown
+    ],
+)
 def test_kernels_for_compute_capability(capability, arches, expected):
     assert capability_rules.kernels_for(capability, arches) is expected
 
@@ -144,8 +154,9 @@ def test_format_runtime_report_shows_gpu_rows(fake_gpus):
     assert re.search(r"mixed precision +fp16 autocast \+ GradScaler$", text, re.M)
 
 
-@pytest.mark.parametrize(("gpu", "row"), [(P100, "none: float32"), (T4, "fp16 autocast + GradScaler"),
-                                          (A100, "bf16 autocast")])
+@pytest.mark.parametrize(
+    ("gpu", "row"), [(P100, "none: float32"), (T4, "fp16 autocast + GradScaler"), (A100, "bf16 autocast")]
+)
 def test_the_reports_precision_row_follows_choose_precision(fake_gpus, gpu, row):
     fake_gpus(gpu)
     text = cg.format_runtime_report(cg.runtime_report())

@@ -56,10 +56,18 @@ def reports(tmp_path_factory):
     shutil.copytree(ROOT / "reports", reports)
     run = reports / "gpu" / GPU_RUN
     (run / "notebooks").mkdir(parents=True)
-    shutil.copyfile(lesson_sources()[0].with_suffix(".ipynb"), run / "notebooks" / lesson_sources()[0].with_suffix(
-        ".ipynb").name)
-    (run / "manifest.json").write_text(json.dumps({"sha": "1234567" + "0" * 33, "started": "2026-11-20T10:00:00",
-                                                   "image": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"}}))
+    shutil.copyfile(
+        lesson_sources()[0].with_suffix(".ipynb"), run / "notebooks" / lesson_sources()[0].with_suffix(".ipynb").name
+    )
+    (run / "manifest.json").write_text(
+        json.dumps(
+            {
+                "sha": "1234567" + "0" * 33,
+                "started": "2026-11-20T10:00:00",
+                "image": {"KAGGLE_KERNEL_RUN_TYPE": "Batch"},
+            }
+        )
+    )
     (run / "report.json").write_text(json.dumps({"gpu": "Tesla T4 x2"}))
     (run / "report.md").write_text("# GPU suite: Tesla T4 x2, 2026-11-20\n\nA report.\n")
     with pytest.MonkeyPatch.context() as patch:
@@ -82,8 +90,16 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -120,10 +136,16 @@ def crawl(site, browser):
 
 
 def test_every_page_loads_without_console_errors_and_renders_its_images(crawl, site, lessons):
-    expected = {"index.html", "docs/instructor_guide.html", "docs/workshop.html",
-                "notebooks/student/index.html", "reports/index.html"}
-    expected |= {lesson_page(lesson, student).with_suffix(".html").as_posix()
-                 for lesson in lessons for student in (False, True)}
+    expected = {
+        "index.html",
+        "docs/instructor_guide.html",
+        "docs/workshop.html",
+        "notebooks/student/index.html",
+        "reports/index.html",
+    }
+    expected |= {
+        lesson_page(lesson, student).with_suffix(".html").as_posix() for lesson in lessons for student in (False, True)
+    }
     newest_bench = sorted((ROOT / "reports" / "bench").glob("*/bench.md"))[-1]
     expected.add(newest_bench.relative_to(ROOT).with_suffix(".html").as_posix())  # with its plot
     expected.add(f"reports/gpu/{GPU_RUN}/report.html")
@@ -167,7 +189,8 @@ def test_home_page_lists_every_lesson_with_study_and_run_time(crawl, site, lesso
     browser.get((site / "index.html").as_uri())
     rows = browser.execute_script(
         "return Array.from(document.querySelectorAll('#the-lessons table tbody tr'))"
-        ".map(r => Array.from(r.cells).map(c => c.textContent.trim()))")
+        ".map(r => Array.from(r.cells).map(c => c.textContent.trim()))"
+    )
     assert [row[0] for row in rows] == [lesson.title for lesson in lessons]
     assert [row[3] for row in rows] == [lesson.study_time for lesson in lessons]
     assert [row[4:] for row in rows] == [["12 s", lesson.device, "ok"] for lesson in lessons]
@@ -223,25 +246,36 @@ def test_a_gpu_run_of_an_older_source_is_not_shown(tmp_path, lessons):
 def test_every_plot_and_diagram_of_a_lesson_shows_on_its_page(crawl, site, lessons):
     for lesson in lessons:
         shown = crawl[site / lesson_page(lesson).with_suffix(".html")]["plots"]
-        plots = sum(any(kind.startswith("image/") for kind in o.get("data", {}))
-                    for c in course_site.shown_notebook(lesson)[0].cells for o in c.get("outputs", []))
+        plots = sum(
+            any(kind.startswith("image/") for kind in o.get("data", {}))
+            for c in course_site.shown_notebook(lesson)[0].cells
+            for o in c.get("outputs", [])
+        )
         assert shown == plots, f"{lesson.source.stem}: {plots} plots in the notebook, {shown} on its page"
 
 
 def test_search_finds_an_error_message_in_lesson_09_offline(site, browser):
     lesson = next(s for s in lesson_sources() if s.stem.startswith("09_"))
-    headings = [line for cell in nbformat.read(lesson.with_suffix(".ipynb"), as_version=4).cells
-                for line in cell.source.splitlines() if line.startswith('### "')]
+    headings = [
+        line
+        for cell in nbformat.read(lesson.with_suffix(".ipynb"), as_version=4).cells
+        for line in cell.source.splitlines()
+        if line.startswith('### "')
+    ]
     message = "CUDA error: device-side assert triggered"
     assert any(message in heading for heading in headings), "lesson 09 no longer has this entry: pick another"
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get((site / "search.html").as_uri() + "?q=" + message.replace(" ", "+"))
     WebDriverWait(browser, 20).until(
-        lambda b: "Search finished" in b.execute_script(
-            "return (document.querySelector('#search-results') || {}).textContent || ''"))
-    results = browser.execute_script("return Array.from(document.querySelectorAll('#search-results a'))"
-                                     ".map(a => a.href)")
+        lambda b: (
+            "Search finished"
+            in b.execute_script("return (document.querySelector('#search-results') || {}).textContent || ''")
+        )
+    )
+    results = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#search-results a')).map(a => a.href)"
+    )
     assert any(local_file(href, site) == site / "notebooks" / f"{lesson.stem}.html" for href in results), results
     errors = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == [], errors

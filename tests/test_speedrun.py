@@ -73,7 +73,7 @@ def _crop_offset(image: torch.Tensor, crop: torch.Tensor, padding: int) -> tuple
         padded = F.pad(image.float()[None], (padding,) * 4, mode=mode)[0].to(image.dtype)
         for dy in range(2 * padding + 1):
             for dx in range(2 * padding + 1):
-                if torch.equal(padded[:, dy:dy + h, dx:dx + w], crop):
+                if torch.equal(padded[:, dy : dy + h, dx : dx + w], crop):
                     return dy, dx
     return None
 
@@ -94,8 +94,12 @@ def lesson_loops() -> tuple[dict, dict]:
 def test_lesson_crop_is_the_package_crop_in_plain_pytorch():
     cells = jupytext.read(LESSON).cells
     cell = next(c for c in cells if c.source.lstrip().startswith("from torch.nn import functional"))
-    namespace = {"torch": torch, "cg": cg, "plt": __import__("matplotlib.pyplot").pyplot,
-                 "data": cg.load_digits(32, 3).limit(train=8, test=8)}
+    namespace = {
+        "torch": torch,
+        "cg": cg,
+        "plt": __import__("matplotlib.pyplot").pyplot,
+        "data": cg.load_digits(32, 3).limit(train=8, test=8),
+    }
     exec(compile(cell.source.split("\ntorch.manual_seed(0)")[0], str(LESSON), "exec"), namespace)
     images = torch.randint(0, 256, (32, 3, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
     offsets = [_crop_offset(images[i], crop, 2) for i, crop in enumerate(namespace["random_crop"](images, 2))]
@@ -126,11 +130,13 @@ def test_check_fast_loop_explains_each_mistake(capsys):
     def untrained(data, device, epochs):
         return cg.speed_net(3, 10, width=4)  # fast, and learns nothing
 
-    for wrong, hint in ((untrained, "test accuracy vs rung 0's 90.0%: train all 2 epochs"),
-                        (lambda data, device, epochs: None, "return the trained model"),
-                        (lambda data, device, epochs: 1 / 0, "raised ZeroDivisionError"),
-                        (lambda data, device, epochs: nn.Linear(2, 2), "evaluating the model you returned raised"),
-                        (untrained(data, CPU, 2), "pass your function")):
+    for wrong, hint in (
+        (untrained, "test accuracy vs rung 0's 90.0%: train all 2 epochs"),
+        (lambda data, device, epochs: None, "return the trained model"),
+        (lambda data, device, epochs: 1 / 0, "raised ZeroDivisionError"),
+        (lambda data, device, epochs: nn.Linear(2, 2), "evaluating the model you returned raised"),
+        (untrained(data, CPU, 2), "pass your function"),
+    ):
         assert not cg.check_fast_loop(wrong, data, CPU, baseline=slow_and_good)
         out = capsys.readouterr().out
         assert HINT in out and hint in out, out
@@ -172,8 +178,16 @@ def test_compile_warm_up_restores_the_initial_weights(small_digits):
     model = cg.speed_net(3, 10, width=8)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     mean, std = small_digits.normalization()
-    loader = sr.AugmentedDeviceLoader(small_digits.train_images, small_digits.train_labels, 32, device=CPU,
-                                      mean=mean, std=std, augment=True, channels_last=False)
+    loader = sr.AugmentedDeviceLoader(
+        small_digits.train_images,
+        small_digits.train_labels,
+        32,
+        device=CPU,
+        mean=mean,
+        std=std,
+        augment=True,
+        channels_last=False,
+    )
     seconds = sr._warm_up_compiled(model, model, loader, cg.resolve_precision("fp32", CPU), CPU)
     assert seconds > 0
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # running stats too

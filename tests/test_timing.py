@@ -44,9 +44,7 @@ def test_speedup_is_ratio_of_medians():
     assert cg.speedup(BenchResult((4.0,)), BenchResult((1.0,))) == 4.0
 
 
-@pytest.mark.parametrize(
-    ("seconds", "text"), [(2.5, "2.5 s"), (0.0123, "12.3 ms"), (4.2e-5, "42 µs"), (3e-9, "3 ns")]
-)
+@pytest.mark.parametrize(("seconds", "text"), [(2.5, "2.5 s"), (0.0123, "12.3 ms"), (4.2e-5, "42 µs"), (3e-9, "3 ns")])
 def test_format_seconds(seconds, text):
     assert cg.format_seconds(seconds) == text
 

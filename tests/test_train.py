@@ -19,8 +19,9 @@ def loader(n=256, batch=32):
 def test_fit_learns_and_records_history(capsys):
     cg.seed_everything(0)
     model = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 2))
-    history = cg.fit(model, loader(), loader(128), torch.optim.Adam(model.parameters(), 1e-2), "cpu",
-                     epochs=5, progress=False)
+    history = cg.fit(
+        model, loader(), loader(128), torch.optim.Adam(model.parameters(), 1e-2), "cpu", epochs=5, progress=False
+    )
     losses = history.column("train_loss")
     assert len(history) == 5 and losses[-1] < losses[0]
     assert history.last["test_acc"] > 0.9
@@ -34,8 +35,18 @@ def test_fit_without_test_loader_and_with_callback_and_scheduler():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     seen = []
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.5)
-    history = cg.fit(model, loader(), None, optimizer, "cpu", epochs=2, scheduler=scheduler,
-                     on_epoch_end=lambda epoch, row: seen.append(epoch), progress=False, verbose=False)
+    history = cg.fit(
+        model,
+        loader(),
+        None,
+        optimizer,
+        "cpu",
+        epochs=2,
+        scheduler=scheduler,
+        on_epoch_end=lambda epoch, row: seen.append(epoch),
+        progress=False,
+        verbose=False,
+    )
     assert seen == [1, 2] and "test_acc" not in history.last
     assert optimizer.param_groups[0]["lr"] == pytest.approx(0.025)
 
@@ -57,8 +68,15 @@ def test_train_epoch_with_fp16_scaler_reads_the_device_every_step(monkeypatch):
     calls = []
     real_item = torch.Tensor.item
     monkeypatch.setattr(torch.Tensor, "item", lambda self: calls.append(1) or real_item(self))
-    cg.train_epoch(model, batches, torch.optim.SGD(model.parameters(), 0.1), "cpu", autocast_dtype=torch.float16,
-                   scaler=torch.amp.GradScaler("cpu"), progress=False)
+    cg.train_epoch(
+        model,
+        batches,
+        torch.optim.SGD(model.parameters(), 0.1),
+        "cpu",
+        autocast_dtype=torch.float16,
+        scaler=torch.amp.GradScaler("cpu"),
+        progress=False,
+    )
     assert len(calls) >= len(batches) + 2
 
 
@@ -71,9 +89,19 @@ def test_one_cycle_schedule_stepped_per_batch_spans_the_whole_run():
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.4, total_steps=epochs * len(data))
     rates = []
-    cg.fit(model, data, None, optimizer, "cpu", epochs=epochs, scheduler=scheduler, scheduler_step="batch",
-           on_epoch_end=lambda epoch, row: rates.append(optimizer.param_groups[0]["lr"]), progress=False,
-           verbose=False)
+    cg.fit(
+        model,
+        data,
+        None,
+        optimizer,
+        "cpu",
+        epochs=epochs,
+        scheduler=scheduler,
+        scheduler_step="batch",
+        on_epoch_end=lambda epoch, row: rates.append(optimizer.param_groups[0]["lr"]),
+        progress=False,
+        verbose=False,
+    )
     assert scheduler.last_epoch == epochs * len(data)  # stepped after every batch, and no more
     assert rates[0] > 0.1 and rates[1] > 0.04 and rates[-1] < 0.01  # warm, still learning, annealed
     with pytest.raises(ValueError, match="scheduler_step must be 'epoch' or 'batch', got 'step'"):
@@ -90,8 +118,9 @@ def test_autocast_and_scaler_hooks_run_on_cpu():
     model = nn.Linear(2, 2)
     optimizer = torch.optim.SGD(model.parameters(), 0.1)
     scaler = torch.amp.GradScaler("cpu")
-    stats = cg.train_epoch(model, loader(), optimizer, "cpu", autocast_dtype=torch.bfloat16, scaler=scaler,
-                           progress=False)
+    stats = cg.train_epoch(
+        model, loader(), optimizer, "cpu", autocast_dtype=torch.bfloat16, scaler=scaler, progress=False
+    )
     assert stats.loss > 0
     evaluation = cg.evaluate(model, loader(), "cpu", autocast_dtype=torch.bfloat16)
     assert 0 <= evaluation.accuracy <= 1
@@ -144,13 +173,24 @@ def test_labels_beyond_the_models_outputs_stop_fit_before_the_first_step(kind):
     elif kind == "TensorDataset":
         train = DataLoader(TensorDataset(inputs, labels_1_to_10()), batch_size=16)
     else:  # nothing to read the labels from but the batches themselves
-        train = [(inputs[i:i + 16], labels_1_to_10()[i:i + 16]) for i in range(0, 64, 16)]
+        train = [(inputs[i : i + 16], labels_1_to_10()[i : i + 16]) for i in range(0, 64, 16)]
     model = nn.Linear(4, 10)
     before = model.weight.detach().clone()
-    with pytest.raises(ValueError, match=r"labels go from 1 to 10, but the model outputs 10 classes.*"
-                                         r"labels from 0 to 9.*output 11 classes.*subtract 1.*device-side assert"):
-        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=2, progress=False,
-               verbose=False)
+    with pytest.raises(
+        ValueError,
+        match=r"labels go from 1 to 10, but the model outputs 10 classes.*"
+        r"labels from 0 to 9.*output 11 classes.*subtract 1.*device-side assert",
+    ):
+        cg.fit(
+            model,
+            train,
+            None,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            "cpu",
+            epochs=2,
+            progress=False,
+            verbose=False,
+        )
     assert torch.equal(model.weight, before)  # nothing was trained on the bad labels
 
 
@@ -160,8 +200,16 @@ def test_a_bad_label_in_a_later_batch_is_found_when_the_loader_keeps_its_labels(
     train = DataLoader(TensorDataset(torch.randn(64, 4), labels), batch_size=16)
     model = nn.Linear(4, 10)
     with pytest.raises(ValueError, match="go from 0 to 99, but the model outputs 10 classes"):
-        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=1, progress=False,
-               verbose=False)
+        cg.fit(
+            model,
+            train,
+            None,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            "cpu",
+            epochs=1,
+            progress=False,
+            verbose=False,
+        )
 
 
 def test_ignored_labels_and_a_custom_loss_are_not_taken_for_classes():
@@ -169,8 +217,9 @@ def test_ignored_labels_and_a_custom_loss_are_not_taken_for_classes():
     labels[:4] = -100  # cross_entropy's ignore_index: padding, not a class
     train = DataLoader(TensorDataset(torch.randn(32, 4), labels), batch_size=8)
     model = nn.Linear(4, 2)
-    cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=1, progress=False,
-           verbose=False)
+    cg.fit(
+        model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=1, progress=False, verbose=False
+    )
     assert cg.train.label_range(torch.tensor([0.2, 0.8])) is None  # soft targets: no class indices
 
 
@@ -179,10 +228,21 @@ def test_a_nan_loss_stops_fit_with_the_epoch_and_the_batch():
     inputs[37] = float("nan")  # one bad row in the third batch of 16
     train = DataLoader(TensorDataset(inputs, torch.arange(64) % 2), batch_size=16)
     model = nn.Linear(4, 2)
-    with pytest.raises(FloatingPointError, match=r"loss became nan at epoch 1, batch 2 \(counting from 0\).*"
-                                                 r"torch.isfinite\(inputs\).all\(\)"):
-        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=3, progress=False,
-               verbose=False)
+    with pytest.raises(
+        FloatingPointError,
+        match=r"loss became nan at epoch 1, batch 2 \(counting from 0\).*"
+        r"torch.isfinite\(inputs\).all\(\)",
+    ):
+        cg.fit(
+            model,
+            train,
+            None,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            "cpu",
+            epochs=3,
+            progress=False,
+            verbose=False,
+        )
 
 
 def test_empty_data_set_is_a_clear_error():
@@ -232,8 +292,16 @@ def test_plots_draw(tmp_path):
 def test_fit_on_real_gpu():
     device = cg.get_device("cuda")
     model = nn.Linear(2, 2).to(device)
-    history = cg.fit(model, loader(), loader(), torch.optim.SGD(model.parameters(), 0.1), device, epochs=1,
-                     progress=False, verbose=False)
+    history = cg.fit(
+        model,
+        loader(),
+        loader(),
+        torch.optim.SGD(model.parameters(), 0.1),
+        device,
+        epochs=1,
+        progress=False,
+        verbose=False,
+    )
     assert history.last["test_acc"] > 0.5
 
 
@@ -242,12 +310,23 @@ def test_fit_on_real_gpu():
 def test_bad_labels_on_a_gpu_are_caught_before_the_device_side_assert(kind):
     device = cg.get_device("cuda")
     inputs = torch.randn(64, 4)
-    train = (cg.DeviceLoader(inputs, labels_1_to_10(), batch_size=16, device=device) if kind == "DeviceLoader"
-             else [(inputs[i:i + 16], labels_1_to_10()[i:i + 16]) for i in range(0, 64, 16)])
+    train = (
+        cg.DeviceLoader(inputs, labels_1_to_10(), batch_size=16, device=device)
+        if kind == "DeviceLoader"
+        else [(inputs[i : i + 16], labels_1_to_10()[i : i + 16]) for i in range(0, 64, 16)]
+    )
     model = nn.Linear(4, 10).to(device)
     with pytest.raises(ValueError, match="labels go from 1 to 10, but the model outputs 10 classes"):
-        cg.fit(model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), device, epochs=1, progress=False,
-               verbose=False)
+        cg.fit(
+            model,
+            train,
+            None,
+            torch.optim.SGD(model.parameters(), lr=0.1),
+            device,
+            epochs=1,
+            progress=False,
+            verbose=False,
+        )
     assert torch.ones(4, device=device).sum().item() == 4  # the runtime is still usable: no device-side assert
 
 
@@ -289,6 +368,15 @@ def test_fit_passes_max_norm_to_every_step(monkeypatch):
     monkeypatch.setattr(nn.utils, "clip_grad_norm_", lambda params, norm: seen.append(norm) or real_clip(params, norm))
     model = nn.Linear(4, 2)
     batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,)))] * 3
-    cg.fit(model, batches, None, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=2, max_norm=1.0,
-           progress=False, verbose=False)
+    cg.fit(
+        model,
+        batches,
+        None,
+        torch.optim.SGD(model.parameters(), 0.1),
+        "cpu",
+        epochs=2,
+        max_norm=1.0,
+        progress=False,
+        verbose=False,
+    )
     assert seen == [1.0] * 6

@@ -26,8 +26,9 @@ def test_setup_cell_installs_the_wheel_keeps_torch_and_lesson_01_runs_outside_th
     assert f"colab_gpu {version} imported from {tmp_path}" in steps[3]
     # PyPI without the release: the cell takes the repository's tag of it, and says so in its one line.
     repository = course_config().repository
-    assert steps[4] == (f"setup cell without PyPI: 'colab_gpu {version}: installed from "
-                        f"git+https://github.com/{repository}@v{version}'")
+    assert steps[4] == (
+        f"setup cell without PyPI: 'colab_gpu {version}: installed from git+https://github.com/{repository}@v{version}'"
+    )
     assert steps[-1].startswith("01_enable_gpu_runtime executed top to bottom")
 
 

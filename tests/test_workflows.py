@@ -57,8 +57,11 @@ def test_gpu_job_graph_skips_without_a_secret_and_runs_gpu_kaggle_with_one():
     assert cleanup["if"] == "cancelled()" and "build/gpu-kaggle/kernel-id.txt" in cleanup["run"]
     install = step(kaggle, lambda s: "pip install" in s.get("run", ""))
     assert install["run"] == 'python -m pip install "kaggle==2.2.5" six'  # 2.2.5 imports six without declaring it
-    assert set(pr["with"]["add-paths"].split()) == {"reports/gpu/", "colab_gpu/references.json",
-                                                    "docs/instructor_guide.md"}
+    assert set(pr["with"]["add-paths"].split()) == {
+        "reports/gpu/",
+        "colab_gpu/references.json",
+        "docs/instructor_guide.md",
+    }
     assert kaggle["permissions"] == {"contents": "write", "pull-requests": "write"}
 
 

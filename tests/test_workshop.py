@@ -15,8 +15,13 @@ def lesson_sections(source: Path) -> tuple[int, list[str]]:
     """(study minutes from the lesson card, the lesson's numbered sections and its exercise)."""
     cells = jupytext.read(source).cells
     minutes = int(re.search(r"\*\*Time:\*\* (\d+) minutes", cells[0].source).group(1))
-    headings = [line[3:].strip() for c in cells if c.cell_type == "markdown" for line in c.source.splitlines()
-                if line.startswith("## ") and not line.startswith("## Summary")]
+    headings = [
+        line[3:].strip()
+        for c in cells
+        if c.cell_type == "markdown"
+        for line in c.source.splitlines()
+        if line.startswith("## ") and not line.startswith("## Summary")
+    ]
     return minutes, headings
 
 
@@ -34,7 +39,8 @@ def test_budget_lists_the_lessons_sections_and_adds_up_to_its_study_time(source)
     budget = kit_budget(source.stem[:2], KIT.read_text())
     assert [name for name, _ in budget] == sections, f"{source.stem}: the kit's sections differ from the lesson's"
     assert sum(m for _, m in budget) == minutes, (
-        f"{source.stem}: the kit's budget adds up to {sum(m for _, m in budget)} min, the lesson says {minutes}")
+        f"{source.stem}: the kit's budget adds up to {sum(m for _, m in budget)} min, the lesson says {minutes}"
+    )
 
 
 def test_the_budget_check_notices_a_wrong_sum():

@@ -101,10 +101,16 @@ def check_label_validator(validator: object) -> CheckResult:
         try:
             answer = validator(torch.tensor(labels), classes)
         except Exception as err:  # a learner's bug: a hint, not a crash
-            return check_that(False, "",
-                              f"valid_labels(tensor({labels}), {classes}) raised {type(err).__name__}: {err}")
+            return check_that(
+                False, "", f"valid_labels(tensor({labels}), {classes}) raised {type(err).__name__}: {err}"
+            )
         if bool(answer) != expected:
-            return check_that(False, "", f"valid_labels(tensor({labels}), {classes}) returned {answer!r}; expected "
-                                     f"{expected}: valid labels are 0 .. num_classes - 1.")
-    return check_that(True, f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.",
-                      "")
+            return check_that(
+                False,
+                "",
+                f"valid_labels(tensor({labels}), {classes}) returned {answer!r}; expected "
+                f"{expected}: valid labels are 0 .. num_classes - 1.",
+            )
+    return check_that(
+        True, f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.", ""
+    )

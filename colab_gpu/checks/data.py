@@ -61,19 +61,25 @@ def _item_problem(dataset: object, index: int, classes: list[str]) -> str | None
         return f"dataset[{index}] should be (image, class index), got {type(item).__name__}."
     image, target = item
     if not isinstance(target, int) or target != classes.index(label):
-        return (f"dataset[{index}]'s label should be {classes.index(label)}, the index of {label!r} in "
-                f"self.classes, as an int; got {target!r}.")
+        return (
+            f"dataset[{index}]'s label should be {classes.index(label)}, the index of {label!r} in "
+            f"self.classes, as an int; got {target!r}."
+        )
     pixels = _as_chw(image)
     if pixels is None:
         return f"dataset[{index}]'s image should be a PIL image or a (C, H, W) tensor, got {type(image).__name__}."
     if pixels.shape[0] != 3:
-        return (f"{file} came out with {pixels.shape[0]} channel(s): .convert('RGB') after opening (a PNG with "
-                "transparency has 4, a grayscale photo 1).")
+        return (
+            f"{file} came out with {pixels.shape[0]} channel(s): .convert('RGB') after opening (a PNG with "
+            "transparency has 4, a grayscale photo 1)."
+        )
     if file == "sideways.jpg":
         height, width = pixels.shape[1:]
         if (width, height) != UPRIGHT_SIZE:
-            return (f"{file} is {width}x{height}, lying on its side: phones store portraits sideways with an EXIF "
-                    "tag; ImageOps.exif_transpose(image) turns them upright.")
+            return (
+                f"{file} is {width}x{height}, lying on its side: phones store portraits sideways with an EXIF "
+                "tag; ImageOps.exif_transpose(image) turns them upright."
+            )
         left = pixels[:, height // 2, 2].float() / (255 if pixels.dtype == torch.uint8 else 1)
         if not (left[0] > 0.6 and left[2] < 0.4):
             return f"{file} is upright but mirrored or upside down: use ImageOps.exif_transpose, not a rotation."
@@ -89,30 +95,48 @@ def check_csv_dataset(dataset_class: object) -> CheckResult:
     from torchvision.transforms import v2
 
     if not isinstance(dataset_class, type):
-        return check_that(False, "", f"pass your class (CsvImages, not CsvImages(...)), got "
-                                     f"{type(dataset_class).__name__}.")
+        return check_that(
+            False, "", f"pass your class (CsvImages, not CsvImages(...)), got {type(dataset_class).__name__}."
+        )
     expected = sorted({label for _, label in CSV_ROWS})
     with tempfile.TemporaryDirectory() as folder:
         labels, images = write_csv_dataset(Path(folder))
         try:
             dataset = dataset_class(labels, images)
             if len(dataset) != len(CSV_ROWS):
-                return check_that(False, "", f"len(dataset) is {len(dataset)} for a CSV of {len(CSV_ROWS)} rows "
-                                             "after its header: one item per row.")
+                return check_that(
+                    False,
+                    "",
+                    f"len(dataset) is {len(dataset)} for a CSV of {len(CSV_ROWS)} rows "
+                    "after its header: one item per row.",
+                )
             if list(getattr(dataset, "classes", [])) != expected:
-                return check_that(False, "", f"dataset.classes should be the label names sorted, {expected} "
-                                             f"(ImageFolder's convention), got {getattr(dataset, 'classes', None)}.")
+                return check_that(
+                    False,
+                    "",
+                    f"dataset.classes should be the label names sorted, {expected} "
+                    f"(ImageFolder's convention), got {getattr(dataset, 'classes', None)}.",
+                )
             for index in range(len(CSV_ROWS)):
                 problem = _item_problem(dataset, index, expected)
                 if problem:
                     return check_that(False, "", problem)
-            resized = v2.Compose([v2.ToImage(), v2.Resize((16, 16), antialias=True),
-                                  v2.ToDtype(torch.float32, scale=True)])
+            resized = v2.Compose(
+                [v2.ToImage(), v2.Resize((16, 16), antialias=True), v2.ToDtype(torch.float32, scale=True)]
+            )
             batch, targets = next(iter(DataLoader(dataset_class(labels, images, resized), batch_size=4)))
         except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
             return check_that(False, "", f"your data set raised {type(err).__name__}: {err}")
     if tuple(batch.shape) != (4, 3, 16, 16):
-        return check_that(False, "", f"with a transform, a batch of 4 should be (4, 3, 16, 16), got "
-                                     f"{tuple(batch.shape)}: apply self.transform to the image when it is set.")
-    return check_that(True, f"{len(CSV_ROWS)} images read from a CSV: upright, RGB, labelled by sorted class name "
-                            f"{expected}; a DataLoader batches them {tuple(batch.shape)}.", "")
+        return check_that(
+            False,
+            "",
+            f"with a transform, a batch of 4 should be (4, 3, 16, 16), got "
+            f"{tuple(batch.shape)}: apply self.transform to the image when it is set.",
+        )
+    return check_that(
+        True,
+        f"{len(CSV_ROWS)} images read from a CSV: upright, RGB, labelled by sorted class name "
+        f"{expected}; a DataLoader batches them {tuple(batch.shape)}.",
+        "",
+    )

@@ -35,8 +35,14 @@ def _run_measured(fn, model: nn.Module, *args, exclude=()) -> tuple[object, Acti
     return result, saved, peak
 
 
-def _compare(what: str, saved: ActivationMemory, baseline: ActivationMemory, peak: PeakMemory,
-             baseline_peak: PeakMemory, digits: int) -> tuple[float, str]:
+def _compare(
+    what: str,
+    saved: ActivationMemory,
+    baseline: ActivationMemory,
+    peak: PeakMemory,
+    baseline_peak: PeakMemory,
+    digits: int,
+) -> tuple[float, str]:
     """The activation ratio and one sentence with both measurements (and both allocator peaks on a GPU)."""
     ratio = saved.peak_bytes / baseline.peak_bytes
     summary = f"{what}: {saved.peak_mib:.{digits}f} MiB instead of {baseline.peak_mib:.{digits}f} MiB ({ratio:.2f}x)"
@@ -45,8 +51,15 @@ def _compare(what: str, saved: ActivationMemory, baseline: ActivationMemory, pea
     return ratio, summary
 
 
-def check_memory_saving(step: object, reference: object, model: nn.Module, inputs: torch.Tensor,
-                        labels: torch.Tensor, *, at_most: float = 0.5) -> CheckResult:
+def check_memory_saving(
+    step: object,
+    reference: object,
+    model: nn.Module,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    at_most: float = 0.5,
+) -> CheckResult:
     """Check a learner's ``step(model, inputs, labels)`` (lesson 07): it must leave the same gradients in ``.grad``
     as ``reference`` while autograd keeps at most ``at_most`` of its activation memory (``measure_activations``,
     measured on this runtime, the batch itself left out; on a GPU the allocator's peak is printed too). Activation
@@ -66,16 +79,24 @@ def check_memory_saving(step: object, reference: object, model: nn.Module, input
     (expected, full, full_peak), (grads, saved, peak) = results["reference"], results["yours"]
     difference = ((grads - expected).norm() / expected.norm()).item()
     if difference > 1e-3:
-        return check_that(False, "", f"your gradients differ from the full batch's by {difference:.0%}: each of k "
-                                 "pieces' losses must be divided by k (and zero_grad only once, before).")
+        return check_that(
+            False,
+            "",
+            f"your gradients differ from the full batch's by {difference:.0%}: each of k "
+            "pieces' losses must be divided by k (and zero_grad only once, before).",
+        )
     ratio, summary = _compare("activations kept for backward", saved, full, peak, full_peak, digits=1)
     summary += ", same gradients"
-    return check_that(ratio <= at_most, summary + ".",
-                  f"{summary}; aim for at most {at_most:g}x: process the batch in smaller pieces.")
+    return check_that(
+        ratio <= at_most,
+        summary + ".",
+        f"{summary}; aim for at most {at_most:g}x: process the batch in smaller pieces.",
+    )
 
 
-def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Module, images: torch.Tensor, *,
-                            at_most: float = 0.25) -> CheckResult:
+def check_evaluation_memory(
+    predict_fn: object, leaky_fn: object, model: nn.Module, images: torch.Tensor, *, at_most: float = 0.25
+) -> CheckResult:
     """Check a learner's ``predict_fn(model, images) -> outputs`` (lesson 09): the same outputs as ``leaky_fn``, with
     at most ``at_most`` of the activation memory autograd keeps for it (``measure_activations``, on any device;
     on a GPU the allocator's peak is printed too). An evaluation that keeps every batch's graph grows with the
@@ -90,13 +111,18 @@ def check_evaluation_memory(predict_fn: object, leaky_fn: object, model: nn.Modu
         measured[name] = (outputs, saved, peak, needs_grad)
     (expected, leaky, leaky_peak, _), (outputs, saved, peak, needs_grad) = measured["leaky"], measured["yours"]
     if not isinstance(outputs, torch.Tensor) or outputs.shape != expected.shape:
-        return check_that(False, "", "return the outputs of every image as one tensor of shape "
-                                     f"{tuple(expected.shape)}.")
+        return check_that(
+            False, "", f"return the outputs of every image as one tensor of shape {tuple(expected.shape)}."
+        )
     if not torch.allclose(outputs.float(), expected.float(), rtol=1e-3, atol=1e-4):
         return check_that(False, "", "your outputs differ from the model's: same model, same images, in order.")
     ratio, summary = _compare("autograd kept for backward", saved, leaky, peak, leaky_peak, digits=2)
     if needs_grad:
-        return check_that(False, "", f"{summary}, and your outputs still carry a graph: evaluate under "
-                                 "torch.inference_mode().")
-    return check_that(ratio <= at_most, summary + ".",
-                  f"{summary}; aim for at most {at_most:g}x: nothing in an evaluation needs a backward pass.")
+        return check_that(
+            False, "", f"{summary}, and your outputs still carry a graph: evaluate under torch.inference_mode()."
+        )
+    return check_that(
+        ratio <= at_most,
+        summary + ".",
+        f"{summary}; aim for at most {at_most:g}x: nothing in an evaluation needs a backward pass.",
+    )

@@ -22,8 +22,12 @@ def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: in
     if not isinstance(indices, (list, tuple)) or not all(isinstance(i, int) for i in indices):
         return check_that(False, "", f"give a list of integers, got {indices!r}.")
     if len(indices) != len(expected):
-        return check_that(False, "", f"each of the {world_size} ranks gets ceil({dataset_size}/{world_size}) = "
-                                 f"{len(expected)} indices (the data is padded), you gave {len(indices)}.")
+        return check_that(
+            False,
+            "",
+            f"each of the {world_size} ranks gets ceil({dataset_size}/{world_size}) = "
+            f"{len(expected)} indices (the data is padded), you gave {len(indices)}.",
+        )
     return check_that(
         list(indices) == expected,
         f"rank {rank} of {world_size} gets {expected}.",
@@ -43,16 +47,24 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
     text = path.read_text()
     for call in ("init_process_group(", "destroy_process_group("):
         if call not in text:
-            return check_that(False, "", f"{path.name} never calls dist.{call}...): every process joins the group "
-                                     "after torchrun starts it, and leaves it before it exits.")
+            return check_that(
+                False,
+                "",
+                f"{path.name} never calls dist.{call}...): every process joins the group "
+                "after torchrun starts it, and leaves it before it exits.",
+            )
     out = path.with_name(f"{path.stem}_weights.pt")
     out.unlink(missing_ok=True)
     start = time.perf_counter()
     try:
         launch_torchrun(path, nproc, "--backend", "gloo", "--out", str(out), timeout=timeout, echo=False)
     except subprocess.TimeoutExpired:
-        return check_that(False, "", f"the job did not finish in {timeout} s: does every process reach the same "
-                                 "collectives (a barrier or all_reduce on one rank only waits forever)?")
+        return check_that(
+            False,
+            "",
+            f"the job did not finish in {timeout} s: does every process reach the same "
+            "collectives (a barrier or all_reduce on one rank only waits forever)?",
+        )
     except RuntimeError as err:
         # The first exception a process printed ("NameError: ...", or "[rank0]: NameError: ..." from newer torchrun).
         found = re.search(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_.]*(?:Error|Exception): .*)$", str(err), re.M)
@@ -62,7 +74,10 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
         return check_that(False, "", f"the job ran but wrote no {out.name}: keep train(info, args) as it is.")
     mine, expected = torch.load(out, weights_only=True), torch.load(reference_weights, weights_only=True)
     gap = max((mine[k] - v).abs().max().item() for k, v in expected.items())
-    return check_that(gap <= 1e-6, f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
-                               f"cg.ddp_setup's run (largest difference {gap:.1e}).",
-                  f"the weights differ from cg.ddp_setup's run by up to {gap:.1e}: compare your setup() with "
-                  "section 2's plain PyTorch, line by line.")
+    return check_that(
+        gap <= 1e-6,
+        f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
+        f"cg.ddp_setup's run (largest difference {gap:.1e}).",
+        f"the weights differ from cg.ddp_setup's run by up to {gap:.1e}: compare your setup() with "
+        "section 2's plain PyTorch, line by line.",
+    )

@@ -33,16 +33,31 @@ def check_timing(seconds: object, reference: object, name: str = "your time", fa
         return check_that(False, "", f"{name} should be a positive number of seconds, got {seconds!r}.")
     ratio = seconds / expected
     if ratio < 1 / factor:
-        return check_that(False, "", f"{name} = {seconds * 1e3:.3f} ms is {1 / ratio:.0f}x less than the work takes "
-                                 f"({expected * 1e3:.3f} ms): synchronize before reading the clock each time.")
+        return check_that(
+            False,
+            "",
+            f"{name} = {seconds * 1e3:.3f} ms is {1 / ratio:.0f}x less than the work takes "
+            f"({expected * 1e3:.3f} ms): synchronize before reading the clock each time.",
+        )
     if ratio > factor:
-        return check_that(False, "", f"{name} = {seconds * 1e3:.3f} ms is {ratio:.0f}x more than the work takes "
-                                 f"({expected * 1e3:.3f} ms): leave the first (warm-up) call out, report the median.")
+        return check_that(
+            False,
+            "",
+            f"{name} = {seconds * 1e3:.3f} ms is {ratio:.0f}x more than the work takes "
+            f"({expected * 1e3:.3f} ms): leave the first (warm-up) call out, report the median.",
+        )
     return check_that(True, f"{name} = {seconds * 1e3:.3f} ms, the helper says {expected * 1e3:.3f} ms.", "")
 
 
-def check_loader_speed(loader: object, baseline: object, device: str | torch.device, *, samples: int,
-                       at_least: float = 3.0, repeat: int = 3) -> CheckResult:
+def check_loader_speed(
+    loader: object,
+    baseline: object,
+    device: str | torch.device,
+    *,
+    samples: int,
+    at_least: float = 3.0,
+    repeat: int = 3,
+) -> CheckResult:
     """Measure ``loader`` against ``baseline`` on this runtime: both must deliver every one of ``samples`` samples
     per epoch, and ``loader`` at least ``at_least`` times as many samples per second (best of ``repeat`` each).
     Taught in lesson 05."""
@@ -57,10 +72,12 @@ def check_loader_speed(loader: object, baseline: object, device: str | torch.dev
     yours = max(measure_loader(loader, device) for _ in range(repeat))
     reference = max(measure_loader(baseline, device) for _ in range(repeat))
     gain = yours / reference
-    return check_that(gain >= at_least,
-                  f"{yours:,.0f} samples/s, {gain:.1f}x the default DataLoader's {reference:,.0f} on this runtime.",
-                  f"{yours:,.0f} samples/s is {gain:.1f}x the default DataLoader's {reference:,.0f}; aim for "
-                  f"{at_least:g}x: where does each batch's time go?")
+    return check_that(
+        gain >= at_least,
+        f"{yours:,.0f} samples/s, {gain:.1f}x the default DataLoader's {reference:,.0f} on this runtime.",
+        f"{yours:,.0f} samples/s is {gain:.1f}x the default DataLoader's {reference:,.0f}; aim for "
+        f"{at_least:g}x: where does each batch's time go?",
+    )
 
 
 def check_loader_settings(loader: object, device: str | torch.device) -> CheckResult:
@@ -77,14 +94,25 @@ def check_loader_settings(loader: object, device: str | torch.device) -> CheckRe
     if loader.num_workers > 0 and not loader.persistent_workers:
         return check_that(False, "", "set persistent_workers=True so workers are not re-created every epoch.")
     if loader.pin_memory != on_gpu:
-        hint = ("set pin_memory=True: pinned pages make .to(device, non_blocking=True) asynchronous."
-                if on_gpu else "pin_memory only helps when copying to a GPU; leave it off on the CPU.")
+        hint = (
+            "set pin_memory=True: pinned pages make .to(device, non_blocking=True) asynchronous."
+            if on_gpu
+            else "pin_memory only helps when copying to a GPU; leave it off on the CPU."
+        )
         return check_that(False, "", hint)
     return check_that(True, f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.", "")
 
 
-def check_prediction_speed(fast: object, slow: object, model: nn.Module, images: torch.Tensor,
-                           device: str | torch.device, *, at_least: float = 1.5, repeat: int = 3) -> CheckResult:
+def check_prediction_speed(
+    fast: object,
+    slow: object,
+    model: nn.Module,
+    images: torch.Tensor,
+    device: str | torch.device,
+    *,
+    at_least: float = 1.5,
+    repeat: int = 3,
+) -> CheckResult:
     """Check a learner's ``fast(model, images) -> predicted classes`` (lesson 04) against ``slow`` on this runtime:
     the same predictions (99% of them: a GPU may pick other convolution algorithms for another batch size) and
     at least ``at_least`` times faster, on medians of ``repeat`` interleaved runs."""
@@ -93,22 +121,31 @@ def check_prediction_speed(fast: object, slow: object, model: nn.Module, images:
     mine, reference = fast(model, images), slow(model, images)
     if not isinstance(mine, torch.Tensor) or mine.shape != reference.shape:
         shape = tuple(mine.shape) if isinstance(mine, torch.Tensor) else type(mine).__name__
-        return check_that(False, "", f"return one predicted class per image: shape {tuple(reference.shape)}, "
-                                     f"got {shape}.")
+        return check_that(
+            False, "", f"return one predicted class per image: shape {tuple(reference.shape)}, got {shape}."
+        )
     agree = (mine.cpu() == reference.cpu()).float().mean().item()
     if agree < 0.99:
-        return check_that(False, "", f"only {agree:.0%} of your predictions match: same model, eval mode, argmax "
-                                 "over the classes (dim=1).")
+        return check_that(
+            False,
+            "",
+            f"only {agree:.0%} of your predictions match: same model, eval mode, argmax over the classes (dim=1).",
+        )
 
     def timed(fn: object) -> object:
         return lambda: (fn(model, images), synchronize(device))
 
     medians = interleaved_medians({"fast": timed(fast), "slow": timed(slow)}, repeat)
     gain = medians["slow"] / medians["fast"]
-    summary = (f"{len(images)} images in {medians['fast'] * 1e3:.1f} ms instead of {medians['slow'] * 1e3:.1f} ms: "
-               f"{gain:.1f}x faster on {torch.device(device)}")
-    return check_that(gain >= at_least, summary + ".",
-                  f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.")
+    summary = (
+        f"{len(images)} images in {medians['fast'] * 1e3:.1f} ms instead of {medians['slow'] * 1e3:.1f} ms: "
+        f"{gain:.1f}x faster on {torch.device(device)}"
+    )
+    return check_that(
+        gain >= at_least,
+        summary + ".",
+        f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.",
+    )
 
 
 PHASES = ("data", "forward", "backward", "step")
@@ -127,21 +164,39 @@ def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
             message = str(err).splitlines()[0]
         else:  # before PyTorch 2.10 the profiler's assert has no message
             message = f"PyTorch says: {err}." if str(err) else "The profiler recorded no step (a bare AssertionError)."
-        return check_that(False, "", f"{message} Call prof.step() once per training step, with more steps than "
-                                     "the schedule's wait + warmup + active (and repeat=1).")
+        return check_that(
+            False,
+            "",
+            f"{message} Call prof.step() once per training step, with more steps than "
+            "the schedule's wait + warmup + active (and repeat=1).",
+        )
     missing = [phase for phase in PHASES if phase not in summary.shares]
     if missing:
-        return check_that(False, "", f"no time under {', '.join(map(repr, missing))}: wrap that part of the step "
-                                     "in `with record_function(...)`.")
+        return check_that(
+            False,
+            "",
+            f"no time under {', '.join(map(repr, missing))}: wrap that part of the step "
+            "in `with record_function(...)`.",
+        )
     covered = sum(summary.shares.values())
     shares = ", ".join(f"{label} {share:.0%}" for label, share in summary.shares.items())
-    return check_that(covered >= at_least, f"{summary.steps} steps of {summary.step_ms:.2f} ms: {shares}.",
-                      f"your labels cover {covered:.0%} of the step ({shares}); put the whole step, from "
-                      "fetching the batch to optimizer.step(), inside the four labels.")
+    return check_that(
+        covered >= at_least,
+        f"{summary.steps} steps of {summary.step_ms:.2f} ms: {shares}.",
+        f"your labels cover {covered:.0%} of the step ({shares}); put the whole step, from "
+        "fetching the batch to optimizer.step(), inside the four labels.",
+    )
 
 
-def check_bottleneck_fix(slow: object, fast: object, device: str | torch.device = "cpu", *, steps: int = 6,
-                         at_least: float = 2.0, repeat: int = 3) -> CheckResult:
+def check_bottleneck_fix(
+    slow: object,
+    fast: object,
+    device: str | torch.device = "cpu",
+    *,
+    steps: int = 6,
+    at_least: float = 2.0,
+    repeat: int = 3,
+) -> CheckResult:
     """Check lesson 10's fix of a loop: ``fast(steps)`` trains like ``slow(steps)``, returning one finite loss per
     step, and takes at most 1 / ``at_least`` of its time on this runtime (medians of ``repeat`` interleaved runs).
     Taught in lesson 10."""
@@ -160,13 +215,17 @@ def check_bottleneck_fix(slow: object, fast: object, device: str | torch.device 
     medians = interleaved_medians({"slow": timed(slow), "fast": timed(fast)}, repeat)
     gain = medians["slow"] / medians["fast"]
     timing = f"{steps} steps in {medians['fast'] * 1e3:.0f} ms instead of {medians['slow'] * 1e3:.0f} ms"
-    return check_that(gain >= at_least, f"{timing}: {gain:.1f}x faster on {torch.device(device)}.",
-                      f"{timing}: {gain:.1f}x, aim for {at_least:g}x. Fix the phase with the biggest share in your "
-                      "profile: the other suspects cost little next to it.")
+    return check_that(
+        gain >= at_least,
+        f"{timing}: {gain:.1f}x faster on {torch.device(device)}.",
+        f"{timing}: {gain:.1f}x, aim for {at_least:g}x. Fix the phase with the biggest share in your "
+        "profile: the other suspects cost little next to it.",
+    )
 
 
-def check_compiles_once(model: object, loader: object, device: str | torch.device = "cpu", *,
-                        dynamic: bool | None = None) -> CheckResult:
+def check_compiles_once(
+    model: object, loader: object, device: str | torch.device = "cpu", *, dynamic: bool | None = None
+) -> CheckResult:
     """Check that one epoch through ``torch.compile(model, dynamic=dynamic)`` captures exactly one graph (lesson 11):
     no graph break in ``model.forward`` and no recompilation for a batch of another size. Counted with
     `GraphCounter`, forward and backward, without Inductor: seconds on any runtime."""
@@ -186,17 +245,31 @@ def check_compiles_once(model: object, loader: object, device: str | torch.devic
     if not sizes:
         return check_that(False, "", "the loader gave no batch: is the data set empty?")
     if per_call > 1:
-        return check_that(False, "", f"forward breaks into {per_call} graphs: run torch._dynamo.explain(model)(inputs) "
-                                     "to see where, and make that code branch-free or move it out of forward (a print, "
-                                     ".item(), an if on a tensor's value).")
+        return check_that(
+            False,
+            "",
+            f"forward breaks into {per_call} graphs: run torch._dynamo.explain(model)(inputs) "
+            "to see where, and make that code branch-free or move it out of forward (a print, "
+            ".item(), an if on a tensor's value).",
+        )
     batch_sizes = sorted(set(sizes), reverse=True)
-    return check_that(counter.compiles == 1, f"{len(sizes)} batches, one graph captured once: no break, no recompile.",
-                      f"{counter.compiles} compilations for batches of {batch_sizes} samples: the last batch is "
-                      "smaller; use drop_last=True in the DataLoader, or compile with dynamic=True.")
+    return check_that(
+        counter.compiles == 1,
+        f"{len(sizes)} batches, one graph captured once: no break, no recompile.",
+        f"{counter.compiles} compilations for batches of {batch_sizes} samples: the last batch is "
+        "smaller; use drop_last=True in the DataLoader, or compile with dynamic=True.",
+    )
 
 
-def check_fast_loop(train: object, data, device: str | torch.device = "cpu", *, baseline=None,
-                    min_speedup: float = 2.0, accuracy_margin: float = 0.10) -> CheckResult:
+def check_fast_loop(
+    train: object,
+    data,
+    device: str | torch.device = "cpu",
+    *,
+    baseline=None,
+    min_speedup: float = 2.0,
+    accuracy_margin: float = 0.10,
+) -> CheckResult:
     """Check lesson 12's fast loop ``train(data, device, epochs)``, which trains a fresh model and returns it.
 
     A speedrun's clock: the whole call (moving the data, building the model, every epoch) takes at most
@@ -212,8 +285,9 @@ def check_fast_loop(train: object, data, device: str | torch.device = "cpu", *, 
 
     device = torch.device(device)
     if isinstance(train, nn.Module) or not callable(train):
-        return check_that(False, "", f"pass your function (train_fast, not train_fast(...)), got "
-                                     f"{type(train).__name__}.")
+        return check_that(
+            False, "", f"pass your function (train_fast, not train_fast(...)), got {type(train).__name__}."
+        )
     if baseline is None:
         baseline = run_rung(ladder(device)[0], data, device, epochs=ladder_size(device).epochs)
     epochs, rung0_s = len(baseline.epoch_seconds), sum(baseline.epoch_seconds)
@@ -229,21 +303,35 @@ def check_fast_loop(train: object, data, device: str | torch.device = "cpu", *, 
     if not isinstance(model, nn.Module):
         return check_that(False, "", f"return the trained model (an nn.Module), got {type(model).__name__}.")
     mean, std = data.normalization()
-    test = AugmentedDeviceLoader(data.test_images, data.test_labels, min(1024, len(data.test_images)),
-                                 device=device, mean=mean, std=std, augment=False, channels_last=False)
+    test = AugmentedDeviceLoader(
+        data.test_images,
+        data.test_labels,
+        min(1024, len(data.test_images)),
+        device=device,
+        mean=mean,
+        std=std,
+        augment=False,
+        channels_last=False,
+    )
     try:
         accuracy = evaluate(model, test, device).accuracy
     except Exception as err:  # a model left on another device, or one that expects other inputs
         return check_that(False, "", f"evaluating the model you returned raised {type(err).__name__}: {err}")
     speedup = rung0_s / seconds
     if speedup < min_speedup:
-        return check_that(False, "", f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s: {speedup:.1f}x, "
-                                     f"aim for {min_speedup:.0f}x. Which rung's change is missing? The data on the "
-                                     "device, no .item() per step, a large batch with its schedule, the speed net: "
-                                     "section 4 shows each as a diff.")
-    return check_that(accuracy >= baseline.test_acc - accuracy_margin,
-                      f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s ({speedup:.1f}x), test "
-                      f"accuracy {accuracy:.1%} vs rung 0's {baseline.test_acc:.1%}, on {device}.",
-                      f"{speedup:.1f}x faster, but {accuracy:.1%} test accuracy vs rung 0's {baseline.test_acc:.1%}: "
-                      f"train all {epochs} epochs on every image, normalize with data.normalization(), and keep the "
-                      "learning rate and schedule of the rung you copied (rung 6: 0.05, one-cycle per batch).")
+        return check_that(
+            False,
+            "",
+            f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s: {speedup:.1f}x, "
+            f"aim for {min_speedup:.0f}x. Which rung's change is missing? The data on the "
+            "device, no .item() per step, a large batch with its schedule, the speed net: "
+            "section 4 shows each as a diff.",
+        )
+    return check_that(
+        accuracy >= baseline.test_acc - accuracy_margin,
+        f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s ({speedup:.1f}x), test "
+        f"accuracy {accuracy:.1%} vs rung 0's {baseline.test_acc:.1%}, on {device}.",
+        f"{speedup:.1f}x faster, but {accuracy:.1%} test accuracy vs rung 0's {baseline.test_acc:.1%}: "
+        f"train all {epochs} epochs on every image, normalize with data.normalization(), and keep the "
+        "learning rate and schedule of the rung you copied (rung 6: 0.05, one-cycle per batch).",
+    )

@@ -26,8 +26,9 @@ def check_precision_rule(rule: object) -> CheckResult:
     Taught in lesson 06.
     """
     if not callable(rule):
-        return check_that(False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' "
-                                     "or 'fp32'.")
+        return check_that(
+            False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' or 'fp32'."
+        )
     cases = _precision_cases()
     for gpu, ((major, minor), expected) in cases.items():
         try:
@@ -35,8 +36,9 @@ def check_precision_rule(rule: object) -> CheckResult:
         except Exception as err:  # a learner's bug: show it as a hint, do not crash the notebook
             return check_that(False, "", f"precision_for({major}, {minor}) raised {type(err).__name__}: {err}")
         if answer != expected:
-            return check_that(False, "", f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected "
-                                     f"{expected!r}.")
+            return check_that(
+                False, "", f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected {expected!r}."
+            )
     return check_that(True, f"right for all {len(cases)} GPUs ({', '.join(cases)}).", "")
 
 
@@ -50,13 +52,18 @@ def _fresh_copy(model: nn.Module, device: str | torch.device) -> nn.Module:
 
 
 META_HINTS = (
-    (("not on the expected device", "same device"), "move each batch to `device` inside the loop: on a GPU "
-                                                    "runtime the model's weights are there, the loader's batches "
-                                                    "are not."),
-    (("item() cannot be called", "Cannot copy out of meta", "no data", "__format__"),
-     "the loop reads a value (.item(), float(), .cpu(), a format): each read makes the CPU wait for the GPU. "
-     "Keep the losses as tensors on the device (loss.detach()) and return torch.stack(losses): the caller "
-     "reads them once."),
+    (
+        ("not on the expected device", "same device"),
+        "move each batch to `device` inside the loop: on a GPU "
+        "runtime the model's weights are there, the loader's batches "
+        "are not.",
+    ),
+    (
+        ("item() cannot be called", "Cannot copy out of meta", "no data", "__format__"),
+        "the loop reads a value (.item(), float(), .cpu(), a format): each read makes the CPU wait for the GPU. "
+        "Keep the losses as tensors on the device (loss.detach()) and return torch.stack(losses): the caller "
+        "reads them once.",
+    ),
 )
 
 
@@ -72,9 +79,11 @@ def _meta_dry_run(train_epoch_fn: object, model: nn.Module, batches: list) -> st
         hint = next((h for keys, h in META_HINTS if any(k in str(err) for k in keys)), None)
         return hint or f"the loop raised {type(err).__name__}: {str(err).splitlines()[0]}"
     if not isinstance(losses, torch.Tensor) or losses.shape != (len(batches),):
-        return (f"return the batch losses as one tensor with one loss per batch (torch.stack(losses)); for "
-                f"{len(batches)} batches you returned {type(losses).__name__}"
-                f"{'' if not isinstance(losses, torch.Tensor) else ' of shape ' + str(tuple(losses.shape))}.")
+        return (
+            f"return the batch losses as one tensor with one loss per batch (torch.stack(losses)); for "
+            f"{len(batches)} batches you returned {type(losses).__name__}"
+            f"{'' if not isinstance(losses, torch.Tensor) else ' of shape ' + str(tuple(losses.shape))}."
+        )
     return None
 
 
@@ -89,15 +98,18 @@ def _grads_accumulate(train_epoch_fn: object, model: nn.Module, batches: list, d
     model.zero_grad(set_to_none=True)
     inputs, labels = (t.to(device) for t in batches[-1])
     nn.functional.cross_entropy(model(inputs), labels).backward()
-    return not all(g is not None and torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6)
-                   for g, p in zip(left, model.parameters(), strict=True))
+    return not all(
+        g is not None and torch.allclose(g, p.grad, rtol=1e-3, atol=1e-6)
+        for g, p in zip(left, model.parameters(), strict=True)
+    )
 
 
 TIMED_BATCHES = 50  # check_train_loop times this many batches, three times each way
 
 
-def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, device: str | torch.device, *,
-                     factor: float = 3.0) -> CheckResult:
+def check_train_loop(
+    train_epoch_fn: object, model: nn.Module, loader: object, device: str | torch.device, *, factor: float = 3.0
+) -> CheckResult:
     """Check a learner's ``train_epoch_fn(model, loader, optimizer, device) -> losses`` (lesson 03).
 
     First on the ``meta`` device (shapes, no data): batches must be moved to ``device``, no value read per step, one
@@ -113,37 +125,62 @@ def check_train_loop(train_epoch_fn: object, model: nn.Module, loader: object, d
     if hint:
         return check_that(False, "", hint)
     if _grads_accumulate(train_epoch_fn, model, batches, device):
-        return check_that(False, "", "the gradients add up over the steps: call optimizer.zero_grad() before "
-                                 "loss.backward() in every step.")
+        return check_that(
+            False,
+            "",
+            "the gradients add up over the steps: call optimizer.zero_grad() before loss.backward() in every step.",
+        )
     torch.manual_seed(0)
     yours = _fresh_copy(model, device)
     your_optimizer = torch.optim.Adam(yours.parameters(), lr=1e-3)
     losses = train_epoch_fn(yours, loader, your_optimizer, device).cpu()  # the first epoch: does it learn?
     first, last = losses[0].item(), losses[-5:].mean().item()
     if not last < first:
-        return check_that(False, "", f"the loss did not fall ({first:.3f} -> {last:.3f} in {len(losses)} steps). "
-                                     "Is optimizer.step() called every step?")
+        return check_that(
+            False,
+            "",
+            f"the loss did not fall ({first:.3f} -> {last:.3f} in {len(losses)} steps). "
+            "Is optimizer.step() called every step?",
+        )
     helper = _fresh_copy(model, device)
     helper_optimizer = torch.optim.Adam(helper.parameters(), lr=1e-3)
     timed = list(itertools.islice(loader, TIMED_BATCHES))  # the same batches for both, no loader in the timing
     train_epoch(helper, timed, helper_optimizer, device, progress=False)  # both warm now
-    seconds = interleaved_medians({  # .cpu() and train_epoch's one read wait for the GPU
-        "yours": lambda: train_epoch_fn(yours, timed, your_optimizer, device).cpu(),
-        "helper": lambda: train_epoch(helper, timed, helper_optimizer, device, progress=False)}, repeat=3)
-    summary = (f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps; {len(timed)} steps took "
-               f"{seconds['yours']:.3f} s, cg.train_epoch {seconds['helper']:.3f} s on {device} (medians of 3).")
-    return check_that(seconds["yours"] <= factor * seconds["helper"], summary,
-                      f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?")
+    seconds = interleaved_medians(
+        {  # .cpu() and train_epoch's one read wait for the GPU
+            "yours": lambda: train_epoch_fn(yours, timed, your_optimizer, device).cpu(),
+            "helper": lambda: train_epoch(helper, timed, helper_optimizer, device, progress=False),
+        },
+        repeat=3,
+    )
+    summary = (
+        f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps; {len(timed)} steps took "
+        f"{seconds['yours']:.3f} s, cg.train_epoch {seconds['helper']:.3f} s on {device} (medians of 3)."
+    )
+    return check_that(
+        seconds["yours"] <= factor * seconds["helper"],
+        summary,
+        f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?",
+    )
 
 
-def _amp_step_reference(model: nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
-                        optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, max_norm: float) -> None:
+def _amp_step_reference(
+    model: nn.Module,
+    inputs: torch.Tensor,
+    labels: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    max_norm: float,
+) -> None:
     train_step(model, inputs, labels, optimizer, autocast_dtype=torch.float16, scaler=scaler, max_norm=max_norm)
 
 
-AMP_HINTS = ((("already been called", "after step()"),
-              "call scaler.update() at the end of every step: it resets the scaler for the next one (and adapts "
-              "the scale)."),)
+AMP_HINTS = (
+    (
+        ("already been called", "after step()"),
+        "call scaler.update() at the end of every step: it resets the scaler for the next one (and adapts the scale).",
+    ),
+)
 
 
 def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, max_norm: float = 0.1) -> CheckResult:
@@ -167,16 +204,25 @@ def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, 
         except RuntimeError as err:
             hint = next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
             return check_that(False, "", hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
-        moved[name] = torch.cat([(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(),
-                                                                   strict=True)]).detach()
+        moved[name] = torch.cat(
+            [(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(), strict=True)]
+        ).detach()
     change = moved["yours"].norm().item() / moved["right"].norm().item()
     difference = (moved["yours"] - moved["right"]).norm().item() / moved["right"].norm().item()
     summary = f"after {steps} steps your weights moved {change:.2f}x as far as the right step's on {device}"
     if change < 0.1:
-        return check_that(False, "", f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
-                                 "max_norm? Call scaler.unscale_(optimizer) before clipping.")
+        return check_that(
+            False,
+            "",
+            f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
+            "max_norm? Call scaler.unscale_(optimizer) before clipping.",
+        )
     if change > 1.5:
-        return check_that(False, "", f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step "
-                                 "exceeds max_norm.")
-    return check_that(difference < 0.05, f"{summary}, {difference:.1e} apart.",
-                  f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.")
+        return check_that(
+            False, "", f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step exceeds max_norm."
+        )
+    return check_that(
+        difference < 0.05,
+        f"{summary}, {difference:.1e} apart.",
+        f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.",
+    )
