@@ -1,10 +1,10 @@
 # Two commands do all the set-up on a fresh machine with python3 and make:
 #   make course   run every lesson on the best device here, write build/ (the main job)
-#   make test     lint, unit tests, notebook hygiene tests, nbval over every notebook
+#   make test     lint, the package's unit tests, the tooling's tests (notebook hygiene included), nbval over every notebook
 # Both create .venv from requirements.txt on first use.
 # USE_SYSTEM_PYTHON=1 skips .venv and uses $(PYTHON) as it is (a GPU runner's preinstalled image).
 # REQUIRE_CUDA=1 makes "no GPU" a failure everywhere.
-# make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 runs `make unit` and `make nbval` against another torch
+# make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 runs `make unit`, `make tooling` and `make nbval` against another torch
 # (scripts/test_compat.sh): in its own venv .venv-compat/torch-$(TORCH), built once and reused, it installs
 # torch and torchvision first, then requirements.txt without their pins, then colab_gpu WITH its
 # dependencies, fails if that changed torch or torchvision, and prints one summary line (also in
@@ -35,7 +35,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 
-.PHONY: test course lint unit nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
+.PHONY: test course lint unit tooling nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
 	release test-wheel
 
 # --no-compile: Python compiles (and caches, see above) what it imports on first use; compiling all of torch up
@@ -48,7 +48,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	@$(VENV)/bin/python -m pip install -qq --disable-pip-version-check --no-compile --no-deps -e .
 	@touch $@
 
-test: lint unit nbval
+test: lint unit tooling nbval
 
 # ruff format owns the layout of the package, the tests and the tooling (pinned ruff: its layout changes between
 # releases). The lessons are checked, not formatted: they are laid out for reading in a notebook cell, and their
@@ -60,12 +60,19 @@ lint: $(ENV_READY)
 	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 
-# The unit tests run in UNIT_WORKERS processes (pytest-xdist) where it is installed: many of them wait on child
-# processes (pip, torchrun, a fresh Python), so two workers on two cores take about half the time.
+# Two suites, so that a maintainer of one does not wait on the other: `unit` tests the package (tests/, the fake-GPU
+# fixtures in tests/conftest.py), `tooling` the course's tooling under scripts/ and what it makes (tests/tooling/:
+# notebooks as committed, student versions, site, workshop kit, releases, wheel, GPU CI). Both run in UNIT_WORKERS
+# processes (pytest-xdist) where it is installed: many tests wait on child processes (pip, torchrun, a fresh
+# Python), so two workers on two cores take about half the time.
 UNIT_WORKERS ?= 2
+XDIST = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(UNIT_WORKERS)")
 unit: $(ENV_READY)
+	$(PY) -m pytest tests --ignore=tests/tooling $(XDIST) $(call junit,unit)
+
+tooling: $(ENV_READY)
 	@bash scripts/ensure_browser.sh
-	$(PY) -m pytest tests $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(UNIT_WORKERS)") $(call junit,unit)
+	$(PY) -m pytest tests/tooling $(XDIST) $(call junit,tooling)
 
 # Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb: their shared cells once, then
 # the student version's rest, then the lesson's (scripts/nbval_pairs.py says why and how). Where xdist is installed

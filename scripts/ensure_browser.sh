@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chromium and chromedriver for tests/test_site.py (the course site in a real headless browser).
+# Chromium and chromedriver for tests/tooling/test_site.py (the course site in a real headless browser).
 # Installs Debian's packages when run as root (CI, containers); otherwise says how, and the test skips.
 set -u
 if command -v chromedriver >/dev/null && { command -v chromium >/dev/null || command -v google-chrome >/dev/null; }; then
@@ -10,9 +10,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; then
     exit 0
   fi
-  echo "WARNING: apt-get could not install chromium: tests/test_site.py will be skipped"
+  echo "WARNING: apt-get could not install chromium: tests/tooling/test_site.py will be skipped"
 else
-  echo "NOTE: no chromium/chromedriver and not root: tests/test_site.py will be skipped" \
+  echo "NOTE: no chromium/chromedriver and not root: tests/tooling/test_site.py will be skipped" \
        "(install them with: sudo apt-get install chromium chromium-driver)"
 fi
 exit 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 [UNCAPPED=1] [PYTHON=python3.12]`:
-# the unit tests and nbval, exactly as `make unit` and `make nbval` run them, against another torch.
+# the unit tests, the tooling's tests and nbval, exactly as `make unit`, `make tooling` and `make nbval` run them,
+# against another torch.
 #
 # Builds (once) its own venv .venv-compat/torch-$TORCH, installing the way a learner's runtime gets it:
 #   1. torch==$TORCH torchvision==$TORCHVISION first (Colab's and Kaggle's images come with them),
@@ -18,7 +19,7 @@ PYTHON=${PYTHON:-python3}
 MAKE=${MAKE:-make}
 cd "$(dirname "$0")/.." || exit 1
 # The Makefile puts the checkout on PYTHONPATH; pip would then take its colab_gpu.egg-info for an installed
-# colab_gpu. `make unit` and `make nbval` below set it again.
+# colab_gpu. `make unit`, `make tooling` and `make nbval` below set it again.
 unset PYTHONPATH
 VENV=.venv-compat/torch-$TORCH
 PY=$PWD/$VENV/bin/python
@@ -65,7 +66,7 @@ else
   trap 'rm -f "$rest"' EXIT
   grep -viE '^[[:space:]]*(torch|torchvision)[[:space:]]*([=<>!~;[]|$)' requirements.txt >"$rest"
   echo >>"$rest"
-  # pyproject's build requirements (setuptools), so tests/test_install.py can build colab_gpu's metadata
+  # pyproject's build requirements (setuptools), so tests/tooling/test_install.py can build colab_gpu's metadata
   # offline, without build isolation, as it can in .venv (there torch brings a recent setuptools).
   "$PY" -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))' \
     >>"$rest" || echo "test-compat: no tomllib in Python $want_python: build requirements not installed"
@@ -94,11 +95,13 @@ installed=$(date +%s)
 rm -rf "$OUTDIR" && mkdir -p "$OUTDIR"
 "$MAKE" --no-print-directory unit PY="$PY" ENV_READY= JUNIT_DIR="$OUTDIR"
 unit_rc=$?
+"$MAKE" --no-print-directory tooling PY="$PY" ENV_READY= JUNIT_DIR="$OUTDIR"
+tooling_rc=$?
 "$MAKE" --no-print-directory nbval PY="$PY" ENV_READY= JUNIT_DIR="$OUTDIR"
 nbval_rc=$?
 
 end=$(date +%s)
-summary=$("$PY" - "$OUTDIR" "$unit_rc" "$nbval_rc" "$((installed - start))" "$((end - installed))" <<'EOF'
+summary=$("$PY" - "$OUTDIR" "$unit_rc" "$tooling_rc" "$nbval_rc" "$((installed - start))" "$((end - installed))" <<'EOF'
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -106,7 +109,7 @@ from pathlib import Path
 import torch
 import torchvision
 
-outdir, unit_rc, nbval_rc, install_s, test_s = sys.argv[1:]
+outdir, unit_rc, tooling_rc, nbval_rc, install_s, test_s = sys.argv[1:]
 
 
 def counts(name: str, rc: str) -> str:
@@ -123,8 +126,8 @@ def counts(name: str, rc: str) -> str:
 
 python = ".".join(map(str, sys.version_info[:3]))
 print(f"torch {torch.__version__} / torchvision {torchvision.__version__} on Python {python}: "
-      f"{counts('unit', unit_rc)}, {counts('nbval', nbval_rc)}; install {install_s} s, tests {test_s} s")
+      f"{counts('unit', unit_rc)}, {counts('tooling', tooling_rc)}, {counts('nbval', nbval_rc)}; install {install_s} s, tests {test_s} s")
 EOF
 )
 echo "$summary" | tee "$OUTDIR/summary.txt"
-[ "$unit_rc" = 0 ] && [ "$nbval_rc" = 0 ]
+[ "$unit_rc" = 0 ] && [ "$tooling_rc" = 0 ] && [ "$nbval_rc" = 0 ]

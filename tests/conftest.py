@@ -101,7 +101,7 @@ def fake_gpus(monkeypatch):
     return install
 
 
-# A GPU run and a course to import it into: tests/test_gpu_kaggle.py and tests/test_import_gpu_run.py.
+# A GPU run and a course to import it into: tests/tooling/test_gpu_kaggle.py and tests/tooling/test_import_gpu_run.py.
 GPU_RUN_LESSON = "01_enable_gpu_runtime"
 
 

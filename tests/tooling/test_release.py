@@ -19,10 +19,9 @@ import wheel_check
 from nbtools import SETUP_RE, STUDENT, course_config, lesson_sources, read_version
 
 import colab_gpu
+from tests.conftest import requires_source
 
-from .conftest import requires_source
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_api_listing_is_the_public_api_of_this_version():

@@ -12,7 +12,7 @@ from nbtools import ROOT
 
 from tests.conftest import GPU_RUN_LESSON as LESSON
 
-FAKE = Path(__file__).parent / "fake_kaggle"
+FAKE = Path(__file__).resolve().parents[1] / "fake_kaggle"
 SHA = "1234567abcdef0123456789abcdef0123456789a"
 
 

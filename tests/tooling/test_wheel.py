@@ -11,7 +11,7 @@ from __future__ import annotations
 import wheel_check
 from nbtools import course_config
 
-from .conftest import requires_source
+from tests.conftest import requires_source
 
 
 @requires_source

@@ -7,7 +7,7 @@ import jupytext
 import pytest
 from nbtools import lesson_sources
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT / "docs" / "workshop.md"
 
 

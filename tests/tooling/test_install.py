@@ -25,9 +25,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from .conftest import requires_source
+from tests.conftest import requires_source
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOWER_BOUNDS = {">=", ">"}
 
 
