@@ -5,10 +5,11 @@ Nothing here decides anything at import time: every function takes its device ex
 Every public helper's docstring names the lesson that teaches it. Where each lesson's helpers live:
 
 - 01 runtime: ``device`` (get_device), ``runtime`` (the doctor's report), ``capability`` (every hardware rule);
-- 02 tensors on the device: ``timing`` (benchmark and every timer), ``feeding.copy_bandwidth``, ``plots``;
-- 03 MLP: ``data``, ``models``, ``train`` (fit, train_epoch), ``history``, ``checkpoint`` (disconnects);
-- 04 CNN: ``timing`` (a conv step in a fresh process); ``bench`` lists the course's experiments and targets
-  (``bench_output`` writes them);
+- 02 tensors on the device: ``timing`` (benchmark, speedup: the measuring primitives), ``feeding.copy_bandwidth``,
+  ``plots``;
+- 03 MLP: ``data``, ``models``, ``train`` (fit, train_epoch), ``history``, ``checkpoint`` (disconnects),
+  ``workloads.time_train_epoch``;
+- 04 CNN: ``workloads`` (a training step timed, a conv step in a fresh process);
 - 05 feeding: ``feeding`` (workers, pinned memory, DeviceLoader, and the bench's loader experiments);
 - 06 mixed precision: ``precision`` (from ``capability``'s rule), ``workloads`` (the AMP experiment's models);
 - 07 memory: ``memory``, ``activations`` (what autograd keeps, on any device);
@@ -21,7 +22,7 @@ Every public helper's docstring names the lesson that teaches it. Where each les
   ``augment`` (crops and flips per image on the CPU or per batch on the device);
 - 13 your own data: ``own_data`` (an archive copied to local disk, an image folder split, JPEG decoding),
   ``data.write_image_folder`` (stand-in photos),
-  ``finetune`` (pretrained weights or a stated fallback, the transforms, the bench's fine-tuning epoch);
+  ``finetune`` (pretrained weights or a stated fallback, the transforms);
 - every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
   are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
 
@@ -29,7 +30,7 @@ Names keep one meaning: a *report* is a dict of facts about this runtime (``runt
 ``print_*``/``format_*`` show one, and ``check_that`` is the verdict every self-check ends with.
 """
 
-from . import atlas, bench, finetune, own_data, speedrun_ladder, workloads
+from . import atlas, finetune, own_data, speedrun_ladder, workloads
 from .activations import ActivationMemory, measure_activations
 from .atlas import AtlasEntry
 from .augment import random_crop
@@ -155,17 +156,9 @@ from .runtime import (
     runtime_report,
 )
 from .speedrun_ladder import run_ladder, speedrun
-from .timing import (
-    BenchResult,
-    ConvStepTiming,
-    benchmark,
-    format_seconds,
-    speedup,
-    time_conv_step_fresh,
-    time_train_epoch,
-    time_train_step,
-)
+from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import evaluate, fit, predict, require_model_on_device, train_epoch, train_step
+from .workloads import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
 
 __version__ = "0.24.0"
 
@@ -201,7 +194,6 @@ __all__ = [
     "atomic_save",
     "available_devices",
     "bar_seconds",
-    "bench",
     "benchmark",
     "check_amp_step",
     "check_bottleneck_fix",

@@ -29,7 +29,7 @@ def doctor(as_json: bool = False) -> int:
 def bench(device_name: str | None, only: list[str] | None, out: str) -> int:
     """Run the benchmarks on the chosen device and write their results under ``out``."""
     from .bench import run_benchmarks
-    from .bench_output import write_results
+    from .bench.output import write_results
 
     device = get_device(device_name)
     rows = run_benchmarks(device, only)

@@ -22,7 +22,8 @@ from .capability import worker_rule
 from .device import Batch, synchronize
 from .models import mlp
 from .runtime import cpu_count
-from .timing import BenchResult, time_train_epoch
+from .timing import BenchResult, benchmark
+from .workloads import time_train_epoch
 
 
 @dataclass(frozen=True)
@@ -266,8 +267,6 @@ def copy_bandwidth(megabytes: int, device: str | torch.device, *, pinned: bool, 
 
     Taught in lesson 02.
     """
-    from .timing import benchmark
-
     device = torch.device(device)
     if device.type != "cuda":
         raise ValueError(f"copy_bandwidth measures host-to-GPU copies; {device} is not a GPU.")

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from importlib import resources
 
+from .timing import format_seconds
+
 
 def bar_seconds(times: Mapping[str, float], title: str, *, ylabel: str = "seconds (median)", log: bool = False):
     """Draw one bar per label (e.g. ``{"CPU": 0.12, "cuda:0": 0.004}``) and return the figure.
@@ -37,8 +39,6 @@ def bar_seconds(times: Mapping[str, float], title: str, *, ylabel: str = "second
 
 
 def _short(seconds: float) -> str:
-    from .timing import format_seconds
-
     return format_seconds(seconds)
 
 

@@ -21,9 +21,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from .augment import AugmentedDeviceLoader, CpuAugmentedImages, FlipAveraged
-from .bench_rows import Row
 from .compiling import compile_support
-from .data import ImageData, load_digits
+from .data import ImageData
 from .device import synchronize
 from .feeding import suggest_num_workers
 from .models import small_cnn, speed_net
@@ -368,30 +367,3 @@ def speedrun(
             f"({result.seconds_per_epoch:.2f} s/epoch), test accuracy {result.test_acc:.1%}"
         )
     return result
-
-
-def ladder_row(device: str | torch.device) -> Row:
-    """The bench's row: seconds per epoch of rung 0 and of the last rung, side by side, on CIFAR-10-shaped data.
-
-    Offline (the bench downloads nothing) the data are scikit-learn's digits at 3x32x32, repeated to CIFAR-10's
-    50,000 training images on a GPU: the speed is CIFAR-10's, accuracy is not measured here.
-    """
-    device = torch.device(device)
-    size, rungs = ladder_size(device), ladder(device)
-    data = cifar_sized(load_digits(32, 3), size.train_images)
-    first, last = (run_rung(rung, data, device, epochs=3, width=size.width) for rung in (rungs[0], rungs[-1]))
-    return Row(
-        "speedrun",
-        "speedrun ladder: last rung vs the seeds' loop (seconds per epoch)",
-        str(device),
-        "ok",
-        round(first.seconds_per_epoch / last.seconds_per_epoch, 2),
-        "x",
-        {
-            "rung0_s": first.seconds_per_epoch,
-            "last_s": last.seconds_per_epoch,
-            "images": first.images,
-            "last_rung": rungs[-1].name,
-            "skipped_here": [r.number for r in rungs if r.skip],
-        },
-    )

@@ -39,7 +39,7 @@ from nbtools import (
 
 from colab_gpu.bench import Target
 
-# The course's own target (the GPU suite's report checks it; bench.py holds the experiments' targets).
+# The course's own target (the GPU suite's report checks it; colab_gpu/bench/ holds the experiments' targets).
 COURSE_TARGET = Target(
     "the whole `make course` under 5 minutes (seconds)",
     at_most=300,

@@ -153,7 +153,7 @@ def write_report(
             for name, (code, seconds) in steps.items()
         ],
         "",
-        "## Targets (colab_gpu/bench.py and scripts/course.py)",
+        "## Targets (colab_gpu/bench/ and scripts/course.py)",
         "",
         "| target | measured | met | why |",
         "|---|---:|---|---|",

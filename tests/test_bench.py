@@ -5,33 +5,34 @@ import torch
 
 import colab_gpu as cg
 from colab_gpu import bench, workloads
+from colab_gpu.bench import experiments
 from colab_gpu.cli import main
 
 CPU = torch.device("cpu")
 
 
 def test_fit_vs_hand_loop_measures_both_on_the_same_work():
-    row = bench.fit_vs_hand_loop(CPU, samples=512, epochs=2)
+    row = experiments.fit_vs_hand_loop(CPU, samples=512, epochs=2)
     assert row.key == "fit" and row.status == "ok" and row.ratio > 0
     assert row.details["fit_s"] > 0 and row.details["hand_loop_s"] > 0 and row.details["samples"] == 512
     assert "per epoch vs the hand loop" in row.note
 
 
 def test_gpu_rows_are_skipped_on_cpu_with_the_reason():
-    rows = bench.cpu_vs_gpu_rows(CPU) + bench.amp_rows(CPU) + [bench.host_to_device(CPU)]
+    rows = experiments.cpu_vs_gpu_rows(CPU) + experiments.amp_rows(CPU) + [experiments.host_to_device(CPU)]
     assert [r.key for r in rows] == ["mlp_cpu_gpu", "cnn_cpu_gpu", "amp", "amp_peak", "h2d"]
     assert all(r.status == "skipped" and "needs a CUDA GPU" in r.note and r.ratio is None for r in rows)
 
 
 def test_matmul_rows_on_cpu(monkeypatch):
-    monkeypatch.setattr(bench, "matmul_tflops", lambda n, dtype, device, repeat=10: n / 1000)
-    rows = bench.matmul_rows(CPU)
+    monkeypatch.setattr(experiments, "matmul_tflops", lambda n, dtype, device, repeat=10: n / 1000)
+    rows = experiments.matmul_rows(CPU)
     assert rows[0].key == "matmul_fp32" and rows[0].ratio == 1.024 and rows[0].status == "ok"
     assert [r.status for r in rows[1:]] == ["skipped", "skipped"]
 
 
 def test_matmul_tflops_is_measured():
-    assert bench.matmul_tflops(64, torch.float32, CPU, repeat=2) > 0
+    assert cg.timing.matmul_tflops(64, torch.float32, CPU, repeat=2) > 0
 
 
 def test_time_train_step_on_cpu():
@@ -52,15 +53,15 @@ def test_conv_step_is_timed_in_a_fresh_process_with_the_asked_settings():
 def test_conv_step_child_applies_layout_and_flag(monkeypatch):
     # The child's body, run here: cuDNN flag set, model and inputs in channels_last.
     seen = {}
-    real_step = cg.train.train_step
+    real_step = workloads.train_step
 
     def spy(model, inputs, labels, optimizer, **kwargs):
         seen.update(flag=torch.backends.cudnn.benchmark, last=inputs.is_contiguous(memory_format=torch.channels_last))
         return real_step(model, inputs, labels, optimizer, **kwargs)
 
-    monkeypatch.setattr("colab_gpu.train.train_step", spy)  # the child imports it when it runs
+    monkeypatch.setattr(workloads, "train_step", spy)
     with cg.restored_backend_settings():
-        first, times = cg.timing._conv_step_child("cpu", 4, (2, 3, 16, 16), 10, True, True, 2)
+        first, times = workloads._conv_step_child("cpu", 4, (2, 3, 16, 16), 10, True, True, 2)
     assert seen == {"flag": True, "last": True} and first > 0 and len(times) == 2
 
 
@@ -105,11 +106,11 @@ def test_lessons_and_bench_share_the_experiment_functions():
 
 
 def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
-    monkeypatch.setattr(bench, "cpu_count", lambda: 1)
-    row = bench.workers_sweep(CPU, images=256)
+    monkeypatch.setattr(experiments, "cpu_count", lambda: 1)
+    row = experiments.workers_sweep(CPU, images=256)
     assert row.key == "workers" and set(row.details["samples_per_s"]) == {0, 1, 2}
-    monkeypatch.setattr(bench, "fake_image_data", lambda n, shape: cg.fake_image_data(512, shape))
-    row = bench.resident_vs_dataloader(CPU)
+    monkeypatch.setattr(experiments, "fake_image_data", lambda n, shape: cg.fake_image_data(512, shape))
+    row = experiments.resident_vs_dataloader(CPU)
     assert row.status == "ok" and row.ratio > 0 and row.details["dataloader_s"] > 0
 
 
@@ -143,7 +144,7 @@ def test_cli_bench_bad_input_is_a_clear_error(tmp_path, capsys):
 @pytest.mark.gpu
 def test_gpu_rows_measure_on_a_real_gpu():
     device = cg.get_device("cuda")
-    rows = bench.cpu_vs_gpu_rows(device) + [bench.host_to_device(device)]
+    rows = experiments.cpu_vs_gpu_rows(device) + [experiments.host_to_device(device)]
     assert all(r.status == "ok" and r.ratio > 0 for r in rows)
 
 

@@ -10,7 +10,8 @@ from torch._inductor import config as inductor_config
 from torch.utils.data import DataLoader, TensorDataset
 
 import colab_gpu as cg
-from colab_gpu import bench, compiling, workloads
+from colab_gpu import compiling, workloads
+from colab_gpu.bench import experiments
 from colab_gpu.capability import GpuCapability
 
 CPU = torch.device("cpu")
@@ -175,12 +176,12 @@ def test_compiled_step_times_the_first_call_apart_from_the_steps():
 
 
 def test_compile_rows_on_cpu(monkeypatch):
-    monkeypatch.setattr(bench, "MLP_STEP", workloads.TINY_STEP)  # a small model: the row's logic, not its figure
-    rows = bench.compile_rows(CPU)
+    monkeypatch.setattr(experiments, "MLP_STEP", workloads.TINY_STEP)  # a small model: the row's logic, not its figure
+    rows = experiments.compile_rows(CPU)
     assert [(r.key, r.status) for r in rows] == [("compile", "ok"), ("compile_graphs", "skipped")]
     assert rows[0].ratio > 0 and rows[0].details["first_call_s"] > 0 and "CUDA graphs" in rows[1].note
     with inductor_config.patch(NO_COMPILER):
-        rows = bench.compile_rows(CPU)
+        rows = experiments.compile_rows(CPU)
     assert all(r.status == "skipped" and "no C++ compiler" in r.note for r in rows)
 
 
@@ -210,7 +211,7 @@ def test_on_a_gpu_compile_and_reduce_overhead_train_and_the_rows_are_measured():
     for mode in ("default", "reduce-overhead"):
         timed = workloads.time_compiled_step(workloads.TINY_STEP, device, mode)
         assert timed.first_call_s > timed.step.median > 0 and timed.peak_mib is not None
-    rows = bench.compile_rows(device)
+    rows = experiments.compile_rows(device)
     assert [(r.key, r.status) for r in rows] == [("compile", "ok"), ("compile_graphs", "ok")]
     torch.manual_seed(0)
     model = Clean().to(device)

@@ -17,7 +17,8 @@ from torch import nn
 from torchvision.transforms.v2.functional import pil_to_tensor
 
 import colab_gpu as cg
-from colab_gpu import finetune, own_data
+from colab_gpu import bench, own_data
+from colab_gpu.bench import pipelines
 from colab_gpu.checks import HINT
 
 CPU = torch.device("cpu")
@@ -279,10 +280,10 @@ def test_finetune_transforms_make_normalized_images_of_the_size(shapes):
 
 
 def test_the_bench_row_times_a_finetuning_epoch_on_jpeg_files():
-    row = finetune.finetune_epoch_row(CPU)
+    row = pipelines.finetune_epoch_row(CPU)
     assert row.key == "finetune" and row.status == "ok" and row.unit == "images/s" and row.ratio > 0
     assert row.details["images"] == 93 and row.details["size"] == 64 and row.details["epoch_s"] > 0
-    assert "finetune" in cg.bench.EXPERIMENTS
+    assert "finetune" in bench.EXPERIMENTS
 
 
 def lesson_csv_classes() -> tuple[type, type]:
@@ -374,5 +375,5 @@ def test_gpu_decoding_matches_the_cpu_and_turns_photos_upright(shapes, tmp_path)
 @pytest.mark.gpu
 def test_the_bench_row_on_a_real_gpu():
     device = cg.get_device("cuda")
-    row = finetune.finetune_epoch_row(device)
+    row = pipelines.finetune_epoch_row(device)
     assert row.status == "ok" and row.details["size"] == 224 and row.details["precision"] in ("bf16", "fp16")

@@ -7,7 +7,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 import colab_gpu as cg
-from colab_gpu import bench
+from colab_gpu.bench import experiments
 from colab_gpu.profiling import (
     HOST_READ,
     STEP_PREFIX,
@@ -143,7 +143,7 @@ def test_check_profile_labels_passes_a_labelled_loop_and_names_what_is_missing(c
 
 
 def test_the_gpu_busy_row_is_skipped_on_a_cpu():
-    row = bench.gpu_busy_row(CPU)
+    row = experiments.gpu_busy_row(CPU)
     assert row.status == "skipped" and "needs a CUDA GPU" in row.note
 
 

@@ -10,7 +10,9 @@ from torch.nn import functional as F
 from torchvision.transforms import v2
 
 import colab_gpu as cg
+from colab_gpu import bench
 from colab_gpu import speedrun_ladder as sr
+from colab_gpu.bench import pipelines
 from colab_gpu.checks import HINT
 from colab_gpu.compiling import CompileSupport
 
@@ -215,11 +217,11 @@ def test_flip_averaged_is_mirror_invariant():
 
 
 def test_bench_row_runs_the_first_and_last_rung(monkeypatch, small_digits):
-    monkeypatch.setattr(sr, "load_digits", lambda size, channels: small_digits)
-    row = sr.ladder_row(CPU)
+    monkeypatch.setattr(pipelines, "load_digits", lambda size, channels: small_digits)
+    row = pipelines.ladder_row(CPU)
     assert row.key == "speedrun" and row.status == "ok" and row.ratio > 0
     assert row.details["skipped_here"] == [1, 3, 5] and row.details["images"] == 192
-    assert "speedrun" in cg.bench.EXPERIMENTS and cg.bench.TARGETS["speedrun"].at_least == 20
+    assert "speedrun" in bench.EXPERIMENTS and bench.TARGETS["speedrun"].at_least == 20
 
 
 def test_speed_net_shapes_and_bad_input():

@@ -10,11 +10,15 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from ..augment import AugmentedDeviceLoader
 from ..compiling import GraphCounter
 from ..device import synchronize
 from ..feeding import measure_loader, suggest_num_workers
+from ..precision import restored_backend_settings
 from ..profiling import summarize_profile
+from ..speedrun_ladder import ladder, ladder_size, run_rung
 from ..timing import interleaved_medians
+from ..train import evaluate
 from .core import CheckResult, check_that
 
 
@@ -278,10 +282,6 @@ def check_fast_loop(
     ``data.normalization()``, is at most ``accuracy_margin`` below rung 0's (10 points: a few epochs of
     rung 0 land anywhere within about that, depending on the seed). Taught in lesson 12.
     """
-    from ..augment import AugmentedDeviceLoader
-    from ..precision import restored_backend_settings
-    from ..speedrun_ladder import ladder, ladder_size, run_rung
-    from ..train import evaluate
 
     device = torch.device(device)
     if isinstance(train, nn.Module) or not callable(train):

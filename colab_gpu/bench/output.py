@@ -6,8 +6,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from .bench import Row
-from .runtime import runtime_report
+from ..runtime import runtime_report
+from .rows import Row
 
 
 def _show(value) -> str:

@@ -1,25 +1,19 @@
-"""The course's experiments, each a ratio measured side by side in the same run, with its target and reason.
+"""The bench's experiments for lessons 02-11: each returns rows, ratios measured side by side in the same run.
 
-`EXPERIMENTS` lists them; a row the course promises a figure for on a GPU carries a `Target` (why, and the
-bound). Lessons call the same experiment functions that ``python -m colab_gpu bench`` runs (05:
-``cg.sweep_workers``, ``cg.time_loader_epochs``; 06: ``cg.workloads.time_step``; 10: ``cg.profile_training_steps``;
-11: ``cg.workloads.time_compiled_step``)
-over the primitives in timing.py: lesson or bench -> experiment -> primitive. bench_output.py writes the rows
-(JSON for the GPU suite, markdown, a plot). Rows that need a GPU are skipped, with the reason, on a CPU runtime.
+They call the experiments and primitives the lessons call (05: ``cg.sweep_workers``, ``cg.time_loader_epochs``;
+06: ``cg.workloads.time_step``; 10: ``cg.profile_training_steps``; 11: ``cg.workloads.time_compiled_step``), so a
+bench figure and a lesson's figure are the same measurement. Rows that need a GPU are skipped, with the reason, on a
+CPU runtime.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
-
 import torch
 from torch.utils.data import DataLoader
 
-from .bench_rows import NEEDS_GPU, Row, Target, skipped
-from .compiling import compile_support
-from .data import fake_image_data, load_digits
-from .feeding import (
+from ..compiling import compile_support
+from ..data import fake_image_data, load_digits
+from ..feeding import (
     DeviceLoader,
     EncodedImages,
     copy_bandwidth,
@@ -28,15 +22,13 @@ from .feeding import (
     time_loader_epochs,
     worker_counts,
 )
-from .finetune import finetune_epoch_row
-from .models import mlp
-from .precision import choose_precision, tf32_mode
-from .profiling import profile_training_steps, summarize_profile
-from .runtime import cpu_count
-from .speedrun_ladder import ladder_row
-from .timing import interleaved_medians, matmul_tflops
-from .train import fit
-from .workloads import (
+from ..models import mlp
+from ..precision import choose_precision, tf32_mode
+from ..profiling import profile_training_steps, summarize_profile
+from ..runtime import cpu_count
+from ..timing import interleaved_medians, matmul_tflops
+from ..train import fit
+from ..workloads import (
     CNN_STEP,
     MLP_STEP,
     TINY_STEP,
@@ -45,6 +37,7 @@ from .workloads import (
     time_compiled_step,
     time_step,
 )
+from .rows import NEEDS_GPU, Row, skipped
 
 
 def fit_vs_hand_loop(
@@ -352,114 +345,4 @@ def compile_rows(device: torch.device) -> list[Row]:
                 note=f"first call (compile) {compiled.first_call_s:.1f} s",
             )
         )
-    return rows
-
-
-@dataclass(frozen=True)
-class Experiment:
-    """One bench entry: the function that measures its rows and the targets some of those rows carry."""
-
-    run: Callable[[torch.device], Row | list[Row]]
-    targets: dict[str, Target] = field(default_factory=dict)
-
-
-EXPERIMENTS: dict[str, Experiment] = {
-    "matmul": Experiment(matmul_rows),
-    "h2d": Experiment(host_to_device),
-    "cpu_gpu": Experiment(
-        cpu_vs_gpu_rows,
-        {
-            "cnn_cpu_gpu": Target(
-                "conv training at least 10x this machine's CPU",
-                at_least=10,
-                reason="a GPU's reason to exist in this course: below 10x a learner is better off on the CPU runtime",
-            )
-        },
-    ),
-    "amp": Experiment(
-        amp_rows,
-        {
-            "amp": Target(
-                "AMP trains the matmul-heavy MLP at least 2x faster than fp32",
-                at_least=2,
-                reason="tensor cores run 16-bit matmuls at 8-16x IEEE fp32; half of that survives a real step",
-            ),
-            "amp_peak": Target(
-                "AMP MLP training reaches at least 50% of the measured half-precision matmul peak",
-                at_least=0.5,
-                reason="a step is three large matmuls per layer: below 50% something "
-                "other than the matmuls (casts, the optimizer, launches) dominates",
-            ),
-        },
-    ),
-    "workers": Experiment(workers_sweep),
-    "resident": Experiment(
-        resident_vs_dataloader,
-        {
-            "resident": Target(
-                "GPU-resident loader at least 5x a default DataLoader",
-                at_least=5,
-                reason="a DataLoader makes 60,000 Python calls an epoch that a resident loader replaces by 235 slices",
-            )
-        },
-    ),
-    "gpu_busy": Experiment(gpu_busy_row),
-    "compile": Experiment(
-        compile_rows,
-        {
-            "compile": Target(
-                "compiled MLP training step at least 1.3x eager after warm-up",
-                at_least=1.3,
-                reason="Inductor fuses each layer's bias, activation and their backward into the "
-                "matmuls' neighbours: below 1.3x the compile time is rarely repaid",
-            ),
-            "compile_graphs": Target(
-                "reduce-overhead at least 2x eager on a launch-bound tiny model",
-                at_least=2,
-                reason="a tiny step is dozens of microsecond kernels each paying a launch; "
-                "CUDA graphs replay the model's forward and backward from one launch each",
-            ),
-        },
-    ),
-    "speedrun": Experiment(
-        ladder_row,
-        {
-            "speedrun": Target(
-                "lesson 12's last rung at least 20x faster per epoch than its first (an H100 or A100 figure)",
-                at_least=20,
-                reason="the seeds' loop waits on per-image CPU transforms and on .item() every step; "
-                "the last rung keeps the GPU fed with large half-precision batches",
-            )
-        },
-    ),
-    "finetune": Experiment(finetune_epoch_row),
-    "fit": Experiment(
-        fit_vs_hand_loop,
-        {
-            "fit": Target(
-                "fit within 10% of a minimal hand loop",
-                at_most=1.10,
-                reason="the course's helpers must not cost what the lessons teach to save",
-            )
-        },
-    ),
-}
-TARGETS: dict[str, Target] = {key: t for e in EXPERIMENTS.values() for key, t in e.targets.items()}
-
-
-def run_benchmarks(device: torch.device, names: list[str] | None = None) -> list[Row]:
-    """Run the named benchmarks (all by default) on ``device``, printing each row as it lands."""
-    unknown = sorted(set(names or []) - set(EXPERIMENTS))
-    if unknown:
-        raise ValueError(f"Unknown benchmark(s) {unknown}; available: {sorted(EXPERIMENTS)}.")
-    rows = []
-    for name in names or list(EXPERIMENTS):
-        result = EXPERIMENTS[name].run(device)
-        for row in result if isinstance(result, list) else [result]:
-            target = TARGETS.get(row.key)  # the promise travels with the row; met only counts on a GPU
-            row.target = target.promise if target else ""
-            row.met = target.met(row.ratio) if target and row.status == "ok" and device.type == "cuda" else None
-            shown = f"{row.ratio} {row.unit}" if row.status == "ok" else f"skipped ({row.note})"
-            print(f"{row.name} on {row.device}: {shown}", flush=True)
-            rows.append(row)
     return rows
