@@ -160,7 +160,7 @@ from .timing import BenchResult, benchmark, format_seconds, speedup
 from .train import evaluate, fit, predict, require_model_on_device, train_epoch, train_step
 from .workloads import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
 
-__version__ = "0.24.0"
+__version__ = "0.25.0"
 
 __all__ = [
     "ActivationMemory",
