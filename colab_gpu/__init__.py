@@ -23,48 +23,22 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 13 your own data: ``own_data`` (an archive copied to local disk, an image folder split, JPEG decoding),
   ``data.write_image_folder`` (stand-in photos),
   ``finetune`` (pretrained weights or a stated fallback, the transforms);
-- every lesson: ``checks`` (exercise self-checks: ``check_*`` print a verdict and return it; helpers that raise
-  are named ``require_*``), ``references`` (predict, then measure), ``plots`` and ``figures/``.
+- every lesson: ``checks`` (exercise self-checks, called as ``cg.checks.<name>``: each prints a verdict and
+  returns it; helpers that raise are named ``require_*``), ``references`` (predict, then measure), ``plots`` and
+  ``figures/``.
 
-Names keep one meaning: a *report* is a dict of facts about this runtime (``runtime_report``, ``memory_report``),
-``print_*``/``format_*`` show one, and ``check_that`` is the verdict every self-check ends with.
+Names keep one meaning: a *report* is a dict of facts about this runtime (``runtime_report``, ``memory.memory_report``),
+``print_*``/``format_*`` show one, and ``checks.that`` is the verdict every self-check ends with.
 """
 
-from . import atlas, finetune, own_data, speedrun_ladder, workloads
-from .activations import ActivationMemory, measure_activations
-from .atlas import AtlasEntry
+from . import atlas, checks, feeding, speedrun_ladder, workloads
+from .activations import measure_activations
 from .augment import random_crop
 from .capability import kernels_for
-from .checkpoint import CheckpointError, atomic_save, default_checkpoint_dir, load_checkpoint, save_checkpoint
-from .checks import (
-    CheckResult,
-    check_amp_step,
-    check_bottleneck_fix,
-    check_close,
-    check_compiles_once,
-    check_csv_dataset,
-    check_ddp_script,
-    check_evaluation_memory,
-    check_fast_loop,
-    check_label_validator,
-    check_loader_settings,
-    check_loader_speed,
-    check_memory_saving,
-    check_on_device,
-    check_precision_rule,
-    check_prediction_speed,
-    check_profile_labels,
-    check_released,
-    check_shard,
-    check_that,
-    check_timing,
-    check_train_loop,
-)
-from .compiling import CompileSupport, GraphCounter, compile_model, compile_support
+from .checkpoint import atomic_save, default_checkpoint_dir, save_checkpoint
+from .compiling import GraphCounter, compile_model, compile_support
 from .data import (
-    ImageData,
     data_dir,
-    fake_image_data,
     load_cifar10,
     load_digits,
     load_fashion_mnist,
@@ -72,37 +46,24 @@ from .data import (
     seed_everything,
     write_image_folder,
 )
-from .device import (
-    DeviceNotAvailableError,
-    available_devices,
-    cuda_device_count,
-    cuda_required,
-    get_device,
-    require_cuda_if_asked,
-    synchronize,
-)
-from .errors import ShownError, shows_error
+from .device import DeviceNotAvailableError, get_device, synchronize
+from .errors import shows_error
 from .explain import explain
 from .explain import load_ipython_extension as load_ipython_extension  # %load_ext colab_gpu
 from .explain import unload_ipython_extension as unload_ipython_extension
 from .feeding import (
     DeviceLoader,
     EncodedImages,
-    WorkerAdvice,
     copy_bandwidth,
     measure_loader,
     per_sample_flip,
     suggest_num_workers,
     sweep_workers,
     time_loader_epochs,
-    worker_counts,
     worker_loader,
 )
-from .finetune import finetune_transforms, load_pretrained
-from .history import EpochStats, History
+from .finetune import load_pretrained
 from .memory import (
-    BatchSizeSearch,
-    PeakMemory,
     allocated_timeline,
     allocator_settings,
     cleanup,
@@ -110,112 +71,38 @@ from .memory import (
     find_max_batch_size,
     format_memory,
     measure_peak,
-    memory_report,
 )
 from .models import count_parameters, mlp, small_cnn, speed_net
-from .own_data import (
-    FileReads,
-    FolderSplit,
-    copy_and_extract,
-    decode_jpegs,
-    read_bytes,
-    split_image_folder,
-    time_file_reads,
-)
+from .own_data import copy_and_extract, decode_jpegs, split_image_folder, time_file_reads
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
-from .plots import (
-    bar_seconds,
-    figure_names,
-    figure_svg,
-    plot_bandwidth,
-    plot_history,
-    plot_memory_timeline,
-    show_figure,
-    show_images,
-)
-from .precision import (
-    Precision,
-    choose_precision,
-    make_scaler,
-    resolve_precision,
-    restored_backend_settings,
-    set_tf32,
-    tf32_enabled,
-    tf32_mode,
-)
+from .plots import bar_seconds, plot_bandwidth, plot_history, plot_memory_timeline, show_figure, show_images
+from .precision import choose_precision, restored_backend_settings, set_tf32, tf32_enabled, tf32_mode
 from .profiling import ProfileSummary, profile_training_steps, summarize_profile
-from .references import compare_with_references, reference_figures
-from .runtime import (
-    advice,
-    cpu_count,
-    format_runtime_report,
-    in_colab,
-    in_kaggle,
-    notebook_platform,
-    print_runtime_report,
-    runtime_report,
-)
+from .references import compare_with_references
+from .runtime import cpu_count, print_runtime_report, runtime_report
 from .speedrun_ladder import run_ladder, speedrun
-from .timing import BenchResult, benchmark, format_seconds, speedup
-from .train import evaluate, fit, predict, require_model_on_device, train_epoch, train_step
-from .workloads import ConvStepTiming, time_conv_step_fresh, time_train_epoch, time_train_step
+from .timing import benchmark, format_seconds, speedup
+from .train import evaluate, fit, predict, train_epoch, train_step
+from .workloads import time_conv_step_fresh, time_train_epoch, time_train_step
 
 __version__ = "0.25.0"
 
+# What the lessons call, and nothing else (tests/test_public_api.py): the rest stays importable from its module.
 __all__ = [
-    "ActivationMemory",
-    "AtlasEntry",
-    "BatchSizeSearch",
-    "BenchResult",
-    "CheckResult",
-    "CheckpointError",
-    "CompileSupport",
-    "ConvStepTiming",
     "DeviceLoader",
     "DeviceNotAvailableError",
     "DistInfo",
     "EncodedImages",
-    "EpochStats",
-    "FileReads",
-    "FolderSplit",
     "GraphCounter",
-    "History",
-    "ImageData",
-    "PeakMemory",
-    "Precision",
     "ProfileSummary",
-    "ShownError",
-    "WorkerAdvice",
-    "advice",
     "all_reduce_mean",
     "allocated_timeline",
     "allocator_settings",
     "atlas",
     "atomic_save",
-    "available_devices",
     "bar_seconds",
     "benchmark",
-    "check_amp_step",
-    "check_bottleneck_fix",
-    "check_close",
-    "check_compiles_once",
-    "check_fast_loop",
-    "check_ddp_script",
-    "check_evaluation_memory",
-    "check_csv_dataset",
-    "check_label_validator",
-    "check_loader_settings",
-    "check_loader_speed",
-    "check_memory_saving",
-    "check_on_device",
-    "check_precision_rule",
-    "check_prediction_speed",
-    "check_profile_labels",
-    "check_released",
-    "check_shard",
-    "check_that",
-    "check_timing",
-    "check_train_loop",
+    "checks",
     "choose_precision",
     "cleanup",
     "clear_notebook_references",
@@ -226,8 +113,6 @@ __all__ = [
     "copy_bandwidth",
     "count_parameters",
     "cpu_count",
-    "cuda_device_count",
-    "cuda_required",
     "data_dir",
     "ddp_setup",
     "ddp_teardown",
@@ -235,35 +120,23 @@ __all__ = [
     "default_checkpoint_dir",
     "evaluate",
     "explain",
-    "fake_image_data",
-    "figure_names",
-    "figure_svg",
+    "feeding",
     "find_max_batch_size",
-    "finetune",
-    "finetune_transforms",
     "fit",
     "format_memory",
-    "format_runtime_report",
     "format_seconds",
     "get_device",
-    "in_colab",
-    "in_kaggle",
     "kernels_for",
     "launch_torchrun",
-    "load_checkpoint",
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
     "load_pretrained",
     "make_loaders",
-    "make_scaler",
     "measure_activations",
     "measure_loader",
     "measure_peak",
-    "memory_report",
     "mlp",
-    "notebook_platform",
-    "own_data",
     "per_sample_flip",
     "plot_bandwidth",
     "plot_history",
@@ -273,11 +146,6 @@ __all__ = [
     "profile_training_steps",
     "random_crop",
     "rank0_print",
-    "read_bytes",
-    "reference_figures",
-    "require_cuda_if_asked",
-    "require_model_on_device",
-    "resolve_precision",
     "restored_backend_settings",
     "run_ladder",
     "runtime_report",
@@ -306,7 +174,6 @@ __all__ = [
     "time_train_step",
     "train_epoch",
     "train_step",
-    "worker_counts",
     "worker_loader",
     "workloads",
     "write_image_folder",

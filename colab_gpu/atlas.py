@@ -410,7 +410,7 @@ ENTRIES: tuple[AtlasEntry, ...] = (
         "Attempting to deserialize object on a CUDA device but torch.cuda.is_available() is False",
         r"Attempting to deserialize object on a CUDA device",
         "The checkpoint was saved from GPU tensors and this runtime has no GPU.",
-        "torch.load(path, map_location='cpu') (cg.load_checkpoint does it).",
+        "torch.load(path, map_location='cpu') (cg.checkpoint.load_checkpoint does it).",
         "lesson 03, checkpoints",
         reproduced=False,
     ),

@@ -231,11 +231,18 @@ def worker_counts(cores: int) -> list[int]:
 
 
 def sweep_workers(
-    dataset, device: torch.device, counts: list[int], *, batch_size: int = 128, verbose: bool = False
+    dataset,
+    device: torch.device,
+    counts: list[int] | None = None,
+    *,
+    batch_size: int = 128,
+    verbose: bool = False,
 ) -> dict[int, float]:
     """Samples/s that ``dataset`` delivers to ``device`` for each worker count (lesson 05; the bench's row).
 
-    Each count gets one warm-up epoch (starting its workers), then one timed epoch."""
+    ``counts`` defaults to `worker_counts` of the cores this process may use: 0, a few, and every core. Each count
+    gets one warm-up epoch (starting its workers), then one timed epoch."""
+    counts = worker_counts(cpu_count()) if counts is None else counts
     rates = {}
     for workers in counts:
         loader = worker_loader(dataset, batch_size, device=device, num_workers=workers)

@@ -133,9 +133,11 @@ if torch.cuda.is_available():
     print("compute capability: ", f"{props.major}.{props.minor}")
     print("total memory:       ", f"{props.total_memory / 1024**3:.1f} GiB")
     print("multiprocessors:    ", props.multi_processor_count)
-    # torch.backends.cudnn.version() raises on a GPU that this cuDNN dropped (a P100 or V100 with cuDNN 9.11+)
-    cudnn, refused = cg.runtime.cudnn_version()
-    print("cuDNN version:      ", cudnn or f"none for this GPU ({refused})")
+    try:  # raises on a GPU that this cuDNN dropped (cuDNN 9.11+ on a P100 or V100: compute capability < 7.5)
+        cudnn = torch.backends.cudnn.version()
+    except RuntimeError as err:
+        cudnn = f"none for this GPU ({str(err).split('. ')[0]})"
+    print("cuDNN version:      ", cudnn)
     assert props.total_memory > 0
 else:
     print("No GPU: skipping its properties. Everything below still runs, on the CPU.")
@@ -244,8 +246,8 @@ ones = torch.ones(1000, device=target)
 gpu_count = torch.cuda.device_count()
 
 # %%
-cg.check_on_device(ones, target, name="ones")
-cg.check_that(
+cg.checks.on_device(ones, target, name="ones")
+cg.checks.that(
     gpu_count == torch.cuda.device_count(),
     f"gpu_count = {gpu_count}.",
     "gpu_count should come from torch.cuda.device_count().",

@@ -262,7 +262,7 @@ class_acc = torch.stack([(predictions[truth == c] == c).float().mean() for c in 
 # %%
 expected = torch.zeros(len(data.classes)).index_add_(0, truth, (predictions == truth).float())
 expected /= torch.bincount(truth, minlength=len(data.classes)).float()
-cg.check_close(class_acc, expected, name="class_acc")
+cg.checks.close(class_acc, expected, name="class_acc")
 
 # %% [markdown]
 # Which class is hardest? On CIFAR-10 it is usually *cat*, confused with *dog*.
@@ -298,7 +298,7 @@ def fast_predict(model, images, batch_size=256):
 
 
 # %%
-cg.check_prediction_speed(fast_predict, slow_predict, model, test_images, device, at_least=1.2)
+cg.checks.prediction_speed(fast_predict, slow_predict, model, test_images, device, at_least=1.2)
 
 # %% [markdown]
 # ## Summary

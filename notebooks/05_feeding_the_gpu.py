@@ -109,14 +109,13 @@ print(f"this runtime has {cores} CPU cores")
 #   the start-up of `N` processes again);
 # - `prefetch_factor` is how many batches each worker prepares ahead (default 2).
 #
-# We measure samples per second for worker counts up to the number of cores. Each setting
-# gets one warm-up epoch (starting the workers), then one timed epoch: `cg.sweep_workers` is
-# that loop over `cg.worker_loader` and `cg.measure_loader` (read it with `cg.sweep_workers??`),
+# We measure samples per second for worker counts from 0 up to the number of cores. Each
+# setting gets one warm-up epoch (starting the workers), then one timed epoch: `cg.sweep_workers`
+# is that loop over `cg.worker_loader` and `cg.measure_loader` (read it with `cg.sweep_workers??`),
 # the same experiment `python -m colab_gpu bench` runs.
 
 # %%
-sweep = cg.worker_counts(cores)  # 0, 1, 2, then up to the number of cores
-samples_per_s = cg.sweep_workers(jpegs, device, sweep, verbose=True)
+samples_per_s = cg.sweep_workers(jpegs, device, verbose=True)  # num_workers = 0, 1, 2, ... the cores
 
 gain = max(samples_per_s.values()) / samples_per_s[0]
 best = max(samples_per_s, key=samples_per_s.get)
@@ -211,11 +210,11 @@ else:
 my_prediction = None  # your guess of the epoch speed-up from a GPU-resident loader, e.g. 2
 
 # %%
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 n = cg.feeding.epoch_samples(device)  # FashionMNIST's 60,000 on a GPU, fewer on a CPU (the bench's size)
-fake = cg.fake_image_data(n, (1, 28, 28))
-images_cpu, labels_cpu = fake.tensors
+images_cpu, labels_cpu = torch.randn(n, 1, 28, 28), torch.randint(0, 10, (n,))
+fake = TensorDataset(images_cpu, labels_cpu)
 
 default_loader = DataLoader(fake, batch_size=256, shuffle=True)  # num_workers=0, pageable
 resident_loader = cg.DeviceLoader(images_cpu, labels_cpu, batch_size=256, device=device)
@@ -405,7 +404,7 @@ my_loader = DataLoader(jpegs, batch_size=128, shuffle=True, num_workers=workers,
                        persistent_workers=workers > 0, pin_memory=on_gpu)
 
 # %%
-cg.check_loader_settings(my_loader, device)
+cg.checks.loader_settings(my_loader, device)
 
 # %% [markdown]
 # ### Exercise 2: make feeding faster, and prove it
@@ -435,7 +434,7 @@ class ResidentBatches:
 fast_loader = ResidentBatches(images_cpu, labels_cpu, batch_size=256)
 
 # %%
-cg.check_loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3)
+cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3)
 
 # %% [markdown]
 # ## Summary

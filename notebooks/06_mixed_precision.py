@@ -452,7 +452,7 @@ def precision_for(major: int, minor: int) -> str:
 
 
 # %%
-cg.check_precision_rule(precision_for)
+cg.checks.precision_rule(precision_for)
 
 # %% [markdown]
 # ### Exercise 2: fix an AMP training step, and prove it
@@ -491,7 +491,7 @@ def amp_step(model, inputs, labels, optimizer, scaler, max_norm):
 
 
 # %%
-cg.check_amp_step(amp_step, device)
+cg.checks.amp_step(amp_step, device)
 
 # %% [markdown]
 # ## Summary

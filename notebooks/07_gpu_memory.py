@@ -471,7 +471,7 @@ cache.clear()
 cg.clear_notebook_references()
 
 # %%
-cg.check_released(leak_probe, name="leak")
+cg.checks.released(leak_probe, name="leak")
 
 # %% [markdown]
 # ### Exercise 2: make it fit, and prove it
@@ -503,7 +503,7 @@ def my_step(model, inputs, labels, pieces=4):
 
 
 # %%
-cg.check_memory_saving(my_step, one_piece_step, exercise_model, exercise_inputs, exercise_labels, at_most=0.5)
+cg.checks.memory_saving(my_step, one_piece_step, exercise_model, exercise_inputs, exercise_labels, at_most=0.5)
 
 # %% [markdown]
 # ## Summary

@@ -381,7 +381,7 @@ rank1_indices = None  # your list goes here
 rank1_indices = [1, 5, 9]
 
 # %%
-cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
+cg.checks.shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
 
 # %% [markdown]
 # ### Exercise 2: set up DDP yourself, and prove it
@@ -469,7 +469,7 @@ if __name__ == "__main__":
         teardown()
 
 # %%
-cg.check_ddp_script("my_ddp_train.py", reference_weights="ddp_weights_2proc.pt")
+cg.checks.ddp_script("my_ddp_train.py", reference_weights="ddp_weights_2proc.pt")
 
 # %% [markdown]
 # ## Summary

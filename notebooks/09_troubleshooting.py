@@ -713,7 +713,7 @@ def valid_labels(labels: torch.Tensor, num_classes: int) -> bool:
 
 
 # %%
-cg.check_label_validator(valid_labels)
+cg.checks.label_validator(valid_labels)
 
 # %% [markdown]
 # ### Exercise 2: fix an out-of-memory bug, and prove it
@@ -748,7 +748,7 @@ def predict_all(model, images, batch_size=64):
 
 
 # %%
-cg.check_evaluation_memory(predict_all, leaky_predict_all, eval_model, eval_images)
+cg.checks.evaluation_memory(predict_all, leaky_predict_all, eval_model, eval_images)
 
 # %% [markdown]
 # ## Summary

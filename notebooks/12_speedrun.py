@@ -350,7 +350,7 @@ print("converted batch:", normalized.dtype, tuple(model(normalized).shape))
 # The next cell is rung 0 in plain PyTorch: `train_fast(data, device, epochs)` trains a fresh
 # model on `data` for `epochs` epochs and returns it. Make it at least twice as fast as rung 0
 # was in your ladder, to a comparable test accuracy, by applying section 4's diffs yourself (about
-# 40 lines in the end). The rules of the check, `cg.check_fast_loop`:
+# 40 lines in the end). The rules of the check, `cg.checks.fast_loop`:
 #
 # - its clock runs for the whole call, like a speedrun's: moving the data, building the model and
 #   every epoch count, and compiling would too (leave rung 5 out unless your epochs are long
@@ -446,7 +446,7 @@ def train_fast(data, device, epochs):
 
 
 # %%
-cg.check_fast_loop(train_fast, data, device, baseline=results[0])
+cg.checks.fast_loop(train_fast, data, device, baseline=results[0])
 
 # %% [markdown]
 # ## Summary

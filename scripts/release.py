@@ -95,11 +95,17 @@ def _describe(name: str, value) -> list[str]:
         return lines
     if callable(value):
         return [f"{name}: function{_parameters(value)}"]
+    if inspect.ismodule(value) and hasattr(value, "__all__"):  # a second tier the lessons call: cg.checks.<name>
+        return [
+            f"{name}: module",
+            *(line for n in sorted(value.__all__) for line in _describe(f"{name}.{n}", getattr(value, n))),
+        ]
     return [f"{name}: {type(value).__name__}"]
 
 
 def api_listing(module_name: str = "colab_gpu") -> list[str]:
-    """One line per public name (and per public method or property of a public class), sorted."""
+    """One line per public name (and per public method or property of a public class, and per name of a public
+    module with an ``__all__``, such as ``checks``), sorted."""
     module = importlib.import_module(module_name)
     lines = []
     for name in sorted(module.__all__):

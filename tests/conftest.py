@@ -37,11 +37,11 @@ CU128_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 
 def pytest_sessionstart(session):
     # REQUIRE_CUDA=1 on a machine without a GPU stops the whole run before any test passes.
-    cg.require_cuda_if_asked()
+    cg.device.require_cuda_if_asked()
 
 
 def pytest_collection_modifyitems(config, items):
-    if cg.cuda_device_count() > 0:
+    if cg.device.cuda_device_count() > 0:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
     for item in items:

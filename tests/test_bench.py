@@ -95,9 +95,9 @@ def test_run_benchmarks_judges_targets_only_on_a_gpu(monkeypatch):
 
 
 def test_lessons_and_bench_share_the_experiment_functions():
-    rates = cg.sweep_workers(cg.fake_image_data(64, (1, 8, 8)), CPU, [0], batch_size=16)
+    rates = cg.sweep_workers(cg.data.fake_image_data(64, (1, 8, 8)), CPU, [0], batch_size=16)
     assert set(rates) == {0} and rates[0] > 0
-    assert cg.worker_counts(2) == [0, 1, 2] and cg.worker_counts(16) == [0, 1, 2, 4, 8, 16]
+    assert cg.feeding.worker_counts(2) == [0, 1, 2] and cg.feeding.worker_counts(16) == [0, 1, 2, 4, 8, 16]
     loader = cg.DeviceLoader(torch.randn(64, 784), torch.randint(0, 10, (64,)), batch_size=32, device="cpu")
     assert cg.time_loader_epochs({"resident": loader}, CPU)["resident"].median > 0
     timing, peak = workloads.time_step(workloads.amp_workloads(CPU)["CNN"], CPU, "fp32", channels_last=True)
@@ -109,7 +109,7 @@ def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
     monkeypatch.setattr(experiments, "cpu_count", lambda: 1)
     row = experiments.workers_sweep(CPU, images=256)
     assert row.key == "workers" and set(row.details["samples_per_s"]) == {0, 1, 2}
-    monkeypatch.setattr(experiments, "fake_image_data", lambda n, shape: cg.fake_image_data(512, shape))
+    monkeypatch.setattr(experiments, "fake_image_data", lambda n, shape: cg.data.fake_image_data(512, shape))
     row = experiments.resident_vs_dataloader(CPU)
     assert row.status == "ok" and row.ratio > 0 and row.details["dataloader_s"] > 0
 

@@ -34,7 +34,7 @@ def test_doctor_and_choose_precision_agree(gpu, fake_gpus):
     assert (chosen.name, chosen.use_scaler) == (name, scaler)
     assert (row["precision"], row["bf16_native"], row["tf32"]) == (name, bf16, tf32)
     assert row["precision_reason"] == chosen.reason
-    tips = " ".join(cg.advice(report))
+    tips = " ".join(cg.runtime.advice(report))
     if row["kernels_in_this_torch"]:
         assert runtime._PRECISION_ADVICE[name] in tips
     else:  # cu128 and newer wheels start at the T4: a P100 or V100 is told that this PyTorch cannot run on it
@@ -44,7 +44,7 @@ def test_doctor_and_choose_precision_agree(gpu, fake_gpus):
 def test_the_cpu_row_measures_instead_of_looking_up(no_gpu, monkeypatch):
     monkeypatch.setattr("colab_gpu.precision.cpu_bf16_speedup", lambda threads: 0.5)
     report = runtime.runtime_report()
-    assert report["gpus"] == [] and not any("autocast" in tip for tip in cg.advice(report))
+    assert report["gpus"] == [] and not any("autocast" in tip for tip in cg.runtime.advice(report))
     chosen = cg.choose_precision("cpu")
     assert chosen.name == "fp32" and "measured" in chosen.reason
 
@@ -53,7 +53,7 @@ def test_worker_rule_is_the_one_the_doctor_and_the_loader_helpers_use(no_gpu, mo
     assert worker_rule(1)[0] == 0 and worker_rule(2)[0] == 2 and worker_rule(64)[0] == 8
     assert cg.suggest_num_workers(cores=2).num_workers == worker_rule(2)[0]
     monkeypatch.setattr("colab_gpu.runtime.cpu_count", lambda: 2)
-    assert any("at most 2 DataLoader workers" in tip for tip in cg.advice(runtime.runtime_report()))
+    assert any("at most 2 DataLoader workers" in tip for tip in cg.runtime.advice(runtime.runtime_report()))
     with pytest.raises(ValueError, match="at least 1"):
         worker_rule(0)
 
@@ -62,6 +62,6 @@ def test_lesson_06_exercise_is_checked_against_the_same_rule(capsys):
     def rule(major, minor):
         return GpuCapability("any", (major, minor)).precision()[0]
 
-    assert cg.check_precision_rule(rule)
+    assert cg.checks.precision_rule(rule)
     assert "6 GPUs (P100, V100, T4, A100, L4, H100)" in capsys.readouterr().out
     assert GIB == 2**30 and torch.cuda.is_available() in (True, False)

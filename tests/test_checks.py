@@ -6,30 +6,30 @@ import colab_gpu as cg
 
 
 def test_tensor_on_the_right_device_passes(capsys):
-    assert cg.check_on_device(torch.zeros(2), "cpu", name="x")
+    assert cg.checks.on_device(torch.zeros(2), "cpu", name="x")
     assert capsys.readouterr().out.startswith("✅ Correct: x is on cpu.")
 
 
 def test_model_on_the_right_device_passes(capsys):
-    assert cg.check_on_device(nn.Linear(2, 2), torch.device("cpu"), name="model")
+    assert cg.checks.on_device(nn.Linear(2, 2), torch.device("cpu"), name="model")
 
 
 def test_tensor_on_another_device_gets_a_hint(capsys):
-    assert not cg.check_on_device(torch.zeros(2, device="meta"), "cpu", name="x")
+    assert not cg.checks.on_device(torch.zeros(2, device="meta"), "cpu", name="x")
     out = capsys.readouterr().out
     assert out.startswith("❌ Not yet: x is on meta, expected cpu") and ".to(device)" in out
 
 
 def test_undone_exercise_gets_a_hint_not_a_crash(capsys):
-    assert not cg.check_on_device(None, "cpu", name="x")
+    assert not cg.checks.on_device(None, "cpu", name="x")
     assert "not defined yet" in capsys.readouterr().out
-    assert not cg.check_on_device("tensor", "cpu", name="x")
+    assert not cg.checks.on_device("tensor", "cpu", name="x")
     assert "should be a tensor or a model, got str" in capsys.readouterr().out
 
 
 def test_model_split_across_devices_gets_a_hint(capsys):
     model = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2).to("meta"))
-    assert not cg.check_on_device(model, "cpu", name="model")
+    assert not cg.checks.on_device(model, "cpu", name="model")
     assert "several devices" in capsys.readouterr().out
 
 
@@ -40,12 +40,12 @@ def test_cuda_and_cuda0_are_the_same_device(capsys):
 
 def test_check_close(capsys):
     expected = torch.arange(3.0)
-    assert cg.check_close(torch.arange(3.0), expected)
-    assert not cg.check_close(torch.zeros(3), expected)
+    assert cg.checks.close(torch.arange(3.0), expected)
+    assert not cg.checks.close(torch.zeros(3), expected)
     assert "wrong values" in capsys.readouterr().out
-    assert not cg.check_close(torch.zeros(4), expected)
+    assert not cg.checks.close(torch.zeros(4), expected)
     assert "shape (4,), expected (3,)" in capsys.readouterr().out
-    assert not cg.check_close(None, expected)
+    assert not cg.checks.close(None, expected)
     assert "should be a tensor" in capsys.readouterr().out
 
 
@@ -56,15 +56,15 @@ def test_check_loader_settings(monkeypatch, capsys):
 
     monkeypatch.setattr(feeding, "cpu_count", lambda: 2)
     ds = TensorDataset(torch.zeros(8, 1))
-    assert cg.check_loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cpu")
+    assert cg.checks.loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cpu")
     assert "2 workers, persistent" in capsys.readouterr().out
-    assert not cg.check_loader_settings(DataLoader(ds, num_workers=0), "cpu")
+    assert not cg.checks.loader_settings(DataLoader(ds, num_workers=0), "cpu")
     assert "this runtime suggests num_workers=2" in capsys.readouterr().out
-    assert not cg.check_loader_settings(DataLoader(ds, num_workers=2), "cpu")
+    assert not cg.checks.loader_settings(DataLoader(ds, num_workers=2), "cpu")
     assert "persistent_workers=True" in capsys.readouterr().out
-    assert not cg.check_loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cuda")
+    assert not cg.checks.loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cuda")
     assert "set pin_memory=True" in capsys.readouterr().out
-    assert not cg.check_loader_settings(None, "cpu")
+    assert not cg.checks.loader_settings(None, "cpu")
     assert "expected a torch.utils.data.DataLoader, got NoneType" in capsys.readouterr().out
 
 
@@ -72,13 +72,13 @@ def test_check_precision_rule(capsys):
     def right(major, minor):
         return "bf16" if major >= 8 else "fp16" if major == 7 else "fp32"
 
-    assert cg.check_precision_rule(right)
+    assert cg.checks.precision_rule(right)
     assert "right for all 6 GPUs" in capsys.readouterr().out
-    assert not cg.check_precision_rule(lambda major, minor: "bf16")
+    assert not cg.checks.precision_rule(lambda major, minor: "bf16")
     assert "precision_for(6, 0) (a P100) returned 'bf16'; expected 'fp32'" in capsys.readouterr().out
-    assert not cg.check_precision_rule(lambda major, minor: 1 / 0)
+    assert not cg.checks.precision_rule(lambda major, minor: 1 / 0)
     assert "raised ZeroDivisionError" in capsys.readouterr().out
-    assert not cg.check_precision_rule(None)
+    assert not cg.checks.precision_rule(None)
     assert "define a function" in capsys.readouterr().out
 
 
@@ -89,39 +89,39 @@ def test_check_released(capsys):
     probe = weakref.ref(x)
     holder = [x]
     del x
-    assert not cg.check_released(probe, name="x")
+    assert not cg.checks.released(probe, name="x")
     assert "still alive" in capsys.readouterr().out
     holder.clear()
-    assert cg.check_released(probe, name="x")
+    assert cg.checks.released(probe, name="x")
     assert "x was freed" in capsys.readouterr().out
-    assert not cg.check_released(None)
+    assert not cg.checks.released(None)
 
 
 def test_check_shard(capsys):
-    assert cg.check_shard([1, 5, 9], dataset_size=10, world_size=4, rank=1)
+    assert cg.checks.shard([1, 5, 9], dataset_size=10, world_size=4, rank=1)
     assert "rank 1 of 4 gets [1, 5, 9]" in capsys.readouterr().out
-    assert not cg.check_shard([1, 5], dataset_size=10, world_size=4, rank=1)
+    assert not cg.checks.shard([1, 5], dataset_size=10, world_size=4, rank=1)
     assert "ceil(10/4) = 3 indices" in capsys.readouterr().out
-    assert not cg.check_shard([1, 5, 8], dataset_size=10, world_size=4, rank=1)
+    assert not cg.checks.shard([1, 5, 8], dataset_size=10, world_size=4, rank=1)
     assert "every 4th index starting at 1" in capsys.readouterr().out
-    assert not cg.check_shard(None, dataset_size=10, world_size=4, rank=1)
-    assert not cg.check_shard("1,5,9", dataset_size=10, world_size=4, rank=1)
+    assert not cg.checks.shard(None, dataset_size=10, world_size=4, rank=1)
+    assert not cg.checks.shard("1,5,9", dataset_size=10, world_size=4, rank=1)
 
 
 def test_check_label_validator(capsys):
-    assert cg.check_label_validator(lambda labels, n: bool(labels.min() >= 0 and labels.max() < n))
+    assert cg.checks.label_validator(lambda labels, n: bool(labels.min() >= 0 and labels.max() < n))
     assert "right on all 4 cases" in capsys.readouterr().out
-    assert not cg.check_label_validator(lambda labels, n: bool(labels.max() <= n))
+    assert not cg.checks.label_validator(lambda labels, n: bool(labels.max() <= n))
     assert "tensor([1, 2, 3, 10]), 10) returned True; expected False" in capsys.readouterr().out
-    assert not cg.check_label_validator(lambda labels, n: labels.foo())
+    assert not cg.checks.label_validator(lambda labels, n: labels.foo())
     assert "raised AttributeError" in capsys.readouterr().out
-    assert not cg.check_label_validator(None)
+    assert not cg.checks.label_validator(None)
 
 
 def test_a_check_prints_its_line_and_shows_nothing_more_in_a_notebook(capsys):
-    passed = cg.check_on_device(torch.zeros(2), "cpu", name="x")
-    failed = cg.check_on_device(None, "cpu", name="x")
-    assert isinstance(passed, cg.CheckResult) and passed and not failed
+    passed = cg.checks.on_device(torch.zeros(2), "cpu", name="x")
+    failed = cg.checks.on_device(None, "cpu", name="x")
+    assert isinstance(passed, cg.checks.core.CheckResult) and passed and not failed
     assert capsys.readouterr().out.splitlines() == [passed.message, failed.message]
     assert passed.message.startswith("✅") and failed.message.startswith("❌")
     assert passed._ipython_display_() is None  # IPython calls this instead of echoing "True"
@@ -131,35 +131,35 @@ def test_a_check_prints_its_line_and_shows_nothing_more_in_a_notebook(capsys):
 def test_lesson_01_check_fails_for_a_tensor_created_without_device_on_every_runtime():
     # Lesson 01's exercise targets the GPU, or the meta device on a CPU runtime, so forgetting device= fails.
     for target in ("meta", torch.device("meta")):
-        assert not cg.check_on_device(torch.ones(1000), target, name="ones")
-        assert cg.check_on_device(torch.ones(1000, device=target), target, name="ones")
+        assert not cg.checks.on_device(torch.ones(1000), target, name="ones")
+        assert cg.checks.on_device(torch.ones(1000, device=target), target, name="ones")
 
 
 def test_check_timing_catches_the_unsynchronized_clock_and_the_timed_warm_up():
-    reference = cg.BenchResult((0.010, 0.011, 0.012))
-    assert cg.check_timing(0.012, reference, name="t")
-    assert cg.check_timing(0.011, 0.011)  # seconds work as the reference too
-    too_fast = cg.check_timing(0.00002, reference, name="t")
+    reference = cg.timing.BenchResult((0.010, 0.011, 0.012))
+    assert cg.checks.timing(0.012, reference, name="t")
+    assert cg.checks.timing(0.011, 0.011)  # seconds work as the reference too
+    too_fast = cg.checks.timing(0.00002, reference, name="t")
     assert not too_fast and "synchronize before reading the clock" in too_fast.message
-    too_slow = cg.check_timing(0.5, reference, name="t")
+    too_slow = cg.checks.timing(0.5, reference, name="t")
     assert not too_slow and "warm-up" in too_slow.message
-    assert not cg.check_timing(None, reference) and not cg.check_timing(-1.0, reference)
+    assert not cg.checks.timing(None, reference) and not cg.checks.timing(-1.0, reference)
 
 
 def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
     from torch.utils.data import DataLoader
 
-    data = cg.fake_image_data(2048, (1, 8, 8))
+    data = cg.data.fake_image_data(2048, (1, 8, 8))
     inputs, labels = data.tensors
     baseline = DataLoader(data, batch_size=256)
     fast = cg.DeviceLoader(inputs, labels, batch_size=256, device="cpu")
-    passed = cg.check_loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5)
+    passed = cg.checks.loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5)
     assert passed, passed.message  # slicing a tensor beats 2048 Python calls by far more than 1.5x
-    slower = cg.check_loader_speed(baseline, baseline, "cpu", samples=2048, at_least=3)
+    slower = cg.checks.loader_speed(baseline, baseline, "cpu", samples=2048, at_least=3)
     assert not slower and "aim for 3x" in slower.message
-    partial = cg.check_loader_speed(list(fast)[:2], baseline, "cpu", samples=2048)
+    partial = cg.checks.loader_speed(list(fast)[:2], baseline, "cpu", samples=2048)
     assert not partial and "512 samples instead of all 2,048" in partial.message
-    assert not cg.check_loader_speed(None, baseline, "cpu", samples=2048)
+    assert not cg.checks.loader_speed(None, baseline, "cpu", samples=2048)
 
 
 def _epoch(move: bool, zero_grad: bool, read_each_step: bool):
@@ -214,11 +214,11 @@ def test_check_train_loop_finds_each_bug_of_a_first_loop_even_on_the_cpu():
         "define my_train_epoch": None,
     }
     for hint, train in cases.items():
-        result = cg.check_train_loop(train, model, loader, "cpu")
+        result = cg.checks.train_loop(train, model, loader, "cpu")
         assert not result and hint in result.message, (hint, result.message)
-    fixed = cg.check_train_loop(_epoch(move=True, zero_grad=True, read_each_step=False), model, loader, "cpu")
+    fixed = cg.checks.train_loop(_epoch(move=True, zero_grad=True, read_each_step=False), model, loader, "cpu")
     assert fixed and "in 20 steps" in fixed.message, fixed.message
-    stuck = cg.check_train_loop(
+    stuck = cg.checks.train_loop(
         lambda m, ld, o, d: torch.zeros(len(ld)) if d.type != "meta" else torch.zeros(3, device=d), model, loader, "cpu"
     )
     assert not stuck and "did not fall" in stuck.message
@@ -262,16 +262,16 @@ def test_check_memory_saving_needs_the_same_gradients_and_less_activation_memory
 
         return step
 
-    fits = cg.check_memory_saving(accumulate(True), whole, model, inputs, labels)
+    fits = cg.checks.memory_saving(accumulate(True), whole, model, inputs, labels)
     assert fits and "(0.25x), same gradients" in fits.message, fits.message  # the batch itself is not counted
 
     def halves(m, x, y):
         accumulate(True)(m, x, y, k=2)
 
-    assert "(0.50x)" in cg.check_memory_saving(halves, whole, model, inputs, labels).message  # two pieces pass
-    assert "divided by k" in cg.check_memory_saving(accumulate(False), whole, model, inputs, labels).message
-    assert "aim for at most 0.5x" in cg.check_memory_saving(whole, whole, model, inputs, labels).message
-    assert not cg.check_memory_saving(None, whole, model, inputs, labels)
+    assert "(0.50x)" in cg.checks.memory_saving(halves, whole, model, inputs, labels).message  # two pieces pass
+    assert "divided by k" in cg.checks.memory_saving(accumulate(False), whole, model, inputs, labels).message
+    assert "aim for at most 0.5x" in cg.checks.memory_saving(whole, whole, model, inputs, labels).message
+    assert not cg.checks.memory_saving(None, whole, model, inputs, labels)
     assert all(p.grad is None for p in model.parameters()), "the check works on copies"
 
 
@@ -293,7 +293,7 @@ def _amp_step(unscale: bool, clip: bool, update: bool):
 
 
 def test_check_amp_step_finds_clipping_of_scaled_gradients_and_a_missing_update():
-    assert cg.check_amp_step(_amp_step(unscale=True, clip=True, update=True), "cpu")
+    assert cg.checks.amp_step(_amp_step(unscale=True, clip=True, update=True), "cpu")
     cases = {
         "Call scaler.unscale_(optimizer) before clipping": _amp_step(unscale=False, clip=True, update=True),
         "call scaler.update()": _amp_step(unscale=True, clip=True, update=False),
@@ -301,7 +301,7 @@ def test_check_amp_step_finds_clipping_of_scaled_gradients_and_a_missing_update(
         "define amp_step": None,
     }
     for hint, step in cases.items():
-        result = cg.check_amp_step(step, "cpu")
+        result = cg.checks.amp_step(step, "cpu")
         assert not result and hint in result.message, (hint, result.message)
 
 
@@ -316,14 +316,14 @@ def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
         with torch.inference_mode():
             return m(x).argmax(1)
 
-    assert cg.check_prediction_speed(batched, one_by_one, model, images, "cpu", at_least=1.2)
-    same = cg.check_prediction_speed(one_by_one, one_by_one, model, images, "cpu", at_least=3)
+    assert cg.checks.prediction_speed(batched, one_by_one, model, images, "cpu", at_least=1.2)
+    same = cg.checks.prediction_speed(one_by_one, one_by_one, model, images, "cpu", at_least=3)
     assert not same and "aim for 3x" in same.message
-    wrong = cg.check_prediction_speed(lambda m, x: (batched(m, x) + 1) % 10, one_by_one, model, images, "cpu")
+    wrong = cg.checks.prediction_speed(lambda m, x: (batched(m, x) + 1) % 10, one_by_one, model, images, "cpu")
     assert not wrong and "match" in wrong.message
     assert (
         "one predicted class per image"
-        in cg.check_prediction_speed(lambda m, x: m(x), one_by_one, model, images, "cpu").message
+        in cg.checks.prediction_speed(lambda m, x: m(x), one_by_one, model, images, "cpu").message
     )
 
 
@@ -341,14 +341,14 @@ def test_check_evaluation_memory_wants_no_graph_kept_and_the_same_outputs():
     def detached(m, x):
         return torch.cat([m(batch).detach() for batch in x.split(64)])  # one batch's graph at a time
 
-    fixed = cg.check_evaluation_memory(careful, leaky, model, images)
+    fixed = cg.checks.evaluation_memory(careful, leaky, model, images)
     assert fixed and "kept for backward: 0.00 MiB" in fixed.message, fixed.message
-    assert cg.check_evaluation_memory(detached, leaky, model, images)  # 1/16 of the leak: fine
-    still = cg.check_evaluation_memory(leaky, leaky, model, images)
+    assert cg.checks.evaluation_memory(detached, leaky, model, images)  # 1/16 of the leak: fine
+    still = cg.checks.evaluation_memory(leaky, leaky, model, images)
     assert not still and "still carry a graph" in still.message
-    shuffled = cg.check_evaluation_memory(lambda m, x: careful(m, x.flip(0)), leaky, model, images)
+    shuffled = cg.checks.evaluation_memory(lambda m, x: careful(m, x.flip(0)), leaky, model, images)
     assert not shuffled and "differ" in shuffled.message
-    assert not cg.check_evaluation_memory(None, leaky, model, images)
+    assert not cg.checks.evaluation_memory(None, leaky, model, images)
 
 
 @pytest.mark.gpu
@@ -364,7 +364,7 @@ def test_skill_checks_pass_on_a_gpu_and_report_the_allocator_peak():
         for a, b in zip(x.chunk(k), y.chunk(k), strict=True):
             (nn.functional.cross_entropy(m(a), b) / k).backward()
 
-    fits = cg.check_memory_saving(pieces, whole, model, inputs, labels)
+    fits = cg.checks.memory_saving(pieces, whole, model, inputs, labels)
     assert fits and "allocator peak on cuda" in fits.message, fits.message
 
     def leaky(m, x):
@@ -374,14 +374,33 @@ def test_skill_checks_pass_on_a_gpu_and_report_the_allocator_peak():
         with torch.inference_mode():
             return leaky(m, x)
 
-    evaluation = cg.check_evaluation_memory(careful, leaky, model, torch.randn(2048, 64))
+    evaluation = cg.checks.evaluation_memory(careful, leaky, model, torch.randn(2048, 64))
     assert evaluation and "allocator peak on cuda" in evaluation.message, evaluation.message
-    assert cg.check_amp_step(_amp_step(unscale=True, clip=True, update=True), device)
-    loop = cg.check_train_loop(
+    assert cg.checks.amp_step(_amp_step(unscale=True, clip=True, update=True), device)
+    loop = cg.checks.train_loop(
         _epoch(move=True, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32), _learnable_loader(), device
     )
     assert loop, loop.message
-    unmoved = cg.check_train_loop(
+    unmoved = cg.checks.train_loop(
         _epoch(move=False, zero_grad=True, read_each_step=False), cg.mlp(64, hidden=32), _learnable_loader(), device
     )
     assert not unmoved and "move each batch" in unmoved.message
+
+
+def test_verdict_helpers_print_one_line_and_need_their_messages(capsys):
+    assert cg.checks.core.ok("done.") and not cg.checks.core.fail("do this.")
+    assert capsys.readouterr().out == "✅ Correct: done.\n❌ Not yet: do this.\n"
+    assert cg.checks.that(1 + 1 == 2, "two.", "not two.").message == "✅ Correct: two."
+    with pytest.raises(ValueError, match="needs both messages"):
+        cg.checks.that(False, "", "a hint")  # the empty message shows the day the outcome flips
+
+
+def test_no_check_passes_an_empty_message():
+    import ast
+    from pathlib import Path
+
+    for path in Path(cg.checks.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("that", "ok", "fail"):
+                empty = [a for a in node.args if isinstance(a, ast.Constant) and a.value == ""]
+                assert not empty, f"{path.name}:{node.lineno}: a verdict with an empty message"

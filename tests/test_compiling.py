@@ -116,13 +116,13 @@ def test_graph_counter_sees_a_recompile_for_a_smaller_last_batch_and_none_when_d
 
 
 def test_check_compiles_once_names_the_break_then_the_recompile_then_passes():
-    broken, _ = quietly(cg.check_compiles_once, DebugPrint(), loader())
+    broken, _ = quietly(cg.checks.compiles_once, DebugPrint(), loader())
     assert not broken and "breaks into 2 graphs" in broken.message and "explain" in broken.message
-    recompiled, _ = quietly(cg.check_compiles_once, Clean(), loader())
+    recompiled, _ = quietly(cg.checks.compiles_once, Clean(), loader())
     assert not recompiled and "[16, 2]" in recompiled.message and "drop_last=True" in recompiled.message
-    assert quietly(cg.check_compiles_once, Clean(), loader(drop_last=True))[0]
-    assert quietly(cg.check_compiles_once, Clean(), loader(), dynamic=True)[0]
-    assert not quietly(cg.check_compiles_once, "model", loader())[0]
+    assert quietly(cg.checks.compiles_once, Clean(), loader(drop_last=True))[0]
+    assert quietly(cg.checks.compiles_once, Clean(), loader(), dynamic=True)[0]
+    assert not quietly(cg.checks.compiles_once, "model", loader())[0]
 
 
 def test_fit_compiled_trains_like_eager_and_checkpoints_the_plain_keys(tmp_path):
@@ -243,11 +243,11 @@ def test_lesson_11s_exercise_fails_as_it_starts_and_passes_solved():
         exec(compile(cell.source, "11_torch_compile.py", "exec"), namespace)
         torch.manual_seed(0)
         nets[name] = namespace["ExerciseNet"](), namespace["exercise_loader"]
-    broken, _ = quietly(cg.check_compiles_once, *nets["starting"])
+    broken, _ = quietly(cg.checks.compiles_once, *nets["starting"])
     assert not broken and "breaks into 2 graphs" in broken.message and "an if on a tensor's value" in broken.message
-    still_recompiling, _ = quietly(cg.check_compiles_once, nets["solved"][0], nets["starting"][1])
+    still_recompiling, _ = quietly(cg.checks.compiles_once, nets["solved"][0], nets["starting"][1])
     assert not still_recompiling and "drop_last=True" in still_recompiling.message
-    assert quietly(cg.check_compiles_once, *nets["solved"])[0]
+    assert quietly(cg.checks.compiles_once, *nets["solved"])[0]
     large = 10 * torch.randn(8, 1, 28, 28)  # activations above 6: the clamp is at work in both
     with torch.no_grad():
         torch.testing.assert_close(nets["solved"][0](large), nets["starting"][0](large))

@@ -94,7 +94,7 @@ def test_other_errors_are_not_swallowed():
 
 
 def test_memory_report_on_cpu_is_empty_and_says_why():
-    assert set(cg.memory_report("cpu").values()) == {None}
+    assert set(cg.memory.memory_report("cpu").values()) == {None}
     assert "CUDA devices only" in cg.format_memory("cpu")
 
 
@@ -105,7 +105,13 @@ def test_memory_report_with_fake_cuda(fake_gpus, monkeypatch):
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 10 * mib)
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 20 * mib)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 15 * mib)
-    assert cg.memory_report("cuda") == {"allocated": 10, "reserved": 20, "peak": 15, "free": 1000, "total": 16000}
+    assert cg.memory.memory_report("cuda") == {
+        "allocated": 10,
+        "reserved": 20,
+        "peak": 15,
+        "free": 1000,
+        "total": 16000,
+    }
     assert "allocated 10.0 MiB, reserved 20.0 MiB" in cg.format_memory("cuda")
 
 

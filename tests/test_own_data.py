@@ -19,7 +19,7 @@ from torchvision.transforms.v2.functional import pil_to_tensor
 import colab_gpu as cg
 from colab_gpu import bench, own_data
 from colab_gpu.bench import pipelines
-from colab_gpu.checks import HINT
+from colab_gpu.checks.core import HINT
 
 CPU = torch.device("cpu")
 
@@ -174,7 +174,7 @@ def test_images_are_loaded_upright_as_their_exif_tag_says(tmp_path):
     split = cg.split_image_folder(folder, val_fraction=0.5)
     sizes = {split.classes[label]: image.size for image, label in [*split.train, *split.val]}
     assert sizes == {"portrait": (20, 40), "landscape": (40, 20)}  # PIL's (width, height)
-    decoded = cg.decode_jpegs([cg.read_bytes(folder / "portrait" / "a.jpg")], "cpu")[0]
+    decoded = cg.decode_jpegs([cg.own_data.read_bytes(folder / "portrait" / "a.jpg")], "cpu")[0]
     assert decoded.shape == (3, 40, 20)  # decoded upright too: (channels, height, width)
 
 
@@ -195,8 +195,8 @@ def test_exif_orientation_reads_the_tag_or_says_1(tmp_path):
     exif[own_data.EXIF_ORIENTATION] = 8
     Image.new("RGB", (8, 8)).save(tmp_path / "turned.jpg", exif=exif)
     Image.new("RGB", (8, 8)).save(tmp_path / "plain.jpg")
-    assert own_data.exif_orientation(cg.read_bytes(tmp_path / "turned.jpg")) == 8
-    assert own_data.exif_orientation(cg.read_bytes(tmp_path / "plain.jpg")) == 1
+    assert own_data.exif_orientation(cg.own_data.read_bytes(tmp_path / "turned.jpg")) == 8
+    assert own_data.exif_orientation(cg.own_data.read_bytes(tmp_path / "plain.jpg")) == 1
 
 
 def test_the_fingerprint_changes_with_the_data_only(shapes, tmp_path):
@@ -222,7 +222,7 @@ def test_split_image_folder_says_where_the_class_folders_are_not(tmp_path):
 
 def test_decode_jpegs_matches_pillow_on_the_cpu(shapes):
     path = next(shapes.rglob("*.jpg"))
-    decoded = cg.decode_jpegs([cg.read_bytes(path)] * 2, "cpu")
+    decoded = cg.decode_jpegs([cg.own_data.read_bytes(path)] * 2, "cpu")
     with Image.open(path) as picture:
         pillow = pil_to_tensor(picture.convert("RGB"))
     assert len(decoded) == 2 and decoded[0].dtype == torch.uint8 and decoded[0].shape == (3, 32, 32)
@@ -248,7 +248,7 @@ def test_decode_jpegs_falls_back_to_torchvision_when_torchcodec_does_not_load(mo
 
     monkeypatch.setitem(sys.modules, "torchcodec", types.ModuleType("torchcodec"))
     monkeypatch.setitem(sys.modules, "torchcodec.decoders", Broken("torchcodec.decoders"))
-    assert cg.decode_jpegs([cg.read_bytes(next(shapes.rglob("*.jpg")))], "cpu")[0].shape == (3, 32, 32)
+    assert cg.decode_jpegs([cg.own_data.read_bytes(next(shapes.rglob("*.jpg")))], "cpu")[0].shape == (3, 32, 32)
 
 
 def test_load_pretrained_falls_back_to_random_weights_in_one_line(capsys):
@@ -271,12 +271,12 @@ def test_load_pretrained_falls_back_to_random_weights_in_one_line(capsys):
 
 
 def test_finetune_transforms_make_normalized_images_of_the_size(shapes):
-    train, val = cg.finetune_transforms(24, flip=False)
+    train, val = cg.finetune.finetune_transforms(24, flip=False)
     with Image.open(next(shapes.rglob("*.jpg"))) as picture:
         for transform in (train, val):
             image = transform(picture)
             assert image.dtype == torch.float32 and image.shape == (3, 24, 24) and image.min() < 0
-    assert "Flip" not in repr(train) and "Flip" in repr(cg.finetune_transforms(24)[0])
+    assert "Flip" not in repr(train) and "Flip" in repr(cg.finetune.finetune_transforms(24)[0])
 
 
 def test_the_bench_row_times_a_finetuning_epoch_on_jpeg_files():
@@ -306,9 +306,9 @@ def lesson_csv_classes() -> tuple[type, type]:
 
 def test_check_csv_dataset_fails_as_the_lesson_starts_and_passes_its_solution(capsys):
     starting, solved = lesson_csv_classes()
-    assert not cg.check_csv_dataset(starting)
+    assert not cg.checks.csv_dataset(starting)
     assert "len(dataset) is 0" in capsys.readouterr().out
-    assert cg.check_csv_dataset(solved)
+    assert cg.checks.csv_dataset(solved)
     assert "upright, RGB" in capsys.readouterr().out
 
 
@@ -350,7 +350,7 @@ def test_check_csv_dataset_names_each_mistake(capsys):
         (NoTransform, "raised"),
         (solved.__init__, "pass your class"),
     ):
-        assert not cg.check_csv_dataset(wrong)
+        assert not cg.checks.csv_dataset(wrong)
         out = capsys.readouterr().out
         assert HINT in out and hint in out, out
 
@@ -362,8 +362,8 @@ def test_gpu_decoding_matches_the_cpu_and_turns_photos_upright(shapes, tmp_path)
     exif[own_data.EXIF_ORIENTATION] = 6
     with Image.open(next(shapes.rglob("*.jpg"))) as picture:
         picture.crop((0, 0, 32, 16)).save(tmp_path / "portrait.jpg", exif=exif)
-    encoded = [cg.read_bytes(path) for path in sorted(shapes.rglob("*.jpg"))[:8]] + [
-        cg.read_bytes(tmp_path / "portrait.jpg")
+    encoded = [cg.own_data.read_bytes(path) for path in sorted(shapes.rglob("*.jpg"))[:8]] + [
+        cg.own_data.read_bytes(tmp_path / "portrait.jpg")
     ]
     on_gpu, on_cpu = cg.decode_jpegs(encoded, device), cg.decode_jpegs(encoded, "cpu")
     assert all(image.device.type == "cuda" for image in on_gpu)

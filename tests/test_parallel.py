@@ -168,16 +168,16 @@ def test_launch_torchrun_bad_input(tmp_path):
 
 
 def test_check_ddp_script_reads_the_script_then_runs_it(tmp_path):
-    assert "run the %%writefile cell first" in cg.check_ddp_script(tmp_path / "none.py", "w.pt").message
+    assert "run the %%writefile cell first" in cg.checks.ddp_script(tmp_path / "none.py", "w.pt").message
     script = tmp_path / "my_ddp.py"
     script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
-    assert "never calls dist.destroy_process_group(" in cg.check_ddp_script(script, "w.pt").message
+    assert "never calls dist.destroy_process_group(" in cg.checks.ddp_script(script, "w.pt").message
     script.write_text(
         "import torch.distributed as dist\n# dist.init_process_group(...) and destroy_process_group()\n"
         "raise NameError('rank is not defined')\n"
     )
-    failed = cg.check_ddp_script(script, "w.pt", nproc=1, timeout=240)
+    failed = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=240)
     assert not failed and "the job failed: NameError: rank is not defined" in failed.message, failed.message
     script.write_text("import time\n# dist.init_process_group(...) and destroy_process_group()\ntime.sleep(60)\n")
-    hung = cg.check_ddp_script(script, "w.pt", nproc=1, timeout=5)
+    hung = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=5)
     assert not hung and "did not finish in 5 s" in hung.message

@@ -63,30 +63,30 @@ def test_a_device_that_does_not_exist_gets_get_devices_message(no_gpu):
     ("text", "dtype"), [(None, None), ("fp32", None), ("bf16", torch.bfloat16), ("fp16", torch.float16)]
 )
 def test_resolve_precision(text, dtype):
-    assert cg.resolve_precision(text, "cpu").dtype is dtype
+    assert cg.precision.resolve_precision(text, "cpu").dtype is dtype
 
 
 def test_resolve_precision_auto_and_bad_name(fake_gpus):
     fake_gpus(T4)
-    assert cg.resolve_precision("auto", "cuda").name == "fp16"
-    assert cg.resolve_precision("fp16", "cuda").use_scaler
-    assert not cg.resolve_precision("fp16", "cpu").use_scaler
-    same = cg.Precision("bf16", False, "x")
-    assert cg.resolve_precision(same, "cpu") is same
+    assert cg.precision.resolve_precision("auto", "cuda").name == "fp16"
+    assert cg.precision.resolve_precision("fp16", "cuda").use_scaler
+    assert not cg.precision.resolve_precision("fp16", "cpu").use_scaler
+    same = cg.precision.Precision("bf16", False, "x")
+    assert cg.precision.resolve_precision(same, "cpu") is same
     with pytest.raises(ValueError, match="Unknown precision 'half': use 'auto', 'fp32', 'bf16' or 'fp16'"):
-        cg.resolve_precision("half", "cpu")
+        cg.precision.resolve_precision("half", "cpu")
 
 
 def test_make_scaler_only_for_fp16():
-    assert cg.make_scaler(cg.Precision("bf16", False, ""), "cpu") is None
-    scaler = cg.make_scaler(cg.Precision("fp16", True, ""), "cpu")
+    assert cg.precision.make_scaler(cg.precision.Precision("bf16", False, ""), "cpu") is None
+    scaler = cg.precision.make_scaler(cg.precision.Precision("fp16", True, ""), "cpu")
     assert isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled()
 
 
 def test_scaler_with_bf16_is_refused():
     with pytest.raises(ValueError, match="Loss scaling is for float16 only"):
-        require_scaler_fits(cg.Precision("bf16", False, ""), torch.amp.GradScaler("cpu"))
-    require_scaler_fits(cg.Precision("fp16", True, ""), torch.amp.GradScaler("cpu"))
+        require_scaler_fits(cg.precision.Precision("bf16", False, ""), torch.amp.GradScaler("cpu"))
+    require_scaler_fits(cg.precision.Precision("fp16", True, ""), torch.amp.GradScaler("cpu"))
 
 
 def test_fit_with_precision_records_it():

@@ -123,8 +123,8 @@ def test_a_profile_without_steps_is_a_clear_error():
 
 
 def test_check_profile_labels_passes_a_labelled_loop_and_names_what_is_missing(capsys):
-    assert cg.check_profile_labels(tiny_run())
-    assert not cg.check_profile_labels(None)
+    assert cg.checks.profile_labels(tiny_run())
+    assert not cg.checks.profile_labels(None)
     assert "set prof" in capsys.readouterr().out
     model = torch.nn.Linear(8, 2)
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=0, warmup=1, active=2, repeat=1)) as prof:
@@ -133,12 +133,12 @@ def test_check_profile_labels_passes_a_labelled_loop_and_names_what_is_missing(c
                 loss = model(torch.randn(4, 8)).sum()
             loss.backward()
             prof.step()
-    assert not cg.check_profile_labels(prof)
+    assert not cg.checks.profile_labels(prof)
     assert "no time under 'data', 'backward', 'step'" in capsys.readouterr().out
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=5, warmup=1, active=2)) as never:
         for _ in range(2):  # fewer steps than the schedule waits: nothing was recorded
             never.step()
-    assert not cg.check_profile_labels(never)
+    assert not cg.checks.profile_labels(never)
     assert "Call prof.step() once per training step" in capsys.readouterr().out
 
 
@@ -205,9 +205,9 @@ def test_the_bottleneck_check_fails_on_the_starting_code_and_on_the_wrong_suspec
     lesson = lesson_exercise()
     given = [source for (kind, _), source in lesson["cells"].items() if kind == "given" and "def " in source]
     run_cell(lesson, given[0])  # their loop, profiled without labels
-    assert not cg.check_profile_labels(lesson["prof"])
+    assert not cg.checks.profile_labels(lesson["prof"])
     run_cell(lesson, given[1])  # my_steps as the lesson starts it: their loop
-    assert not cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
+    assert not cg.checks.bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     assert "aim for 2x" in capsys.readouterr().out
     wrong_suspect = (
         given[0]
@@ -217,7 +217,7 @@ def test_the_bottleneck_check_fails_on_the_starting_code_and_on_the_wrong_suspec
         .replace("def their_steps", "def my_steps")
     )
     run_cell(lesson, wrong_suspect)  # the sync and the per-tensor optimizer gone, the JPEG pipeline kept
-    assert not cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
+    assert not cg.checks.bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     assert "the other suspects cost little" in capsys.readouterr().out
 
 
@@ -226,8 +226,8 @@ def test_the_lesson_solutions_pass_both_checks(capsys):
     for source in lesson["cells"].values():  # in the lesson's order, as "Run all" runs them
         if "def " in source:
             run_cell(lesson, source)
-    assert cg.check_profile_labels(lesson["prof"])
-    assert cg.check_bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
+    assert cg.checks.profile_labels(lesson["prof"])
+    assert cg.checks.bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     assert "faster on cpu" in capsys.readouterr().out
 
 
@@ -238,5 +238,5 @@ def test_the_bottleneck_check_wants_one_finite_loss_per_step(capsys):
         (lambda steps: 1 / 0, "raised ZeroDivisionError"),
         ([1.0] * 6, "pass your function"),
     ):
-        assert not cg.check_bottleneck_fix(lambda steps: [1.0] * steps, fast, CPU)
+        assert not cg.checks.bottleneck_fix(lambda steps: [1.0] * steps, fast, CPU)
         assert hint in capsys.readouterr().out

@@ -56,7 +56,7 @@ def test_a_figure_this_runtime_cannot_measure_is_said_so_and_not_recorded(capsys
 
 
 def test_shipped_references_are_valid_and_list_every_course_gpu():
-    assert set(cg.reference_figures("no such figure")) == set(references.REFERENCE_GPUS)
+    assert set(cg.references.reference_figures("no such figure")) == set(references.REFERENCE_GPUS)
 
 
 def test_update_references_takes_the_newest_report_per_gpu(tmp_path):

@@ -47,19 +47,19 @@ def test_ampere_and_hopper_have_native_bf16_and_tf32(fake_gpus):
 
 
 def test_advice_on_cpu_says_how_to_enable_a_gpu(no_gpu):
-    tips = " ".join(cg.advice(cg.runtime_report()))
+    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
     assert "Runtime > Change runtime type > T4 GPU" in tips
 
 
 def test_advice_on_t4_is_fp16_with_gradscaler(fake_gpus):
     fake_gpus(T4)
-    tips = " ".join(cg.advice(cg.runtime_report()))
+    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
     assert "fp16 autocast with torch.amp.GradScaler('cuda')" in tips and "bf16 is only emulated" in tips
 
 
 def test_advice_on_h100_is_bf16(fake_gpus):
     fake_gpus(H100)
-    assert "use bf16 autocast" in " ".join(cg.advice(cg.runtime_report()))
+    assert "use bf16 autocast" in " ".join(cg.runtime.advice(cg.runtime_report()))
 
 
 def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_kernels(fake_gpus, monkeypatch):
@@ -71,29 +71,29 @@ def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_ker
     gpu = report["gpus"][0]
     assert gpu["precision"] == cg.choose_precision("cuda").name == "fp32"
     assert gpu["kernels_in_this_torch"] is False
-    tips = " ".join(cg.advice(report))
+    tips = " ".join(cg.runtime.advice(report))
     assert "no kernel image is available" in tips and "GPU T4 x2" in tips and "GradScaler" not in tips
-    assert "kernels in this PyTorch  NO" in cg.format_runtime_report(report)
+    assert "kernels in this PyTorch  NO" in cg.runtime.format_runtime_report(report)
 
 
 def test_old_gpu_outside_kaggle_is_not_told_to_pick_a_kaggle_accelerator(fake_gpus, monkeypatch):
     monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
     fake_gpus(P100)
-    tips = " ".join(cg.advice(cg.runtime_report()))
+    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
     assert "no kernel image is available" in tips and "cu126" in tips and "GPU T4 x2" not in tips
 
 
 def test_two_identical_gpus_get_the_advice_once_and_the_ddp_tip(fake_gpus):
     # Kaggle's "GPU T4 x2"
     fake_gpus(T4, T4)
-    tips = cg.advice(cg.runtime_report())
+    tips = cg.runtime.advice(cg.runtime_report())
     assert sum("Tesla T4" in tip for tip in tips) == 1
     assert any("--nproc-per-node=2" in tip for tip in tips)
 
 
 def test_one_gpu_gets_no_ddp_tip(fake_gpus):
     fake_gpus(T4)
-    assert "nproc-per-node" not in " ".join(cg.advice(cg.runtime_report()))
+    assert "nproc-per-node" not in " ".join(cg.runtime.advice(cg.runtime_report()))
 
 
 @pytest.mark.parametrize(
@@ -114,12 +114,12 @@ def test_kernels_for_compute_capability(capability, arches, expected):
 
 def test_advice_on_two_vcpus_limits_workers(no_gpu, monkeypatch):
     monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
-    assert "at most 2 DataLoader workers" in " ".join(cg.advice(cg.runtime_report()))
+    assert "at most 2 DataLoader workers" in " ".join(cg.runtime.advice(cg.runtime_report()))
 
 
 def test_advice_on_many_cores_has_no_worker_limit(no_gpu, monkeypatch):
     monkeypatch.setattr(runtime, "cpu_count", lambda: 16)
-    assert "DataLoader workers" not in " ".join(cg.advice(cg.runtime_report()))
+    assert "DataLoader workers" not in " ".join(cg.runtime.advice(cg.runtime_report()))
 
 
 def test_tpu_hint(monkeypatch):
@@ -129,26 +129,26 @@ def test_tpu_hint(monkeypatch):
 
 def test_in_colab_from_environment(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20261101")
-    assert cg.in_colab() and cg.notebook_platform() == "Colab"
+    assert cg.runtime.in_colab() and cg.runtime.notebook_platform() == "Colab"
 
 
 def test_platform_kaggle_and_local(monkeypatch):
     monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
-    assert not cg.in_kaggle() and cg.notebook_platform() == "local"
+    assert not cg.runtime.in_kaggle() and cg.runtime.notebook_platform() == "local"
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
-    assert cg.in_kaggle() and cg.notebook_platform() == "Kaggle"
-    assert re.search(r"^Platform +Kaggle$", cg.format_runtime_report(cg.runtime_report()), re.M)
+    assert cg.runtime.in_kaggle() and cg.runtime.notebook_platform() == "Kaggle"
+    assert re.search(r"^Platform +Kaggle$", cg.runtime.format_runtime_report(cg.runtime_report()), re.M)
 
 
 def test_no_gpu_advice_names_colab_and_kaggle_menus(no_gpu):
-    tips = " ".join(cg.advice(cg.runtime_report()))
+    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
     assert "Runtime > Change runtime type" in tips and "Settings > Accelerator > GPU T4 x2" in tips
 
 
 def test_format_runtime_report_shows_gpu_rows(fake_gpus):
     fake_gpus(T4)
-    text = cg.format_runtime_report(cg.runtime_report())
+    text = cg.runtime.format_runtime_report(cg.runtime_report())
     assert "Tesla T4" in text and "compute capability" in text and "15.0 GiB" in text
     assert re.search(r"native bf16 +no$", text, re.M) and "Advice:" in text
     assert re.search(r"mixed precision +fp16 autocast \+ GradScaler$", text, re.M)
@@ -159,7 +159,7 @@ def test_format_runtime_report_shows_gpu_rows(fake_gpus):
 )
 def test_the_reports_precision_row_follows_choose_precision(fake_gpus, gpu, row):
     fake_gpus(gpu)
-    text = cg.format_runtime_report(cg.runtime_report())
+    text = cg.runtime.format_runtime_report(cg.runtime_report())
     assert re.search(rf"mixed precision +{re.escape(row)}", text)  # a P100 was told "fp16 + GradScaler"
     assert cg.choose_precision("cuda").name == {"none: float32": "fp32"}.get(row, row[:4])
 
@@ -205,11 +205,11 @@ def test_cudnn_refusing_an_old_gpu_is_reported_not_raised(fake_gpus, monkeypatch
     report = runtime.runtime_report()
     assert report["cudnn"] is None
     assert report["cudnn_problem"] == "cuDNN version 92400 is not compatible with devices with SM < 7.5"
-    assert any("convolutions will fail" in tip for tip in cg.advice(report))
+    assert any("convolutions will fail" in tip for tip in cg.runtime.advice(report))
     assert "cuDNN" in runtime.format_runtime_report(report)
 
 
 def test_one_core_is_advised_no_workers_like_the_loader_helper(no_gpu, monkeypatch):
     monkeypatch.setattr(runtime, "cpu_count", lambda: 1)
-    assert "use at most 0 DataLoader workers: one CPU core" in " ".join(cg.advice(cg.runtime_report()))
+    assert "use at most 0 DataLoader workers: one CPU core" in " ".join(cg.runtime.advice(cg.runtime_report()))
     assert cg.suggest_num_workers(cores=1).num_workers == 0

@@ -13,7 +13,7 @@ import colab_gpu as cg
 from colab_gpu import bench
 from colab_gpu import speedrun_ladder as sr
 from colab_gpu.bench import pipelines
-from colab_gpu.checks import HINT
+from colab_gpu.checks.core import HINT
 from colab_gpu.compiling import CompileSupport
 
 CPU = torch.device("cpu")
@@ -112,7 +112,7 @@ def test_check_fast_loop_fails_on_rung_0s_loop_as_the_lesson_starts_it(capsys):
     data = cg.load_digits(32, 3).limit(train=320, test=64)
     rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=2)
     starting, _ = lesson_loops()
-    assert not cg.check_fast_loop(starting, data, CPU, baseline=rung0)
+    assert not cg.checks.fast_loop(starting, data, CPU, baseline=rung0)
     assert "aim for 2x" in capsys.readouterr().out
 
 
@@ -121,7 +121,7 @@ def test_check_fast_loop_passes_the_lesson_solution(capsys):
     data = cg.load_digits(32, 3).limit(train=1_000, test=500)
     rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=sr.ladder_size(CPU).epochs)
     _, solution = lesson_loops()
-    assert cg.check_fast_loop(solution, data, CPU, baseline=rung0)
+    assert cg.checks.fast_loop(solution, data, CPU, baseline=rung0)
     assert "vs rung 0's" in capsys.readouterr().out
 
 
@@ -139,7 +139,7 @@ def test_check_fast_loop_explains_each_mistake(capsys):
         (lambda data, device, epochs: nn.Linear(2, 2), "evaluating the model you returned raised"),
         (untrained(data, CPU, 2), "pass your function"),
     ):
-        assert not cg.check_fast_loop(wrong, data, CPU, baseline=slow_and_good)
+        assert not cg.checks.fast_loop(wrong, data, CPU, baseline=slow_and_good)
         out = capsys.readouterr().out
         assert HINT in out and hint in out, out
 
@@ -190,7 +190,7 @@ def test_compile_warm_up_restores_the_initial_weights(small_digits):
         augment=True,
         channels_last=False,
     )
-    seconds = sr._warm_up_compiled(model, model, loader, cg.resolve_precision("fp32", CPU), CPU)
+    seconds = sr._warm_up_compiled(model, model, loader, cg.precision.resolve_precision("fp32", CPU), CPU)
     assert seconds > 0
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # running stats too
 

@@ -17,7 +17,7 @@ HINT = "❌ Not yet:"
 
 class CheckResult:
     """A check's verdict: true when it passed. A notebook shows nothing more for it (the check already printed
-    its line), so a check cell does not end with a bare ``True``; ``assert cg.check_...(...)`` still works.
+    its line), so a check cell does not end with a bare ``True``; ``assert cg.checks.<name>(...)`` still works.
     Taught in lesson 01."""
 
     def __init__(self, passed: bool, message: str) -> None:
@@ -33,12 +33,28 @@ class CheckResult:
         """Displayed as the last value of a cell: nothing, the verdict is printed already."""
 
 
-def check_that(passed: bool, success: str, hint: str) -> CheckResult:
-    """The self-check every check_* ends with: print ``success`` or ``hint`` with a pass/fail mark; return it.
+def that(passed: bool, success: str, hint: str) -> CheckResult:
+    """The verdict every self-check ends with: print ``success`` (passed) or ``hint`` with its mark; return it.
 
+    Both messages are needed, since either may be shown: a check that already knows the outcome says `ok` or `fail`.
     Taught in lesson 01.
     """
-    message = f"{PASS} {success}" if passed else f"{HINT} {hint}"
+    if not success or not hint:
+        raise ValueError("cg.checks.that needs both messages, what passed and the hint: use ok() or fail() for one")
+    return ok(success) if passed else fail(hint)
+
+
+def ok(success: str) -> CheckResult:
+    """A passed check's verdict: print ``success`` after the pass mark and return it."""
+    return _verdict(True, f"{PASS} {success}")
+
+
+def fail(hint: str) -> CheckResult:
+    """A failed check's verdict: print ``hint`` (what is wrong and what to do) after the fail mark and return it."""
+    return _verdict(False, f"{HINT} {hint}")
+
+
+def _verdict(passed: bool, message: str) -> CheckResult:
     print(message)
     return CheckResult(passed, message)
 
@@ -51,11 +67,11 @@ def _device_of(obj: torch.Tensor | nn.Module) -> torch.device | None:
     return devices.pop() if len(devices) == 1 else None
 
 
-def check_on_device(obj: object, device: str | torch.device, name: str = "it") -> CheckResult:
+def on_device(obj: object, device: str | torch.device, name: str = "it") -> CheckResult:
     """Check that a tensor, or every parameter and buffer of a model, lives on ``device``.
 
     Example:
-        >>> bool(check_on_device(torch.zeros(2), "cpu", name="x"))
+        >>> bool(on_device(torch.zeros(2), "cpu", name="x"))
         ✅ Correct: x is on cpu.
         True
 
@@ -63,13 +79,13 @@ def check_on_device(obj: object, device: str | torch.device, name: str = "it") -
     """
     device = torch.device(device)
     if obj is None or obj is ...:
-        return check_that(False, "", f"{name} is not defined yet: complete the exercise cell and run it.")
+        return fail(f"{name} is not defined yet: complete the exercise cell and run it.")
     if not isinstance(obj, (torch.Tensor, nn.Module)):
-        return check_that(False, "", f"{name} should be a tensor or a model, got {type(obj).__name__}.")
+        return fail(f"{name} should be a tensor or a model, got {type(obj).__name__}.")
     actual = _device_of(obj)
     if actual is None:
-        return check_that(False, "", f"{name} has parameters on several devices: call .to(device) on the whole model.")
-    return check_that(
+        return fail(f"{name} has parameters on several devices: call .to(device) on the whole model.")
+    return that(
         same_device(actual, device),
         f"{name} is on {device}.",
         f"{name} is on {actual}, expected {device}: use .to(device) (it returns the moved tensor; "
@@ -77,40 +93,34 @@ def check_on_device(obj: object, device: str | torch.device, name: str = "it") -
     )
 
 
-def check_close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> CheckResult:
+def close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> CheckResult:
     """Check that a tensor has the expected shape and values (compared on the CPU). Taught in lesson 04."""
     if not isinstance(actual, torch.Tensor):
-        return check_that(False, "", f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
+        return fail(f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
     if actual.shape != expected.shape:
-        return check_that(False, "", f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
+        return fail(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
     passed = torch.allclose(actual.detach().cpu().float(), expected.detach().cpu().float(), atol=atol)
-    return check_that(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")
+    return that(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")
 
 
 LABEL_CASES = (([0, 1, 9], 10, True), ([1, 2, 3, 10], 10, False), ([-1, 0], 10, False), ([4], 5, True))
 
 
-def check_label_validator(validator: object) -> CheckResult:
+def label_validator(validator: object) -> CheckResult:
     """Check a function ``validator(labels, num_classes) -> bool`` that catches out-of-range labels.
 
     Taught in lesson 09.
     """
     if not callable(validator):
-        return check_that(False, "", "define valid_labels(labels, num_classes) returning True or False.")
+        return fail("define valid_labels(labels, num_classes) returning True or False.")
     for labels, classes, expected in LABEL_CASES:
         try:
             answer = validator(torch.tensor(labels), classes)
         except Exception as err:  # a learner's bug: a hint, not a crash
-            return check_that(
-                False, "", f"valid_labels(tensor({labels}), {classes}) raised {type(err).__name__}: {err}"
-            )
+            return fail(f"valid_labels(tensor({labels}), {classes}) raised {type(err).__name__}: {err}")
         if bool(answer) != expected:
-            return check_that(
-                False,
-                "",
+            return fail(
                 f"valid_labels(tensor({labels}), {classes}) returned {answer!r}; expected "
-                f"{expected}: valid labels are 0 .. num_classes - 1.",
+                f"{expected}: valid labels are 0 .. num_classes - 1."
             )
-    return check_that(
-        True, f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.", ""
-    )
+    return ok(f"right on all {len(LABEL_CASES)} cases, including labels that are too large or negative.")

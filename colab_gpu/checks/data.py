@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from torch.utils.data import DataLoader
 
-from .core import CheckResult, check_that
+from .core import CheckResult, fail, ok
 
 EXIF_ORIENTATION = 0x0112
 # (file, label, what it tests): a portrait stored sideways with its EXIF tag (upright it is 48 wide, 24 high, its
@@ -86,7 +86,7 @@ def _item_problem(dataset: object, index: int, classes: list[str]) -> str | None
     return None
 
 
-def check_csv_dataset(dataset_class: object) -> CheckResult:
+def csv_dataset(dataset_class: object) -> CheckResult:
     """Check lesson 13's ``dataset_class(csv_path, image_dir, transform=None)``: on a CSV (header ``file,label``,
     class names as labels) of images saved the way phones and tools save them (a portrait stored sideways with
     its EXIF tag, a PNG with transparency, a grayscale JPEG), every item is ``(image, class index)``, the image
@@ -95,48 +95,38 @@ def check_csv_dataset(dataset_class: object) -> CheckResult:
     from torchvision.transforms import v2
 
     if not isinstance(dataset_class, type):
-        return check_that(
-            False, "", f"pass your class (CsvImages, not CsvImages(...)), got {type(dataset_class).__name__}."
-        )
+        return fail(f"pass your class (CsvImages, not CsvImages(...)), got {type(dataset_class).__name__}.")
     expected = sorted({label for _, label in CSV_ROWS})
     with tempfile.TemporaryDirectory() as folder:
         labels, images = write_csv_dataset(Path(folder))
         try:
             dataset = dataset_class(labels, images)
             if len(dataset) != len(CSV_ROWS):
-                return check_that(
-                    False,
-                    "",
+                return fail(
                     f"len(dataset) is {len(dataset)} for a CSV of {len(CSV_ROWS)} rows "
-                    "after its header: one item per row.",
+                    "after its header: one item per row."
                 )
             if list(getattr(dataset, "classes", [])) != expected:
-                return check_that(
-                    False,
-                    "",
+                return fail(
                     f"dataset.classes should be the label names sorted, {expected} "
-                    f"(ImageFolder's convention), got {getattr(dataset, 'classes', None)}.",
+                    f"(ImageFolder's convention), got {getattr(dataset, 'classes', None)}."
                 )
             for index in range(len(CSV_ROWS)):
                 problem = _item_problem(dataset, index, expected)
                 if problem:
-                    return check_that(False, "", problem)
+                    return fail(problem)
             resized = v2.Compose(
                 [v2.ToImage(), v2.Resize((16, 16), antialias=True), v2.ToDtype(torch.float32, scale=True)]
             )
             batch, targets = next(iter(DataLoader(dataset_class(labels, images, resized), batch_size=4)))
         except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
-            return check_that(False, "", f"your data set raised {type(err).__name__}: {err}")
+            return fail(f"your data set raised {type(err).__name__}: {err}")
     if tuple(batch.shape) != (4, 3, 16, 16):
-        return check_that(
-            False,
-            "",
+        return fail(
             f"with a transform, a batch of 4 should be (4, 3, 16, 16), got "
-            f"{tuple(batch.shape)}: apply self.transform to the image when it is set.",
+            f"{tuple(batch.shape)}: apply self.transform to the image when it is set."
         )
-    return check_that(
-        True,
+    return ok(
         f"{len(CSV_ROWS)} images read from a CSV: upright, RGB, labelled by sorted class name "
-        f"{expected}; a DataLoader batches them {tuple(batch.shape)}.",
-        "",
+        f"{expected}; a DataLoader batches them {tuple(batch.shape)}."
     )

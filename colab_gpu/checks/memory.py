@@ -9,17 +9,17 @@ from torch import nn
 
 from ..activations import ActivationMemory, measure_activations
 from ..memory import PeakMemory, measure_peak
-from .core import CheckResult, check_that
+from .core import CheckResult, fail, that
 
 
-def check_released(probe: object, name: str = "the tensor") -> CheckResult:
+def released(probe: object, name: str = "the tensor") -> CheckResult:
     """Check, through a ``weakref.ref`` to it, that an object was really freed. Taught in lesson 07."""
     if not callable(probe):
-        return check_that(False, "", "pass a weakref.ref(...) to the object you want freed.")
+        return fail("pass a weakref.ref(...) to the object you want freed.")
     import gc
 
     gc.collect()
-    return check_that(
+    return that(
         probe() is None,
         f"{name} was freed: nothing refers to it any more.",
         f"{name} is still alive: something still refers to it. `del` every name and container that holds it, "
@@ -51,7 +51,7 @@ def _compare(
     return ratio, summary
 
 
-def check_memory_saving(
+def memory_saving(
     step: object,
     reference: object,
     model: nn.Module,
@@ -66,35 +66,33 @@ def check_memory_saving(
     checkpointing recomputes under its own saved-tensor hooks, which this count cannot see: the exercise asks for
     gradient accumulation."""
     if not callable(step):
-        return check_that(False, "", "define my_step(model, inputs, labels) and rerun.")
+        return fail("define my_step(model, inputs, labels) and rerun.")
     results = {}
     for name, fn in (("reference", reference), ("yours", step)):
         clone = copy.deepcopy(model)
         clone.zero_grad(set_to_none=True)
         _, saved, peak = _run_measured(fn, clone, inputs, labels, exclude=(inputs, labels))
         if any(p.grad is None for p in clone.parameters()):
-            return check_that(False, "", "after your step some parameters have no gradient: call backward().")
+            return fail("after your step some parameters have no gradient: call backward().")
         grads = torch.cat([p.grad.flatten() for p in clone.parameters()])
         results[name] = (grads, saved, peak)
     (expected, full, full_peak), (grads, saved, peak) = results["reference"], results["yours"]
     difference = ((grads - expected).norm() / expected.norm()).item()
     if difference > 1e-3:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"your gradients differ from the full batch's by {difference:.0%}: each of k "
-            "pieces' losses must be divided by k (and zero_grad only once, before).",
+            "pieces' losses must be divided by k (and zero_grad only once, before)."
         )
     ratio, summary = _compare("activations kept for backward", saved, full, peak, full_peak, digits=1)
     summary += ", same gradients"
-    return check_that(
+    return that(
         ratio <= at_most,
         summary + ".",
         f"{summary}; aim for at most {at_most:g}x: process the batch in smaller pieces.",
     )
 
 
-def check_evaluation_memory(
+def evaluation_memory(
     predict_fn: object, leaky_fn: object, model: nn.Module, images: torch.Tensor, *, at_most: float = 0.25
 ) -> CheckResult:
     """Check a learner's ``predict_fn(model, images) -> outputs`` (lesson 09): the same outputs as ``leaky_fn``, with
@@ -102,7 +100,7 @@ def check_evaluation_memory(
     on a GPU the allocator's peak is printed too). An evaluation that keeps every batch's graph grows with the
     data set until a GPU runs out of memory."""
     if not callable(predict_fn):
-        return check_that(False, "", "define predict_all(model, images) and rerun.")
+        return fail("define predict_all(model, images) and rerun.")
     measured = {}
     for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
         outputs, saved, peak = _run_measured(fn, model, images)
@@ -111,17 +109,13 @@ def check_evaluation_memory(
         measured[name] = (outputs, saved, peak, needs_grad)
     (expected, leaky, leaky_peak, _), (outputs, saved, peak, needs_grad) = measured["leaky"], measured["yours"]
     if not isinstance(outputs, torch.Tensor) or outputs.shape != expected.shape:
-        return check_that(
-            False, "", f"return the outputs of every image as one tensor of shape {tuple(expected.shape)}."
-        )
+        return fail(f"return the outputs of every image as one tensor of shape {tuple(expected.shape)}.")
     if not torch.allclose(outputs.float(), expected.float(), rtol=1e-3, atol=1e-4):
-        return check_that(False, "", "your outputs differ from the model's: same model, same images, in order.")
+        return fail("your outputs differ from the model's: same model, same images, in order.")
     ratio, summary = _compare("autograd kept for backward", saved, leaky, peak, leaky_peak, digits=2)
     if needs_grad:
-        return check_that(
-            False, "", f"{summary}, and your outputs still carry a graph: evaluate under torch.inference_mode()."
-        )
-    return check_that(
+        return fail(f"{summary}, and your outputs still carry a graph: evaluate under torch.inference_mode().")
+    return that(
         ratio <= at_most,
         summary + ".",
         f"{summary}; aim for at most {at_most:g}x: nothing in an evaluation needs a backward pass.",

@@ -9,26 +9,24 @@ import time
 import torch
 
 from ..parallel import launch_torchrun
-from .core import CheckResult, check_that
+from .core import CheckResult, fail, that
 
 
-def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> CheckResult:
+def shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> CheckResult:
     """Check the indices a rank gets from ``DistributedSampler(shuffle=False)``. Taught in lesson 08."""
     from torch.utils.data.distributed import DistributedSampler
 
     expected = list(DistributedSampler(range(dataset_size), num_replicas=world_size, rank=rank, shuffle=False))
     if indices is None:
-        return check_that(False, "", "rank1_indices is not set yet: write the list of indices and rerun.")
+        return fail("rank1_indices is not set yet: write the list of indices and rerun.")
     if not isinstance(indices, (list, tuple)) or not all(isinstance(i, int) for i in indices):
-        return check_that(False, "", f"give a list of integers, got {indices!r}.")
+        return fail(f"give a list of integers, got {indices!r}.")
     if len(indices) != len(expected):
-        return check_that(
-            False,
-            "",
+        return fail(
             f"each of the {world_size} ranks gets ceil({dataset_size}/{world_size}) = "
-            f"{len(expected)} indices (the data is padded), you gave {len(indices)}.",
+            f"{len(expected)} indices (the data is padded), you gave {len(indices)}."
         )
-    return check_that(
+    return that(
         list(indices) == expected,
         f"rank {rank} of {world_size} gets {expected}.",
         f"rank {rank} takes every {world_size}th index starting at {rank}, after padding the data to "
@@ -36,22 +34,20 @@ def check_shard(indices: object, *, dataset_size: int, world_size: int, rank: in
     )
 
 
-def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: int = 300) -> CheckResult:
+def ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: int = 300) -> CheckResult:
     """Check a learner's DDP training script (lesson 08): launched by torchrun with ``nproc`` gloo processes (on
     every runtime), it must train to the same weights as the helper's run saved in ``reference_weights``."""
     from pathlib import Path
 
     path = Path(script)
     if not path.is_file():
-        return check_that(False, "", f"no script at {path}: run the %%writefile cell first.")
+        return fail(f"no script at {path}: run the %%writefile cell first.")
     text = path.read_text()
     for call in ("init_process_group(", "destroy_process_group("):
         if call not in text:
-            return check_that(
-                False,
-                "",
+            return fail(
                 f"{path.name} never calls dist.{call}...): every process joins the group "
-                "after torchrun starts it, and leaves it before it exits.",
+                "after torchrun starts it, and leaves it before it exits."
             )
     out = path.with_name(f"{path.stem}_weights.pt")
     out.unlink(missing_ok=True)
@@ -59,22 +55,20 @@ def check_ddp_script(script: str, reference_weights: str, *, nproc: int = 2, tim
     try:
         launch_torchrun(path, nproc, "--backend", "gloo", "--out", str(out), timeout=timeout, echo=False)
     except subprocess.TimeoutExpired:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"the job did not finish in {timeout} s: does every process reach the same "
-            "collectives (a barrier or all_reduce on one rank only waits forever)?",
+            "collectives (a barrier or all_reduce on one rank only waits forever)?"
         )
     except RuntimeError as err:
         # The first exception a process printed ("NameError: ...", or "[rank0]: NameError: ..." from newer torchrun).
         found = re.search(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_.]*(?:Error|Exception): .*)$", str(err), re.M)
-        return check_that(False, "", f"the job failed: {found.group(1) if found else str(err).splitlines()[0]}")
+        return fail(f"the job failed: {found.group(1) if found else str(err).splitlines()[0]}")
     seconds = time.perf_counter() - start
     if not out.is_file():
-        return check_that(False, "", f"the job ran but wrote no {out.name}: keep train(info, args) as it is.")
+        return fail(f"the job ran but wrote no {out.name}: keep train(info, args) as it is.")
     mine, expected = torch.load(out, weights_only=True), torch.load(reference_weights, weights_only=True)
     gap = max((mine[k] - v).abs().max().item() for k, v in expected.items())
-    return check_that(
+    return that(
         gap <= 1e-6,
         f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
         f"cg.ddp_setup's run (largest difference {gap:.1e}).",

@@ -19,10 +19,10 @@ from ..profiling import summarize_profile
 from ..speedrun_ladder import ladder, ladder_size, run_rung
 from ..timing import interleaved_medians
 from ..train import evaluate
-from .core import CheckResult, check_that
+from .core import CheckResult, fail, ok, that
 
 
-def check_timing(seconds: object, reference: object, name: str = "your time", factor: float = 3.0) -> CheckResult:
+def timing(seconds: object, reference: object, name: str = "your time", factor: float = 3.0) -> CheckResult:
     """Check a learner's own timing of some work against ``reference`` (a ``BenchResult`` or seconds).
 
     The same work on the same device takes the same time, give or take noise: within ``factor`` passes. Far
@@ -32,28 +32,24 @@ def check_timing(seconds: object, reference: object, name: str = "your time", fa
     """
     expected = getattr(reference, "median", reference)
     if seconds is None:
-        return check_that(False, "", f"{name} is not set yet: complete the exercise cell and run it.")
+        return fail(f"{name} is not set yet: complete the exercise cell and run it.")
     if isinstance(seconds, torch.Tensor) or not isinstance(seconds, (int, float)) or seconds <= 0:
-        return check_that(False, "", f"{name} should be a positive number of seconds, got {seconds!r}.")
+        return fail(f"{name} should be a positive number of seconds, got {seconds!r}.")
     ratio = seconds / expected
     if ratio < 1 / factor:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"{name} = {seconds * 1e3:.3f} ms is {1 / ratio:.0f}x less than the work takes "
-            f"({expected * 1e3:.3f} ms): synchronize before reading the clock each time.",
+            f"({expected * 1e3:.3f} ms): synchronize before reading the clock each time."
         )
     if ratio > factor:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"{name} = {seconds * 1e3:.3f} ms is {ratio:.0f}x more than the work takes "
-            f"({expected * 1e3:.3f} ms): leave the first (warm-up) call out, report the median.",
+            f"({expected * 1e3:.3f} ms): leave the first (warm-up) call out, report the median."
         )
-    return check_that(True, f"{name} = {seconds * 1e3:.3f} ms, the helper says {expected * 1e3:.3f} ms.", "")
+    return ok(f"{name} = {seconds * 1e3:.3f} ms, the helper says {expected * 1e3:.3f} ms.")
 
 
-def check_loader_speed(
+def loader_speed(
     loader: object,
     baseline: object,
     device: str | torch.device,
@@ -66,17 +62,17 @@ def check_loader_speed(
     per epoch, and ``loader`` at least ``at_least`` times as many samples per second (best of ``repeat`` each).
     Taught in lesson 05."""
     if loader is None:
-        return check_that(False, "", "the loader is not set yet: complete the exercise cell and run it.")
+        return fail("the loader is not set yet: complete the exercise cell and run it.")
     try:
         delivered = sum(len(inputs) for inputs, _ in loader)
     except TypeError:
-        return check_that(False, "", f"expected something to iterate over in batches, got {type(loader).__name__}.")
+        return fail(f"expected something to iterate over in batches, got {type(loader).__name__}.")
     if delivered != samples:
-        return check_that(False, "", f"one epoch delivered {delivered:,} samples instead of all {samples:,}.")
+        return fail(f"one epoch delivered {delivered:,} samples instead of all {samples:,}.")
     yours = max(measure_loader(loader, device) for _ in range(repeat))
     reference = max(measure_loader(baseline, device) for _ in range(repeat))
     gain = yours / reference
-    return check_that(
+    return that(
         gain >= at_least,
         f"{yours:,.0f} samples/s, {gain:.1f}x the default DataLoader's {reference:,.0f} on this runtime.",
         f"{yours:,.0f} samples/s is {gain:.1f}x the default DataLoader's {reference:,.0f}; aim for "
@@ -84,30 +80,30 @@ def check_loader_speed(
     )
 
 
-def check_loader_settings(loader: object, device: str | torch.device) -> CheckResult:
+def loader_settings(loader: object, device: str | torch.device) -> CheckResult:
     """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs.
 
     Taught in lesson 05.
     """
     if not isinstance(loader, DataLoader):
-        return check_that(False, "", f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
+        return fail(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
     advice = suggest_num_workers()
     on_gpu = torch.device(device).type == "cuda"
     if loader.num_workers != advice.num_workers:
-        return check_that(False, "", f"num_workers is {loader.num_workers}; this runtime suggests {advice}")
+        return fail(f"num_workers is {loader.num_workers}; this runtime suggests {advice}")
     if loader.num_workers > 0 and not loader.persistent_workers:
-        return check_that(False, "", "set persistent_workers=True so workers are not re-created every epoch.")
+        return fail("set persistent_workers=True so workers are not re-created every epoch.")
     if loader.pin_memory != on_gpu:
         hint = (
             "set pin_memory=True: pinned pages make .to(device, non_blocking=True) asynchronous."
             if on_gpu
             else "pin_memory only helps when copying to a GPU; leave it off on the CPU."
         )
-        return check_that(False, "", hint)
-    return check_that(True, f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.", "")
+        return fail(hint)
+    return ok(f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.")
 
 
-def check_prediction_speed(
+def prediction_speed(
     fast: object,
     slow: object,
     model: nn.Module,
@@ -121,19 +117,15 @@ def check_prediction_speed(
     the same predictions (99% of them: a GPU may pick other convolution algorithms for another batch size) and
     at least ``at_least`` times faster, on medians of ``repeat`` interleaved runs."""
     if not callable(fast):
-        return check_that(False, "", "define fast_predict(model, images) and rerun.")
+        return fail("define fast_predict(model, images) and rerun.")
     mine, reference = fast(model, images), slow(model, images)
     if not isinstance(mine, torch.Tensor) or mine.shape != reference.shape:
         shape = tuple(mine.shape) if isinstance(mine, torch.Tensor) else type(mine).__name__
-        return check_that(
-            False, "", f"return one predicted class per image: shape {tuple(reference.shape)}, got {shape}."
-        )
+        return fail(f"return one predicted class per image: shape {tuple(reference.shape)}, got {shape}.")
     agree = (mine.cpu() == reference.cpu()).float().mean().item()
     if agree < 0.99:
-        return check_that(
-            False,
-            "",
-            f"only {agree:.0%} of your predictions match: same model, eval mode, argmax over the classes (dim=1).",
+        return fail(
+            f"only {agree:.0%} of your predictions match: same model, eval mode, argmax over the classes (dim=1)."
         )
 
     def timed(fn: object) -> object:
@@ -145,7 +137,7 @@ def check_prediction_speed(
         f"{len(images)} images in {medians['fast'] * 1e3:.1f} ms instead of {medians['slow'] * 1e3:.1f} ms: "
         f"{gain:.1f}x faster on {torch.device(device)}"
     )
-    return check_that(
+    return that(
         gain >= at_least,
         summary + ".",
         f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.",
@@ -155,12 +147,12 @@ def check_prediction_speed(
 PHASES = ("data", "forward", "backward", "step")
 
 
-def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
+def profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
     """Check a learner's profile of a training loop (lesson 10): finished, with scheduled steps, and each of the
     phases "data", "forward", "backward" and "step" labelled with ``record_function`` so that together they
     cover at least ``at_least`` of the step time (measured by `summarize_profile`)."""
     if prof is None or not hasattr(prof, "events"):
-        return check_that(False, "", "set prof to the torch.profiler.profile object of your `with` block.")
+        return fail("set prof to the torch.profiler.profile object of your `with` block.")
     try:
         summary = summarize_profile(prof, PHASES)
     except (AssertionError, ValueError) as err:  # PyTorch asserts when no step was ever recorded
@@ -168,23 +160,18 @@ def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
             message = str(err).splitlines()[0]
         else:  # before PyTorch 2.10 the profiler's assert has no message
             message = f"PyTorch says: {err}." if str(err) else "The profiler recorded no step (a bare AssertionError)."
-        return check_that(
-            False,
-            "",
+        return fail(
             f"{message} Call prof.step() once per training step, with more steps than "
-            "the schedule's wait + warmup + active (and repeat=1).",
+            "the schedule's wait + warmup + active (and repeat=1)."
         )
     missing = [phase for phase in PHASES if phase not in summary.shares]
     if missing:
-        return check_that(
-            False,
-            "",
-            f"no time under {', '.join(map(repr, missing))}: wrap that part of the step "
-            "in `with record_function(...)`.",
+        return fail(
+            f"no time under {', '.join(map(repr, missing))}: wrap that part of the step in `with record_function(...)`."
         )
     covered = sum(summary.shares.values())
     shares = ", ".join(f"{label} {share:.0%}" for label, share in summary.shares.items())
-    return check_that(
+    return that(
         covered >= at_least,
         f"{summary.steps} steps of {summary.step_ms:.2f} ms: {shares}.",
         f"your labels cover {covered:.0%} of the step ({shares}); put the whole step, from "
@@ -192,7 +179,7 @@ def check_profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
     )
 
 
-def check_bottleneck_fix(
+def bottleneck_fix(
     slow: object,
     fast: object,
     device: str | torch.device = "cpu",
@@ -205,13 +192,13 @@ def check_bottleneck_fix(
     step, and takes at most 1 / ``at_least`` of its time on this runtime (medians of ``repeat`` interleaved runs).
     Taught in lesson 10."""
     if not callable(fast):
-        return check_that(False, "", f"pass your function (my_steps, not my_steps(...)), got {type(fast).__name__}.")
+        return fail(f"pass your function (my_steps, not my_steps(...)), got {type(fast).__name__}.")
     try:
         losses = torch.as_tensor(fast(steps), dtype=torch.float32).cpu()
     except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
-        return check_that(False, "", f"my_steps({steps}) raised {type(err).__name__}: {err}")
+        return fail(f"my_steps({steps}) raised {type(err).__name__}: {err}")
     if losses.shape != (steps,) or not torch.isfinite(losses).all():
-        return check_that(False, "", f"return one finite loss per step ({steps} numbers), got {losses.tolist()[:8]}.")
+        return fail(f"return one finite loss per step ({steps} numbers), got {losses.tolist()[:8]}.")
 
     def timed(loop: object) -> object:
         return lambda: (loop(steps), synchronize(device))
@@ -219,7 +206,7 @@ def check_bottleneck_fix(
     medians = interleaved_medians({"slow": timed(slow), "fast": timed(fast)}, repeat)
     gain = medians["slow"] / medians["fast"]
     timing = f"{steps} steps in {medians['fast'] * 1e3:.0f} ms instead of {medians['slow'] * 1e3:.0f} ms"
-    return check_that(
+    return that(
         gain >= at_least,
         f"{timing}: {gain:.1f}x faster on {torch.device(device)}.",
         f"{timing}: {gain:.1f}x, aim for {at_least:g}x. Fix the phase with the biggest share in your "
@@ -227,14 +214,14 @@ def check_bottleneck_fix(
     )
 
 
-def check_compiles_once(
+def compiles_once(
     model: object, loader: object, device: str | torch.device = "cpu", *, dynamic: bool | None = None
 ) -> CheckResult:
     """Check that one epoch through ``torch.compile(model, dynamic=dynamic)`` captures exactly one graph (lesson 11):
     no graph break in ``model.forward`` and no recompilation for a batch of another size. Counted with
     `GraphCounter`, forward and backward, without Inductor: seconds on any runtime."""
     if not isinstance(model, nn.Module):
-        return check_that(False, "", f"pass your model (an nn.Module), got {type(model).__name__}.")
+        return fail(f"pass your model (an nn.Module), got {type(model).__name__}.")
     torch._dynamo.reset()  # forget earlier compilations, and the batch sizes Dynamo already learned to be dynamic
     counter = GraphCounter()
     compiled = torch.compile(model, backend=counter, dynamic=dynamic)
@@ -247,17 +234,15 @@ def check_compiles_once(
             sizes.append(len(inputs))
     model.zero_grad(set_to_none=True)
     if not sizes:
-        return check_that(False, "", "the loader gave no batch: is the data set empty?")
+        return fail("the loader gave no batch: is the data set empty?")
     if per_call > 1:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"forward breaks into {per_call} graphs: run torch._dynamo.explain(model)(inputs) "
             "to see where, and make that code branch-free or move it out of forward (a print, "
-            ".item(), an if on a tensor's value).",
+            ".item(), an if on a tensor's value)."
         )
     batch_sizes = sorted(set(sizes), reverse=True)
-    return check_that(
+    return that(
         counter.compiles == 1,
         f"{len(sizes)} batches, one graph captured once: no break, no recompile.",
         f"{counter.compiles} compilations for batches of {batch_sizes} samples: the last batch is "
@@ -265,7 +250,7 @@ def check_compiles_once(
     )
 
 
-def check_fast_loop(
+def fast_loop(
     train: object,
     data,
     device: str | torch.device = "cpu",
@@ -285,9 +270,7 @@ def check_fast_loop(
 
     device = torch.device(device)
     if isinstance(train, nn.Module) or not callable(train):
-        return check_that(
-            False, "", f"pass your function (train_fast, not train_fast(...)), got {type(train).__name__}."
-        )
+        return fail(f"pass your function (train_fast, not train_fast(...)), got {type(train).__name__}.")
     if baseline is None:
         baseline = run_rung(ladder(device)[0], data, device, epochs=ladder_size(device).epochs)
     epochs, rung0_s = len(baseline.epoch_seconds), sum(baseline.epoch_seconds)
@@ -297,11 +280,11 @@ def check_fast_loop(
         try:
             model = train(data, device, epochs)
         except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
-            return check_that(False, "", f"train_fast(data, device, {epochs}) raised {type(err).__name__}: {err}")
+            return fail(f"train_fast(data, device, {epochs}) raised {type(err).__name__}: {err}")
         synchronize(device)
         seconds = time.perf_counter() - start
     if not isinstance(model, nn.Module):
-        return check_that(False, "", f"return the trained model (an nn.Module), got {type(model).__name__}.")
+        return fail(f"return the trained model (an nn.Module), got {type(model).__name__}.")
     mean, std = data.normalization()
     test = AugmentedDeviceLoader(
         data.test_images,
@@ -316,18 +299,16 @@ def check_fast_loop(
     try:
         accuracy = evaluate(model, test, device).accuracy
     except Exception as err:  # a model left on another device, or one that expects other inputs
-        return check_that(False, "", f"evaluating the model you returned raised {type(err).__name__}: {err}")
+        return fail(f"evaluating the model you returned raised {type(err).__name__}: {err}")
     speedup = rung0_s / seconds
     if speedup < min_speedup:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s: {speedup:.1f}x, "
             f"aim for {min_speedup:.0f}x. Which rung's change is missing? The data on the "
             "device, no .item() per step, a large batch with its schedule, the speed net: "
-            "section 4 shows each as a diff.",
+            "section 4 shows each as a diff."
         )
-    return check_that(
+    return that(
         accuracy >= baseline.test_acc - accuracy_margin,
         f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s ({speedup:.1f}x), test "
         f"accuracy {accuracy:.1%} vs rung 0's {baseline.test_acc:.1%}, on {device}.",

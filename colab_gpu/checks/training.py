@@ -12,7 +12,7 @@ from torch import nn
 from ..capability import COURSE_GPUS, GpuCapability
 from ..timing import interleaved_medians
 from ..train import train_epoch, train_step
-from .core import CheckResult, check_that
+from .core import CheckResult, fail, ok, that
 
 
 def _precision_cases() -> dict[str, tuple[tuple[int, int], str]]:
@@ -20,26 +20,22 @@ def _precision_cases() -> dict[str, tuple[tuple[int, int], str]]:
     return {name: (cc, GpuCapability(name, cc).precision()[0]) for name, cc in COURSE_GPUS.items()}
 
 
-def check_precision_rule(rule: object) -> CheckResult:
+def precision_rule(rule: object) -> CheckResult:
     """Check a function ``rule(major, minor) -> "bf16" | "fp16" | "fp32"`` on the GPUs learners meet.
 
     Taught in lesson 06.
     """
     if not callable(rule):
-        return check_that(
-            False, "", "define a function precision_for(major, minor) that returns 'bf16', 'fp16' or 'fp32'."
-        )
+        return fail("define a function precision_for(major, minor) that returns 'bf16', 'fp16' or 'fp32'.")
     cases = _precision_cases()
     for gpu, ((major, minor), expected) in cases.items():
         try:
             answer = rule(major, minor)
         except Exception as err:  # a learner's bug: show it as a hint, do not crash the notebook
-            return check_that(False, "", f"precision_for({major}, {minor}) raised {type(err).__name__}: {err}")
+            return fail(f"precision_for({major}, {minor}) raised {type(err).__name__}: {err}")
         if answer != expected:
-            return check_that(
-                False, "", f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected {expected!r}."
-            )
-    return check_that(True, f"right for all {len(cases)} GPUs ({', '.join(cases)}).", "")
+            return fail(f"precision_for({major}, {minor}) (a {gpu}) returned {answer!r}; expected {expected!r}.")
+    return ok(f"right for all {len(cases)} GPUs ({', '.join(cases)}).")
 
 
 def _fresh_copy(model: nn.Module, device: str | torch.device) -> nn.Module:
@@ -104,10 +100,10 @@ def _grads_accumulate(train_epoch_fn: object, model: nn.Module, batches: list, d
     )
 
 
-TIMED_BATCHES = 50  # check_train_loop times this many batches, three times each way
+TIMED_BATCHES = 50  # train_loop times this many batches, three times each way
 
 
-def check_train_loop(
+def train_loop(
     train_epoch_fn: object, model: nn.Module, loader: object, device: str | torch.device, *, factor: float = 3.0
 ) -> CheckResult:
     """Check a learner's ``train_epoch_fn(model, loader, optimizer, device) -> losses`` (lesson 03).
@@ -118,17 +114,15 @@ def check_train_loop(
     over the same 50 batches must be at most ``factor`` times ``train_epoch``'s.
     """
     if not callable(train_epoch_fn):
-        return check_that(False, "", "define my_train_epoch(model, loader, optimizer, device) and rerun.")
+        return fail("define my_train_epoch(model, loader, optimizer, device) and rerun.")
     device = torch.device(device)
     batches = list(itertools.islice(loader, 3))  # enough for the dry run and the zero_grad test
     hint = _meta_dry_run(train_epoch_fn, model, batches)
     if hint:
-        return check_that(False, "", hint)
+        return fail(hint)
     if _grads_accumulate(train_epoch_fn, model, batches, device):
-        return check_that(
-            False,
-            "",
-            "the gradients add up over the steps: call optimizer.zero_grad() before loss.backward() in every step.",
+        return fail(
+            "the gradients add up over the steps: call optimizer.zero_grad() before loss.backward() in every step."
         )
     torch.manual_seed(0)
     yours = _fresh_copy(model, device)
@@ -136,11 +130,9 @@ def check_train_loop(
     losses = train_epoch_fn(yours, loader, your_optimizer, device).cpu()  # the first epoch: does it learn?
     first, last = losses[0].item(), losses[-5:].mean().item()
     if not last < first:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"the loss did not fall ({first:.3f} -> {last:.3f} in {len(losses)} steps). "
-            "Is optimizer.step() called every step?",
+            "Is optimizer.step() called every step?"
         )
     helper = _fresh_copy(model, device)
     helper_optimizer = torch.optim.Adam(helper.parameters(), lr=1e-3)
@@ -157,7 +149,7 @@ def check_train_loop(
         f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps; {len(timed)} steps took "
         f"{seconds['yours']:.3f} s, cg.train_epoch {seconds['helper']:.3f} s on {device} (medians of 3)."
     )
-    return check_that(
+    return that(
         seconds["yours"] <= factor * seconds["helper"],
         summary,
         f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?",
@@ -183,12 +175,12 @@ AMP_HINTS = (
 )
 
 
-def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, max_norm: float = 0.1) -> CheckResult:
+def amp_step(step: object, device: str | torch.device, *, steps: int = 3, max_norm: float = 0.1) -> CheckResult:
     """Check a learner's ``step(model, inputs, labels, optimizer, scaler, max_norm)`` (lesson 06): float16 autocast,
     GradScaler and gradient clipping, run for ``steps`` steps on this runtime beside the right step, from the same
     weights and batches. The weights must move alike (within 5% of the right step's change)."""
     if not callable(step):
-        return check_that(False, "", "define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
+        return fail("define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
     device = torch.device(device)
     torch.manual_seed(0)
     start = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
@@ -203,7 +195,7 @@ def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, 
                 fn(model, inputs, labels, optimizer, scaler, max_norm)
         except RuntimeError as err:
             hint = next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
-            return check_that(False, "", hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
+            return fail(hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
         moved[name] = torch.cat(
             [(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(), strict=True)]
         ).detach()
@@ -211,17 +203,13 @@ def check_amp_step(step: object, device: str | torch.device, *, steps: int = 3, 
     difference = (moved["yours"] - moved["right"]).norm().item() / moved["right"].norm().item()
     summary = f"after {steps} steps your weights moved {change:.2f}x as far as the right step's on {device}"
     if change < 0.1:
-        return check_that(
-            False,
-            "",
+        return fail(
             f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
-            "max_norm? Call scaler.unscale_(optimizer) before clipping.",
+            "max_norm? Call scaler.unscale_(optimizer) before clipping."
         )
     if change > 1.5:
-        return check_that(
-            False, "", f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step exceeds max_norm."
-        )
-    return check_that(
+        return fail(f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step exceeds max_norm.")
+    return that(
         difference < 0.05,
         f"{summary}, {difference:.1e} apart.",
         f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.",

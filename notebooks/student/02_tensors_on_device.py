@@ -125,7 +125,7 @@ model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
 model.to(device)
 print("first parameter on:", next(model.parameters()).device)
 assert all(p.device == device for p in model.parameters())
-cg.check_on_device(model, device, name="model")
+cg.checks.on_device(model, device, name="model")
 
 # %% [markdown]
 # ## 4. The common error: model and data on different devices
@@ -321,8 +321,8 @@ batch_ex = torch.randn(5, 4)
 out_ex = None  # your result goes here
 
 # %%
-cg.check_on_device(model_ex, device, name="model_ex")
-cg.check_on_device(out_ex, device, name="out_ex")
+cg.checks.on_device(model_ex, device, name="model_ex")
+cg.checks.on_device(out_ex, device, name="out_ex")
 
 # %% [markdown]
 # ### Exercise 2: time it yourself, correctly
@@ -342,7 +342,7 @@ def my_timer(fn, repeat=10):
 
 
 # %%
-cg.check_timing(my_timer(lambda: x_dev @ x_dev), correct, name="my_timer")
+cg.checks.timing(my_timer(lambda: x_dev @ x_dev), correct, name="my_timer")
 
 # %% [markdown]
 # ## Summary

@@ -124,7 +124,7 @@ model = cg.mlp(in_features, hidden=512, classes=len(data.classes)).to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 print(model)
 print(f"{cg.count_parameters(model):,} parameters on {next(model.parameters()).device}")
-cg.check_on_device(model, device, name="model")
+cg.checks.on_device(model, device, name="model")
 
 # %% [markdown]
 # ## 3. The training loop, written out
@@ -234,7 +234,7 @@ my_prediction = None  # your guess of the GPU's speed-up over the CPU for one ep
 import copy
 
 
-def epoch_on(dev: torch.device) -> cg.BenchResult:
+def epoch_on(dev: torch.device):
     """One training epoch of a copy of the model on ``dev`` (cg.benchmark around cg.train_epoch)."""
     return cg.time_train_epoch(copy.deepcopy(model).to(dev), train_loader, dev)
 
@@ -394,7 +394,7 @@ def my_train_epoch(model, loader, optimizer, device):
 
 
 # %%
-cg.check_train_loop(my_train_epoch, model, train_loader, device)
+cg.checks.train_loop(my_train_epoch, model, train_loader, device)
 
 # %% [markdown]
 # ## Summary

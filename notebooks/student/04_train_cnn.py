@@ -264,7 +264,7 @@ class_acc = None  # your tensor of 10 fractions goes here
 # %%
 expected = torch.zeros(len(data.classes)).index_add_(0, truth, (predictions == truth).float())
 expected /= torch.bincount(truth, minlength=len(data.classes)).float()
-cg.check_close(class_acc, expected, name="class_acc")
+cg.checks.close(class_acc, expected, name="class_acc")
 
 # %% [markdown]
 # Which class is hardest? On CIFAR-10 it is usually *cat*, confused with *dog*.
@@ -290,7 +290,7 @@ test_images = data.datasets()[1].tensors[0][:256]
 fast_predict = None  # your function goes here
 
 # %%
-cg.check_prediction_speed(fast_predict, slow_predict, model, test_images, device, at_least=1.2)
+cg.checks.prediction_speed(fast_predict, slow_predict, model, test_images, device, at_least=1.2)
 
 # %% [markdown]
 # ## Summary

@@ -448,7 +448,7 @@ assert scaler.get_scale() > 0
 precision_for = None  # your function goes here
 
 # %%
-cg.check_precision_rule(precision_for)
+cg.checks.precision_rule(precision_for)
 
 # %% [markdown]
 # ### Exercise 2: fix an AMP training step, and prove it
@@ -473,7 +473,7 @@ def amp_step(model, inputs, labels, optimizer, scaler, max_norm):
 
 
 # %%
-cg.check_amp_step(amp_step, device)
+cg.checks.amp_step(amp_step, device)
 
 # %% [markdown]
 # ## Summary

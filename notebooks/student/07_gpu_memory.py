@@ -471,7 +471,7 @@ cache = {"last": leak}
 leak
 
 # %%
-cg.check_released(leak_probe, name="leak")
+cg.checks.released(leak_probe, name="leak")
 
 # %% [markdown]
 # ### Exercise 2: make it fit, and prove it
@@ -495,7 +495,7 @@ exercise_labels = torch.randint(0, 10, (512,), device=device)
 my_step = None  # your function goes here
 
 # %%
-cg.check_memory_saving(my_step, one_piece_step, exercise_model, exercise_inputs, exercise_labels, at_most=0.5)
+cg.checks.memory_saving(my_step, one_piece_step, exercise_model, exercise_inputs, exercise_labels, at_most=0.5)
 
 # %% [markdown]
 # ## Summary

@@ -383,7 +383,7 @@ assert orders_with[0] != orders_with[1]
 rank1_indices = None  # your list goes here
 
 # %%
-cg.check_shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
+cg.checks.shard(rank1_indices, dataset_size=10, world_size=4, rank=1)
 
 # %% [markdown]
 # ### Exercise 2: set up DDP yourself, and prove it
@@ -430,7 +430,7 @@ if __name__ == "__main__":
         teardown()
 
 # %%
-cg.check_ddp_script("my_ddp_train.py", reference_weights="ddp_weights_2proc.pt")
+cg.checks.ddp_script("my_ddp_train.py", reference_weights="ddp_weights_2proc.pt")
 
 # %% [markdown]
 # ## Summary

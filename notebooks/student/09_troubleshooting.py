@@ -713,7 +713,7 @@ assert cg.explain(unknown) is None  # unknown errors pass through untouched
 valid_labels = None  # your function goes here
 
 # %%
-cg.check_label_validator(valid_labels)
+cg.checks.label_validator(valid_labels)
 
 # %% [markdown]
 # ### Exercise 2: fix an out-of-memory bug, and prove it
@@ -737,7 +737,7 @@ eval_model = cg.mlp(64, hidden=256).to(device).eval()
 eval_images = torch.randn(4096, 64)
 
 # %%
-cg.check_evaluation_memory(predict_all, leaky_predict_all, eval_model, eval_images)
+cg.checks.evaluation_memory(predict_all, leaky_predict_all, eval_model, eval_images)
 
 # %% [markdown]
 # ## Summary

@@ -318,11 +318,11 @@ with cg.shows_error(AssertionError, match="must be initialized|^$",
 # JPEGs decoded one sample at a time (section 6). Which one costs the most here? Profile it:
 #
 # 1. Label its phases "data", "forward", "backward" and "step" with `record_function`, as in
-#    section 2 (`prof.step()` is already there), and rerun the cell: `cg.check_profile_labels`
+#    section 2 (`prof.step()` is already there), and rerun the cell: `cg.checks.profile_labels`
 #    checks that the labels cover the step and prints each phase's share.
 # 2. Write `my_steps(steps)`: the same training (the same model and learning rate, batches of
 #    128 of the same images, each flipped at random), returning one loss per step, without the
-#    cost your profile shows. `cg.check_bottleneck_fix` runs both loops on this runtime and
+#    cost your profile shows. `cg.checks.bottleneck_fix` runs both loops on this runtime and
 #    wants yours at least twice as fast: taking out a suspect that costs little does not get there.
 
 # %%
@@ -355,7 +355,7 @@ with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3
     their_steps(5, prof)
 
 # %%
-cg.check_profile_labels(prof)
+cg.checks.profile_labels(prof)
 
 
 # %%
@@ -365,7 +365,7 @@ def my_steps(steps):
 
 
 # %%
-cg.check_bottleneck_fix(their_steps, my_steps, device)
+cg.checks.bottleneck_fix(their_steps, my_steps, device)
 
 # %% [markdown]
 # ## Summary

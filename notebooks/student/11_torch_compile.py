@@ -343,7 +343,7 @@ assert isinstance(fallback, nn.Linear)
 # should, for two reasons. Find each with the tools of sections 4 and 5 (`torch._dynamo.explain`
 # on one batch, `torch._logging.set_logs(recompiles=True)` over an epoch), then fix the model
 # class and the loader (keep `batch_size=128`, and keep what `forward` computes) so that one
-# epoch captures exactly one graph. `cg.check_compiles_once(model, loader)` counts the graphs of
+# epoch captures exactly one graph. `cg.checks.compiles_once(model, loader)` counts the graphs of
 # one epoch, forward and backward, with `cg.GraphCounter`, and tells you which cause is left.
 
 # %%
@@ -363,7 +363,7 @@ class ExerciseNet(nn.Module):
 exercise_loader = DataLoader(samples, batch_size=128, shuffle=True)
 
 # %%
-cg.check_compiles_once(ExerciseNet().to(device), exercise_loader, device)
+cg.checks.compiles_once(ExerciseNet().to(device), exercise_loader, device)
 
 # %% [markdown]
 # ## Summary

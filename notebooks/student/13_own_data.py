@@ -106,14 +106,18 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # folder of images and a CSV file of labels: this lesson's exercise writes the `Dataset` for it.
 
 # %%
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
 MY_ARCHIVE = None  # your data: a .zip or .tar.gz of class folders, e.g. "/content/drive/MyDrive/my_photos.zip"
 MY_FOLDER = None  # or a folder of class folders on this machine's disk, e.g. "/kaggle/input/<name>/<folder>"
 
-if cg.in_colab():
+on_colab = "google.colab" in sys.modules  # imported by every Colab runtime
+on_kaggle = "KAGGLE_KERNEL_RUN_TYPE" in os.environ  # set in every Kaggle notebook
+if on_colab:
     from google.colab import drive
 
     try:
@@ -121,7 +125,7 @@ if cg.in_colab():
     except Exception as err:  # permission refused, or no answer: the lesson goes on without Drive
         print(f"Drive is not mounted ({type(err).__name__}: {err}): files and checkpoints stay on this runtime's "
               "disk and go with it. Rerun this cell to mount Drive.")
-if cg.in_kaggle():
+if on_kaggle:
     print("data sets attached to this notebook:", sorted(p.name for p in Path("/kaggle/input").iterdir()))
 my_drive = Path("/content/drive/MyDrive")
 on_drive = my_drive.is_dir()
@@ -160,7 +164,7 @@ print(f"stand-in images in {standin}/ and {standin_zip.name} ({'written now' if 
 # %%
 # The runtime's own disk, gone with the session: /content on Colab; on Kaggle /kaggle/temp (what you write
 # to /kaggle/working is kept as the notebook's output); here, a folder beside the notebook.
-local = Path("/content/data") if cg.in_colab() else Path("/kaggle/temp") if cg.in_kaggle() else Path("lesson13_local")
+local = Path("/content/data") if on_colab else Path("/kaggle/temp") if on_kaggle else Path("lesson13_local")
 file_by_file = cg.time_file_reads(standin)
 one_file = cg.time_file_reads(standin_zip)
 
@@ -317,7 +321,7 @@ model.fc = nn.Linear(model.fc.in_features, len(split.classes))  # 512 features -
 model = model.to(device, memory_format=torch.channels_last)
 precision = cg.choose_precision(device)
 print(f"ResNet-18, {'pretrained on ImageNet' if pretrained else 'random weights'}, "
-      f"{cg.count_parameters(model):,} parameters, head {model.fc}")
+      f"{sum(p.numel() for p in model.parameters()):,} parameters, head {model.fc}")
 print(f"precision: {precision}")
 
 workers = cg.suggest_num_workers().num_workers  # lesson 05: the cores this runtime has, minus one or so
@@ -355,7 +359,8 @@ for parameter in model.parameters():
     parameter.requires_grad = False  # the backbone keeps what ImageNet taught it
 for parameter in model.fc.parameters():
     parameter.requires_grad = True
-print(f"training {cg.count_parameters(model):,} of {sum(p.numel() for p in model.parameters()):,} parameters")
+trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+print(f"training {trainable:,} of {sum(p.numel() for p in model.parameters()):,} parameters")
 backbone_before = {name: p.detach().clone() for name, p in model.named_parameters() if not p.requires_grad}
 running_mean_before = model.bn1.running_mean.clone()
 
@@ -466,7 +471,7 @@ print(f"saved to {weights_path} ({weights_path.stat().st_size / 1e6:.0f} MB) and
 # transform=None)`, a `Dataset` that reads the CSV with Python's `csv` module, keeps the label
 # names sorted in `self.classes` (ImageFolder's convention: class index `i` is `classes[i]`), and
 # returns `(image, class index)`: the image opened with PIL, upright and RGB (section 3), then
-# transformed when a transform is given. `cg.check_csv_dataset(CsvImages)` writes a small CSV
+# transformed when a transform is given. `cg.checks.csv_dataset(CsvImages)` writes a small CSV
 # data set the way phones and tools save images (a portrait stored sideways with its EXIF tag, a
 # PNG with transparency, a grayscale JPEG) and checks every item and a DataLoader batch.
 
@@ -493,7 +498,7 @@ class CsvImages(Dataset):
 
 
 # %%
-cg.check_csv_dataset(CsvImages)
+cg.checks.csv_dataset(CsvImages)
 
 # %% [markdown]
 # ## Summary
@@ -532,9 +537,11 @@ cg.check_csv_dataset(CsvImages)
 # second than decoding alone, since decoding is only a part of each image's work.
 
 # %%
-# The files' bytes, read once, so that decoding alone is timed; real JPEGs only (a PNG may be named .jpg)
-samples = [path for path, _ in split.train.dataset.samples][:128]
-encoded = [data for data in map(cg.read_bytes, samples) if data[:2].tolist() == [0xFF, 0xD8]]  # JPEG's marker
+# The files' bytes, read once, so that decoding alone is timed: each file a 1-D uint8 tensor, what
+# the decoders take. Real JPEGs only, which start with the bytes FF D8 (a PNG may be named .jpg).
+samples = [Path(path) for path, _ in split.train.dataset.samples][:128]
+encoded = [torch.frombuffer(bytearray(path.read_bytes()), dtype=torch.uint8) for path in samples]
+encoded = [data for data in encoded if data[:2].tolist() == [0xFF, 0xD8]]
 chunks = [encoded[i:i + 32] for i in range(0, len(encoded), 32)]  # 32 at a time: a phone photo is 36 MB decoded
 
 

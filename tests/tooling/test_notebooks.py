@@ -163,7 +163,7 @@ def test_lesson_template(source):
         "reproduce the topic's common error with `with cg.shows_error(...)`"
     )
     assert "solution" in tags, "an exercise needs a solution cell tagged 'solution'"
-    assert any("cg.check" in c.source for c in code_cells(notebook)), "an exercise needs a cg.check... self-check"
+    assert any("cg.checks." in c.source for c in code_cells(notebook)), "an exercise needs a cg.checks self-check"
     assert any(c.source.startswith("## Summary") for c in notebook.cells if c.cell_type == "markdown")
     assert any("assert " in c.source for c in code_cells(notebook)), "teaching claims are asserted"
 
@@ -202,9 +202,9 @@ def test_outputs_read_as_sentences(source):
 def test_every_self_check_passes_with_the_worked_solutions(source):
     # nbval runs --nbval-lax (outputs are not compared), so a solution that no longer passes its check would
     # go unnoticed there: the executed lesson must show each check's pass mark.
-    from colab_gpu.checks import HINT, PASS
+    from colab_gpu.checks.core import HINT, PASS
 
-    checks = [c for c in code_cells(executed(source)) if c.source.lstrip().startswith("cg.check_")]
+    checks = [c for c in code_cells(executed(source)) if c.source.lstrip().startswith("cg.checks.")]
     assert checks, f"{source.stem} has no self-check"
     for cell in checks:
         text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")

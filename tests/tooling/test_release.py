@@ -131,7 +131,8 @@ def test_listing_is_stable_text():
     names = [line.split(":")[0].split(".")[0] for line in lines]
     assert names == sorted(names) and set(names) == set(colab_gpu.__all__)  # every public name, in order
     assert any(line.startswith("fit: function(model, train_loader, ") for line in lines)
-    assert "CheckpointError: exception(RuntimeError)" in lines  # no Python-version-dependent signature
+    assert "DeviceNotAvailableError: exception(RuntimeError)" in lines  # no Python-version-dependent signature
+    assert any(line.startswith("checks.train_loop: function(train_epoch_fn, ") for line in lines)  # the second tier
 
 
 def git(repo: Path, *args: str) -> str:

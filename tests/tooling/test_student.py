@@ -32,7 +32,7 @@ def test_student_version_has_no_solution_but_every_check(source):
     assert solutions, f"{source.stem} has no solution cell to remove"
     assert all(SOLUTION_TAG not in c.metadata.get("tags", []) for c in student.cells)
     assert all(solution not in text for solution in solutions), "a solution survived in the student version"
-    checks = [c.source for c in lesson.cells if c.cell_type == "code" and "cg.check" in c.source]
+    checks = [c.source for c in lesson.cells if c.cell_type == "code" and "cg.checks." in c.source]
     assert checks and all(check in text for check in checks), "every self-check stays in the student version"
     assert all(not c.get("outputs") for c in student.cells if c.cell_type == "code"), "no outputs give answers away"
     assert student.metadata["accelerator"] == "GPU" and student.metadata["colab"]["gpuType"] == "T4"
