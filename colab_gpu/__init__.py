@@ -7,10 +7,11 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 01 runtime: ``device`` (get_device), ``runtime`` (the doctor's report), ``capability`` (every hardware rule);
 - 02 tensors on the device: ``timing`` (benchmark, speedup: the measuring primitives), ``feeding.copy_bandwidth``,
   ``plots``;
-- 03 MLP: ``data``, ``models``, ``train`` (fit, train_epoch), ``history``, ``checkpoint`` (disconnects),
-  ``workloads.time_train_epoch``;
+- 03 MLP: ``data``, ``downloads``, ``models``, ``train`` (train_epoch), ``fit``, ``train_checks``, ``history``,
+  ``checkpoint`` (disconnects), ``workloads.time_train_epoch``;
 - 04 CNN: ``workloads`` (a training step timed, a conv step in a fresh process);
-- 05 feeding: ``feeding`` (workers, pinned memory, DeviceLoader, and the bench's loader experiments);
+- 05 feeding: ``loaders`` (workers, pinned memory, DeviceLoader, EncodedImages), ``feeding`` (each measured),
+  ``augment.per_sample_flip``;
 - 06 mixed precision: ``precision`` (from ``capability``'s rule), ``workloads`` (the AMP experiment's models);
 - 07 memory: ``memory``, ``activations`` (what autograd keeps, on any device);
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
@@ -20,7 +21,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
 - 12 capstone: ``speedrun_ladder`` (the rungs, each measured; ``speedrun_ladder.speedrun``, the last one),
   ``augment`` (crops and flips per image on the CPU or per batch on the device);
-- 13 your own data: ``own_data`` (an archive copied to local disk, an image folder split, JPEG decoding),
+- 13 your own data: ``archives`` (an archive copied to local disk, file reads timed), ``image_folders`` (an image
+  folder split, loaded upright, JPEG decoding),
   ``data.write_image_folder`` (stand-in photos),
   ``finetune`` (pretrained weights or a stated fallback, the transforms);
 - every lesson: ``checks`` (exercise self-checks, called as ``cg.checks.<name>``: each prints a verdict and
@@ -33,36 +35,23 @@ Names keep one meaning: a *report* is a dict of facts about this runtime (``runt
 
 from . import atlas, checks, feeding, speedrun_ladder, workloads
 from .activations import measure_activations
-from .augment import random_crop
+from .archives import copy_and_extract, time_file_reads
+from .augment import per_sample_flip, random_crop
 from .capability import kernels_for
 from .checkpoint import atomic_save, default_checkpoint_dir, save_checkpoint
 from .compiling import GraphCounter, compile_model, compile_support
-from .data import (
-    data_dir,
-    load_cifar10,
-    load_digits,
-    load_fashion_mnist,
-    make_loaders,
-    seed_everything,
-    write_image_folder,
-)
+from .data import load_digits, make_loaders, seed_everything, write_image_folder
 from .device import DeviceNotAvailableError, get_device, synchronize
+from .downloads import data_dir, load_cifar10, load_fashion_mnist
 from .errors import shows_error
 from .explain import explain
 from .explain import load_ipython_extension as load_ipython_extension  # %load_ext colab_gpu
 from .explain import unload_ipython_extension as unload_ipython_extension
-from .feeding import (
-    DeviceLoader,
-    EncodedImages,
-    copy_bandwidth,
-    measure_loader,
-    per_sample_flip,
-    suggest_num_workers,
-    sweep_workers,
-    time_loader_epochs,
-    worker_loader,
-)
+from .feeding import copy_bandwidth, measure_loader, sweep_workers, time_loader_epochs
 from .finetune import load_pretrained
+from .fit import fit
+from .image_folders import decode_jpegs, split_image_folder
+from .loaders import DeviceLoader, EncodedImages, suggest_num_workers, worker_loader
 from .memory import (
     allocated_timeline,
     allocator_settings,
@@ -73,7 +62,6 @@ from .memory import (
     measure_peak,
 )
 from .models import count_parameters, mlp, small_cnn, speed_net
-from .own_data import copy_and_extract, decode_jpegs, split_image_folder, time_file_reads
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
 from .plots import bar_seconds, plot_bandwidth, plot_history, plot_memory_timeline, show_figure, show_images
 from .precision import choose_precision, restored_backend_settings, set_tf32, tf32_enabled, tf32_mode
@@ -82,7 +70,7 @@ from .references import compare_with_references
 from .runtime import cpu_count, print_runtime_report, runtime_report
 from .speedrun_ladder import run_ladder, speedrun
 from .timing import benchmark, format_seconds, speedup
-from .train import evaluate, fit, predict, train_epoch, train_step
+from .train import evaluate, predict, train_epoch, train_step
 from .workloads import time_conv_step_fresh, time_train_epoch, time_train_step
 
 __version__ = "0.26.0"

@@ -1,5 +1,6 @@
 """Augmentation for lesson 12's ladder: per image on the CPU (the seeds' way), per batch on the device.
 
+- `per_sample_flip` flips each image of a batch with its own coin (lesson 05), on the images' device.
 - `random_crop` pads a batch and cuts every image at its own random offset, in one indexing operation.
 - `CpuAugmentedImages` is the seeds' data set: torchvision v2 transforms on one image at a time.
 - `AugmentedDeviceLoader` batches uint8 images that live on the device, crops and flips them there.
@@ -12,7 +13,21 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from .feeding import DeviceLoader, per_sample_flip
+from .loaders import DeviceLoader
+
+
+def per_sample_flip(images: torch.Tensor, p: float = 0.5, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Flip each image of a batch horizontally with probability ``p``, independently per image.
+
+    torchvision's v2 random transforms draw one decision per call, so on a batch every image is
+    flipped, or none is. This draws one decision per image, on the images' device.
+
+    Taught in lesson 05.
+    """
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must be a probability between 0 and 1, got {p}.")
+    flip = torch.rand(len(images), device=images.device, generator=generator) < p
+    return torch.where(flip.view(-1, *([1] * (images.ndim - 1))), images.flip(-1), images)
 
 
 def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """What this hardware can do: the one home of the course's hardware rules.
 
 Every hardware question the course asks is answered here, and `doctor` (runtime.py), `choose_precision`
-(precision.py) and `suggest_num_workers` (feeding.py) derive their answers from these rules:
+(precision.py) and `suggest_num_workers` (loaders.py) derive their answers from these rules:
 
 - torch.compile's GPU code generator: Triton needs compute capability >= 7.0 (a P100 cannot compile, a T4 can);
 - number formats, from the compute capability (the GPU's architecture version):

@@ -1,23 +1,16 @@
-"""Data for the lessons: FashionMNIST and CIFAR-10 through torchvision, with an offline fallback.
+"""Data for the lessons as tensors: images kept as uint8 (N, C, H, W) and converted to normalized float32 once,
+which is what a small data set that fits in memory should do (`ImageData`, `make_loaders`).
 
-On Colab the real data sets download (``download=True``). Where nothing can be downloaded (CI,
-an offline laptop) the loaders fall back to scikit-learn's digits, a real data set of 1,797
-handwritten digits that ships inside the package, resized to the real data set's image shape so
-the same models train on it. One printed line says when that happens.
-
-Images are kept as uint8 tensors (N, C, H, W) and converted to normalized float32 once, which is
-what a small data set that fits in memory should do.
-
-`write_image_folder` writes lesson 13's stand-in for a learner's photos: class folders of real JPEG files.
+- `load_digits`: scikit-learn's 1,797 handwritten digits, which ship inside scikit-learn, resized to any image
+  shape: the offline stand-in for FashionMNIST and CIFAR-10 (downloads.py).
+- `fake_image_data`: random images of a real data set's size, for timing.
+- `write_image_folder` writes lesson 13's stand-in for a learner's photos: class folders of real JPEG files.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import random
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,25 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-FASHION_CLASSES = (
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
-)
-CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 DIGITS_CLASSES = tuple(str(d) for d in range(10))
 SHAPES = ("circle", "square", "triangle")  # the classes of write_image_folder's stand-in photos
-DOWNLOAD_TIMEOUT_S = 30
-# Each Colab notebook runs on a machine of its own: a data set in one lesson's runtime is not in the next one's.
-# A mounted Google Drive is, for every lesson and session: the loaders keep the course's data sets there.
-DRIVE_DATA = Path("/content/drive/MyDrive/colab_gpu/data")
 
 
 def seed_everything(seed: int) -> torch.Generator:
@@ -177,109 +153,6 @@ def load_digits(image_size: int = 8, channels: int = 1) -> ImageData:
         DIGITS_CLASSES,
         fallback=True,
     )
-
-
-_OFFLINE_SIGNS = (
-    "urlopen error",
-    "name or service not known",
-    "temporary failure in name resolution",
-    "network is unreachable",
-    "no route to host",
-    "connection refused",
-    "nodename nor servname",
-)
-
-
-def download_problem(error: BaseException) -> str:
-    """What went wrong with a download, in words a learner reads: no internet, a timeout, or the error's last line."""
-    text = str(error).strip()
-    if isinstance(error, TimeoutError) or "timed out" in text.lower():
-        return "the download timed out"
-    if any(sign in text.lower() for sign in _OFFLINE_SIGNS):
-        return "this runtime has no internet access"
-    return f"the download failed: {text.splitlines()[-1][:120] if text else type(error).__name__}"
-
-
-@contextlib.contextmanager
-def download_timeout(seconds: float = DOWNLOAD_TIMEOUT_S):
-    """Give every socket opened inside the block ``seconds`` to answer (an unreachable server must not hang a
-    lesson), then restore the previous default. Data sets (lessons 03-04) and pretrained weights (lesson 13)."""
-    previous = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(seconds)
-    try:
-        yield
-    finally:
-        socket.setdefaulttimeout(previous)
-
-
-def data_dir() -> Path:
-    """Where the loaders keep the data sets by default: the course's folder on Google Drive when Drive is mounted
-    (``/content/drive``, Colab), downloaded once for every lesson and session; else ``data`` in the working
-    directory, which goes with the runtime. Taught in lesson 03."""
-    return DRIVE_DATA if DRIVE_DATA.parent.parent.is_dir() else Path("data")
-
-
-def _download_or_fallback(load, name: str, root: str | os.PathLike | None, image_size: int, channels: int) -> ImageData:
-    root = data_dir() if root is None else root
-    chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
-    try:
-        with download_timeout(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
-            data = load(Path(root))
-        print(f"{name} loaded from {root}/.")
-        return data
-    except (RuntimeError, OSError) as err:
-        print(
-            f"{name} could not be downloaded ({download_problem(err)}), so this lesson uses scikit-learn's "
-            f"handwritten digits instead, resized to {channels}x{image_size}x{image_size}: the same code, other "
-            "accuracy figures."
-        )
-        return load_digits(image_size, channels)
-
-
-def _fashion_mnist(root: Path) -> ImageData:
-    from torchvision.datasets import FashionMNIST
-
-    train = FashionMNIST(root, train=True, download=True)
-    test = FashionMNIST(root, train=False, download=True)
-    return ImageData(
-        "FashionMNIST",
-        train.data.unsqueeze(1),
-        train.targets.long(),
-        test.data.unsqueeze(1),
-        test.targets.long(),
-        FASHION_CLASSES,
-    )
-
-
-def _cifar10(root: Path) -> ImageData:
-    from torchvision.datasets import CIFAR10
-
-    train = CIFAR10(root, train=True, download=True)
-    test = CIFAR10(root, train=False, download=True)
-
-    def images(ds) -> torch.Tensor:  # stored as (N, H, W, C) numpy
-        return torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
-
-    return ImageData(
-        "CIFAR-10",
-        images(train),
-        torch.tensor(train.targets),
-        images(test),
-        torch.tensor(test.targets),
-        CIFAR10_CLASSES,
-    )
-
-
-def load_fashion_mnist(root: str | os.PathLike | None = None) -> ImageData:
-    """FashionMNIST (1x28x28), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
-    Taught in lesson 03."""
-    return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, image_size=28, channels=1)
-
-
-def load_cifar10(root: str | os.PathLike | None = None) -> ImageData:
-    """CIFAR-10 (3x32x32), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
-    Taught in lesson 04."""
-    return _download_or_fallback(_cifar10, "CIFAR-10", root, image_size=32, channels=3)
 
 
 def _draw_shape(image, shape: str, rng: random.Random) -> None:

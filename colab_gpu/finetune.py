@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from .data import download_problem, download_timeout
+from .downloads import download_problem, download_timeout
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)  # what torchvision's ImageNet weights were trained with
 IMAGENET_STD = (0.229, 0.224, 0.225)

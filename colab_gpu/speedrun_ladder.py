@@ -1,7 +1,8 @@
 """The speedrun ladder (lesson 12): one CIFAR-10 training made faster one technique at a time, each measured.
 
-`ladder(device)` lists the rungs: each adds one technique from an earlier lesson to the rung below it, and says
-why it is skipped where it only pays on a GPU (its technique then stays off above it too). `run_rung` trains
+`ladder(device)` (speedrun_rungs.py) lists the rungs: each adds one technique from an earlier lesson to the rung
+below it, and says why it is skipped where it only pays on a GPU (its technique then stays off above it too).
+`run_rung` trains
 one rung's `Recipe` for a fixed number of epochs and measures seconds per epoch (the median of the epochs after
 the first, which pays for starting workers and, from rung 3 on a GPU, cuDNN's autotuning), images/s and test
 accuracy. `speedrun` is the last rung as one call. The techniques are the published ones (GPU-resident data,
@@ -14,129 +15,19 @@ from __future__ import annotations
 import copy
 import statistics
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
 from .augment import AugmentedDeviceLoader, CpuAugmentedImages, FlipAveraged
-from .compiling import compile_support
 from .data import ImageData
 from .device import synchronize
-from .feeding import suggest_num_workers
 from .models import small_cnn, speed_net
 from .precision import make_scaler, resolve_precision, restored_backend_settings
+from .speedrun_rungs import Recipe, Rung, ladder, ladder_size
 from .train import evaluate, train_epoch
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How one rung trains. Each field is one technique; `ladder` turns them on one rung at a time."""
-
-    batch_size: int = 128
-    workers: int = 0  # DataLoader worker processes (lesson 05)
-    pinned: bool = False  # page-locked batches: asynchronous non_blocking copies to a GPU (lesson 05)
-    resident: bool = False  # uint8 images on the device, cropped and flipped there per batch (lesson 05)
-    item_every_step: bool = True  # loss.item() after every step: the host waits for the GPU (lesson 03)
-    channels_last: bool = False  # NHWC layout, what tensor-core convolutions want (lesson 06)
-    cudnn_benchmark: bool = False  # let cuDNN time its convolution algorithms once per shape (lesson 04)
-    precision: str = "fp32"  # "auto": the precision lesson 06 chooses for the device
-    schedule: bool = False  # one-cycle learning rate stepped per batch, Nesterov; a fused optimizer on a GPU
-    compiled: bool = False  # torch.compile (lesson 11)
-    net: str = "small_cnn"  # or "speed_net"
-    lr: float = 0.05
-    label_smoothing: float = 0.0
-    flip_test: bool = False  # test-time augmentation: average the logits of each image and of its mirror
-
-
-@dataclass(frozen=True)
-class Rung:
-    """One step of the ladder: what it adds, the recipe it trains with, and why it is skipped here (or "")."""
-
-    number: int
-    name: str
-    adds: str
-    recipe: Recipe
-    skip: str = ""
-
-
-@dataclass(frozen=True)
-class LadderSize:
-    """Problem sizes by device: every rung trains ``epochs`` epochs; the CPU ladder fits in a lesson's minute."""
-
-    epochs: int
-    batch_size: int
-    large_batch: int
-    width: int  # speed_net's width
-    train_images: int  # images per epoch when the data set is a small offline fallback
-    speedrun_epochs: int  # `speedrun`'s full length (the GPU figure aims at 93% on CIFAR-10; not yet measured)
-
-
-def ladder_size(device: str | torch.device) -> LadderSize:
-    if torch.device(device).type == "cuda":
-        return LadderSize(epochs=5, batch_size=128, large_batch=512, width=64, train_images=50_000, speedrun_epochs=16)
-    # A CPU's large batch is 64: at 128, the 1,000 images of the lesson's CPU ladder make 24 steps in 3 epochs, too
-    # few for the one-cycle schedule (rungs 4 and 6 fell to about half rung 0's accuracy on digits).
-    return LadderSize(epochs=3, batch_size=32, large_batch=64, width=16, train_images=0, speedrun_epochs=3)
-
-
-def ladder(device: str | torch.device) -> list[Rung]:
-    """The rungs for ``device``, each with its cumulative `Recipe`. Taught in lesson 12."""
-    device = torch.device(device)
-    size, on_gpu = ladder_size(device), device.type == "cuda"
-    workers = suggest_num_workers().num_workers
-    if on_gpu:
-        support = compile_support(device)
-        compile_skip = "" if support.ok else support.reason
-    else:
-        compile_skip = "compiling the CNN for a CPU takes more than half a minute on two cores (lesson 11)"
-    steps = [
-        (
-            "the seeds' loop",
-            "per-image transforms on the CPU, num_workers=0, float32, loss.item() every step",
-            {"batch_size": size.batch_size},
-            "",
-        ),
-        (
-            "workers + pinned memory",
-            f"{workers} DataLoader workers, pin_memory=True, non_blocking copies",
-            {"workers": workers, "pinned": True},
-            "" if on_gpu else "workers only overlap the GPU's work; here they share its cores",
-        ),
-        (
-            "data on the device",
-            "uint8 images kept on the device, cropped and flipped there per batch; no .item() per step",
-            {"workers": 0, "pinned": False, "resident": True, "item_every_step": False},
-            "",
-        ),
-        (
-            "channels_last + mixed precision",
-            "NHWC tensors, cudnn.benchmark and the precision lesson 06 chooses",
-            {"channels_last": True, "cudnn_benchmark": True, "precision": "auto"},
-            "" if on_gpu else "both pay off on a GPU's tensor cores",
-        ),
-        (
-            "large batch + schedule",
-            f"batch {size.large_batch}, one-cycle learning rate per batch, Nesterov"
-            + (", fused SGD" if on_gpu else ""),
-            {"batch_size": size.large_batch, "schedule": True, "lr": 0.2},
-            "",
-        ),
-        ("torch.compile", "the model compiled (compiling is timed apart)", {"compiled": True}, compile_skip),
-        (
-            "speed net + recipe",
-            "speed_net (its own learning rate), label smoothing 0.2, flipped test images averaged",
-            {"net": "speed_net", "lr": 0.05, "label_smoothing": 0.2, "flip_test": True},
-            "",
-        ),
-    ]
-    rungs, recipe = [], Recipe()
-    for number, (name, adds, changes, skip) in enumerate(steps):
-        if not skip:
-            recipe = replace(recipe, **changes)
-        rungs.append(Rung(number, name, adds, recipe, skip))
-    return rungs
 
 
 @dataclass
@@ -280,20 +171,27 @@ def run_rung(
                 ).samples
             synchronize(device)
             result.epoch_seconds.append(time.perf_counter() - start)
-        test = AugmentedDeviceLoader(
-            data.test_images,
-            data.test_labels,
-            min(1024, len(data.test_images)),
-            device=device,
-            mean=mean,
-            std=std,
-            augment=False,
-            channels_last=recipe.channels_last,
-        )
+        test = evaluation_loader(data, device, mean, std, channels_last=recipe.channels_last)
         result.test_acc = evaluate(
             FlipAveraged(model) if recipe.flip_test else model, test, device, autocast_dtype=precision.dtype
         ).accuracy
     return result
+
+
+def evaluation_loader(data: ImageData, device: torch.device, mean, std, *, channels_last: bool = False):
+    """``data``'s test images on ``device``, normalized with the training images' ``mean`` and ``std``, not
+    augmented: what every rung, and lesson 12's fast loop, is evaluated on."""
+    batch = min(1024, len(data.test_images))
+    return AugmentedDeviceLoader(
+        data.test_images,
+        data.test_labels,
+        batch,
+        device=device,
+        mean=mean,
+        std=std,
+        augment=False,
+        channels_last=channels_last,
+    )
 
 
 def cifar_sized(data: ImageData, images: int) -> ImageData:

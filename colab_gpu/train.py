@@ -1,4 +1,5 @@
-"""Training loops the lessons share: `train_epoch`, `evaluate` and `fit`.
+"""Training loops the lessons share: `train_step`, `train_epoch`, `evaluate`, `predict` (and fit.py's `fit`, built
+on them).
 
 Written for speed on a GPU:
 - the loss and the correct count are summed on the device and read once per epoch (a
@@ -18,98 +19,16 @@ Batches are moved to ``device`` by these functions; the model must already be th
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from .checkpoint import load_checkpoint, save_checkpoint
-from .compiling import compile_model
-from .device import Batch, same_device
-from .history import EpochStats, History
-from .precision import Precision, make_scaler, require_scaler_fits, resolve_precision
-
-
-def require_model_on_device(model: nn.Module, device: str | torch.device) -> None:
-    """Raise a clear error when the model's parameters are not on ``device`` (``cg.fit`` calls it; lesson 03)."""
-    device = torch.device(device)
-    found = {p.device for p in model.parameters()}
-    wrong = {d for d in found if not same_device(d, device)}
-    if wrong:
-        raise ValueError(
-            f"The model's parameters are on {', '.join(sorted(map(str, found)))} but training was asked to run "
-            f"on {device}. Call model.to({str(device)!r}) before creating the optimizer."
-        )
-
-
-def _check_batch(outputs: torch.Tensor, labels: torch.Tensor) -> None:
-    if labels.ndim != 1 or outputs.ndim != 2 or outputs.shape[0] != labels.shape[0]:
-        raise ValueError(
-            f"Expected model outputs of shape (batch, classes) and labels of shape (batch,), got outputs "
-            f"{tuple(outputs.shape)} and labels {tuple(labels.shape)}. Flatten the labels with labels.view(-1) "
-            "or check the model's last layer."
-        )
-
-
-#: cross_entropy's default ignore_index: a label that marks "no target" (padding), not a class.
-IGNORED_LABEL = -100
-
-
-def label_range(labels: torch.Tensor) -> tuple[int, int] | None:
-    """(lowest, highest) class label in ``labels``, leaving out ``IGNORED_LABEL``; None without class labels.
-
-    Reads the values: on a GPU one synchronization, so `fit` calls it once, not per batch.
-    """
-    labels = torch.as_tensor(labels)
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool or labels.numel() == 0:
-        return None  # probabilities or soft targets: not class indices
-    labels = labels[labels != IGNORED_LABEL]
-    if labels.numel() == 0:
-        return None
-    low, high = torch.aminmax(labels.long())
-    return int(low), int(high)
-
-
-def known_labels(loader: Iterable) -> torch.Tensor | None:
-    """Every label of ``loader``'s data set where it keeps them in one place, else None.
-
-    A `DeviceLoader`'s ``labels``, a ``TensorDataset``'s second tensor, a torchvision data set's ``targets``.
-    """
-    labels = getattr(loader, "labels", None)
-    dataset = getattr(loader, "dataset", None)
-    if labels is None and dataset is not None:
-        labels = getattr(dataset, "targets", None)
-        if labels is None and isinstance(dataset, torch.utils.data.TensorDataset) and len(dataset.tensors) > 1:
-            labels = dataset.tensors[1]
-    if labels is None:
-        return None
-    try:
-        return torch.as_tensor(labels)
-    except (TypeError, ValueError, RuntimeError):  # targets of another kind (boxes, strings): not checked
-        return None
-
-
-def check_labels_fit(classes: int, labels: tuple[int, int] | None, where: str = "the labels") -> None:
-    """Raise a clear error when class labels fall outside the model's ``classes`` outputs.
-
-    Cross-entropy with such a label fails with "IndexError: Target 99 is out of bounds" on a CPU, and on a GPU
-    with "CUDA error: device-side assert triggered", which leaves the runtime unusable until a restart.
-    """
-    if labels is None:
-        return
-    low, high = labels
-    if low < 0 or high >= classes:
-        raise ValueError(
-            f"{where[0].upper()}{where[1:]} go from {low} to {high}, but the model outputs {classes} classes, so "
-            f"cross-entropy needs labels from 0 to {classes - 1}. Make the last layer output {high + 1} classes "
-            f"(e.g. nn.Linear(..., {high + 1})), or map the labels to 0..{classes - 1} (labels that start at 1: "
-            "subtract 1). Checked before the first step: on a GPU this is 'CUDA error: device-side assert "
-            "triggered', which needs a runtime restart."
-        )
+from .device import Batch
+from .history import EpochStats
+from .train_checks import check_batch, check_labels_fit, label_range, require_model_on_device
 
 
 def _autocast(device: torch.device, dtype: torch.dtype | None):
@@ -148,7 +67,7 @@ def train_step(
     with _autocast(inputs.device, autocast_dtype):
         outputs = model(inputs)
         if check_shapes:
-            _check_batch(outputs, labels)
+            check_batch(outputs, labels)
         check_labels_fit(outputs.shape[-1], labels_seen)
         loss = loss_fn(outputs, labels)
     optimizer.zero_grad(set_to_none=True)
@@ -273,7 +192,7 @@ def evaluate(
             labels = labels.to(device, non_blocking=True)
             with _autocast(device, autocast_dtype):
                 outputs = model(inputs)
-                _check_batch(outputs, labels)
+                check_batch(outputs, labels)
                 loss_sum += loss_fn(outputs, labels).float() * labels.shape[0]
             correct += (outputs.argmax(dim=1) == labels).sum()
             samples += labels.shape[0]
@@ -281,139 +200,6 @@ def evaluate(
         raise ValueError("The evaluation loader yielded no batches: is the data set empty?")
     total_loss, total_correct = loss_sum.item(), correct.item()
     return EpochStats(total_loss / samples, total_correct / samples, samples, time.perf_counter() - start)
-
-
-def fit(
-    model: nn.Module,
-    train_loader: Iterable[Batch],
-    test_loader: Iterable[Batch] | None,
-    optimizer: torch.optim.Optimizer,
-    device: str | torch.device,
-    *,
-    epochs: int,
-    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
-    precision: Precision | str | None = None,
-    scaler: torch.amp.GradScaler | None = None,
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-    scheduler_step: str = "epoch",
-    max_norm: float | None = None,
-    on_epoch_end: Callable[[int, dict], None] | None = None,
-    checkpoint: str | os.PathLike | None = None,
-    resume: bool = True,
-    progress: bool = True,
-    verbose: bool = True,
-    compile: bool = False,
-) -> History:
-    """Train for ``epochs`` epochs, evaluating after each; return the `History`. Taught in lesson 03.
-
-    Args:
-        model: already on ``device``.
-        train_loader, test_loader: yield ``(inputs, labels)``; batches are moved to ``device``.
-            ``test_loader`` may be None (no evaluation).
-        optimizer: built from ``model``'s parameters.
-        device: where to compute.
-        epochs: number of passes over ``train_loader``.
-        loss_fn: defaults to cross-entropy.
-        precision: ``"fp32"`` (default), ``"bf16"``, ``"fp16"``, ``"auto"`` (by hardware, see
-            `choose_precision`) or a `Precision`. fp16 on a GPU gets a GradScaler unless ``scaler``
-            is given.
-        scaler: a GradScaler to use (and to save in checkpoints); fp16 only.
-        scheduler: a learning-rate scheduler, saved in checkpoints.
-        scheduler_step: ``"epoch"`` (default) steps it after each epoch; ``"batch"`` after every
-            optimizer step, as ``OneCycleLR(total_steps=epochs * len(train_loader))`` expects.
-        max_norm: clip the gradients to this total norm every step (after unscaling in fp16).
-        on_epoch_end: called as ``on_epoch_end(epoch, row)`` after each epoch (and its checkpoint).
-        checkpoint: a file to write the full training state to after every epoch (atomically:
-            see `save_checkpoint`); on Colab put it on Google Drive.
-        resume: when ``checkpoint`` exists, continue from it (same final weights as an
-            uninterrupted run) instead of starting over. ``epochs`` is the total, not the remainder.
-        progress: show a tqdm progress bar per epoch.
-        verbose: print one line per epoch.
-        compile: train and evaluate through ``torch.compile(model)`` (lesson 11), or in eager mode with a
-            one-line reason where this runtime cannot compile (`compile_model`). Checkpoints hold ``model``'s keys.
-
-    Example:
-        >>> model = nn.Linear(4, 2)
-        >>> batches = [(torch.randn(8, 4), torch.randint(0, 2, (8,)))]
-        >>> h = fit(model, batches, None, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=2,
-        ...         progress=False, verbose=False)
-        >>> len(h)
-        2
-    """
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1, got {epochs}.")
-    if scheduler_step not in ("epoch", "batch"):
-        raise ValueError(f"scheduler_step must be 'epoch' or 'batch', got {scheduler_step!r}.")
-    batch_scheduler = scheduler if scheduler_step == "batch" else None
-    precision = resolve_precision(precision, device)
-    require_scaler_fits(precision, scaler)
-    scaler = scaler or make_scaler(precision, device)
-    autocast_dtype = precision.dtype
-    history = History()
-    runner = compile_model(model, device) if compile else model  # shares model's parameters
-    loader_generator = getattr(train_loader, "generator", None)
-    first_epoch = 1
-    if checkpoint is not None and resume and Path(checkpoint).exists():
-        saved = load_checkpoint(
-            checkpoint, model, optimizer, scaler=scaler, scheduler=scheduler, loader_generator=loader_generator
-        )
-        history.rows = list(saved["history"])
-        first_epoch = saved["epoch"] + 1
-        if verbose:
-            print(f"resumed from {checkpoint} after epoch {saved['epoch']}")
-    # Every label of the data set, read once (where the loader keeps them in one place), so that the first step
-    # can check them against the model's outputs; else train_epoch checks each epoch's first batch.
-    labels = known_labels(train_loader) if loss_fn is None else None
-    labels_seen = label_range(labels) if labels is not None else None
-    for epoch in range(first_epoch, epochs + 1):
-        train = train_epoch(
-            runner,
-            train_loader,
-            optimizer,
-            device,
-            loss_fn=loss_fn,
-            autocast_dtype=autocast_dtype,
-            scaler=scaler,
-            scheduler=batch_scheduler,
-            max_norm=max_norm,
-            progress=progress,
-            labels_seen=labels_seen,
-            epoch=epoch,
-        )
-        if scheduler is not None and batch_scheduler is None:
-            scheduler.step()
-        row = {
-            "epoch": epoch,
-            "precision": precision.name,
-            "train_loss": train.loss,
-            "train_acc": train.accuracy,
-            "seconds": train.seconds,
-            "samples_per_s": train.samples_per_s,
-        }
-        if test_loader is not None:
-            test = evaluate(runner, test_loader, device, loss_fn=loss_fn, autocast_dtype=autocast_dtype)
-            row.update(test_loss=test.loss, test_acc=test.accuracy)
-        history.rows.append(row)
-        if checkpoint is not None:
-            save_checkpoint(
-                checkpoint,
-                model,
-                optimizer,
-                epoch=epoch,
-                scaler=scaler,
-                scheduler=scheduler,
-                history=history.rows,
-                loader_generator=loader_generator,
-            )
-        if verbose:
-            tested = f", test loss {row['test_loss']:.3f}, test acc {row['test_acc']:.1%}" if test_loader else ""
-            print(
-                f"epoch {epoch}/{epochs}: train loss {train.loss:.3f}, train acc {train.accuracy:.1%}{tested}, "
-                f"{train.seconds:.2f} s ({train.samples_per_s:,.0f} samples/s)"
-            )
-        if on_epoch_end is not None:
-            on_epoch_end(epoch, row)
-    return history
 
 
 def predict(model: nn.Module, loader: Iterable[Batch], device: str | torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,7 +5,7 @@ import torch
 
 import colab_gpu as cg
 from colab_gpu import bench, workloads
-from colab_gpu.bench import experiments
+from colab_gpu.bench import experiments, hardware
 from colab_gpu.cli import main
 
 CPU = torch.device("cpu")
@@ -19,14 +19,14 @@ def test_fit_vs_hand_loop_measures_both_on_the_same_work():
 
 
 def test_gpu_rows_are_skipped_on_cpu_with_the_reason():
-    rows = experiments.cpu_vs_gpu_rows(CPU) + experiments.amp_rows(CPU) + [experiments.host_to_device(CPU)]
+    rows = hardware.cpu_vs_gpu_rows(CPU) + hardware.amp_rows(CPU) + [hardware.host_to_device(CPU)]
     assert [r.key for r in rows] == ["mlp_cpu_gpu", "cnn_cpu_gpu", "amp", "amp_peak", "h2d"]
     assert all(r.status == "skipped" and "needs a CUDA GPU" in r.note and r.ratio is None for r in rows)
 
 
 def test_matmul_rows_on_cpu(monkeypatch):
-    monkeypatch.setattr(experiments, "matmul_tflops", lambda n, dtype, device, repeat=10: n / 1000)
-    rows = experiments.matmul_rows(CPU)
+    monkeypatch.setattr(hardware, "matmul_tflops", lambda n, dtype, device, repeat=10: n / 1000)
+    rows = hardware.matmul_rows(CPU)
     assert rows[0].key == "matmul_fp32" and rows[0].ratio == 1.024 and rows[0].status == "ok"
     assert [r.status for r in rows[1:]] == ["skipped", "skipped"]
 
@@ -144,7 +144,7 @@ def test_cli_bench_bad_input_is_a_clear_error(tmp_path, capsys):
 @pytest.mark.gpu
 def test_gpu_rows_measure_on_a_real_gpu():
     device = cg.get_device("cuda")
-    rows = experiments.cpu_vs_gpu_rows(device) + [experiments.host_to_device(device)]
+    rows = hardware.cpu_vs_gpu_rows(device) + [hardware.host_to_device(device)]
     assert all(r.status == "ok" and r.ratio > 0 for r in rows)
 
 

@@ -52,9 +52,9 @@ def test_check_close(capsys):
 def test_check_loader_settings(monkeypatch, capsys):
     from torch.utils.data import DataLoader, TensorDataset
 
-    from colab_gpu import feeding
+    from colab_gpu import loaders
 
-    monkeypatch.setattr(feeding, "cpu_count", lambda: 2)
+    monkeypatch.setattr(loaders, "cpu_count", lambda: 2)
     ds = TensorDataset(torch.zeros(8, 1))
     assert cg.checks.loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cpu")
     assert "2 workers, persistent" in capsys.readouterr().out

@@ -11,7 +11,7 @@ import torchvision
 from torchvision.datasets import CIFAR10
 
 import colab_gpu as cg
-from colab_gpu import data
+from colab_gpu import data, downloads
 
 
 def write_idx(path, array: np.ndarray) -> None:
@@ -40,7 +40,7 @@ def tiny_cifar(tmp_path, monkeypatch):
     for name in names:
         batch = {"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8), "labels": [1, 2, 3, 9]}
         (folder / name).write_bytes(pickle.dumps(batch))
-    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": list(data.CIFAR10_CLASSES)}))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": list(downloads.CIFAR10_CLASSES)}))
     # torchvision checks the real files' MD5 sums; tiny stand-ins cannot match them.
     monkeypatch.setattr(torchvision.datasets.cifar, "check_integrity", lambda path, md5=None: True)
     return tmp_path
@@ -66,7 +66,7 @@ def test_offline_falls_back_to_digits_with_one_line(tmp_path, monkeypatch, capsy
     def offline(*args, **kwargs):
         raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\n<urlopen error no network>")
 
-    monkeypatch.setattr(data, "_fashion_mnist", offline)
+    monkeypatch.setattr(downloads, "_fashion_mnist", offline)
     ds = cg.load_fashion_mnist(tmp_path)
     assert ds.fallback and ds.image_shape == (1, 28, 28)
     out = capsys.readouterr().out.strip().splitlines()
@@ -90,7 +90,7 @@ def test_offline_falls_back_to_digits_with_one_line(tmp_path, monkeypatch, capsy
     ],
 )
 def test_download_problem_in_plain_words(error, said):
-    assert data.download_problem(error) == said
+    assert downloads.download_problem(error) == said
 
 
 def test_digits_fallback_is_the_real_data_set():
@@ -146,7 +146,7 @@ def test_seed_everything_makes_runs_repeatable():
 
 
 def test_data_sets_go_to_drive_when_it_is_mounted(tmp_path, monkeypatch):
-    data_module = data
+    data_module = downloads
     drive_data = tmp_path / "drive" / "MyDrive" / "colab_gpu" / "data"
     monkeypatch.setattr(data_module, "DRIVE_DATA", drive_data)
     assert cg.data_dir() == Path("data")  # no Drive mounted: beside the notebook, gone with the runtime

@@ -6,7 +6,7 @@ from torch.utils.data import TensorDataset
 from torchvision.transforms import v2
 
 import colab_gpu as cg
-from colab_gpu import feeding
+from colab_gpu import loaders
 
 
 @pytest.mark.parametrize(
@@ -25,7 +25,7 @@ def test_suggest_num_workers_says_why(cores, workers, phrase):
 
 
 def test_suggest_num_workers_defaults_to_this_machine(monkeypatch):
-    monkeypatch.setattr(feeding, "cpu_count", lambda: 2)
+    monkeypatch.setattr(loaders, "cpu_count", lambda: 2)
     assert cg.suggest_num_workers().num_workers == 2
     with pytest.raises(ValueError, match="cores must be at least 1, got 0"):
         cg.suggest_num_workers(0)

@@ -115,3 +115,9 @@ def test_import_colab_gpu_loads_no_bench_module():
     ).stdout.split()
     assert "colab_gpu.workloads" in loaded  # what it does load
     assert not [m for m in loaded if m.startswith("colab_gpu.bench")]
+
+
+def test_every_module_stays_at_or_under_300_lines():
+    # One topic per module: a module that outgrows this holds two, and splitting it keeps imports pointing one way.
+    long = {module_name(p): n for p in PACKAGE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 300}
+    assert not long, f"modules over 300 lines: {long}"

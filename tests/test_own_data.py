@@ -17,7 +17,7 @@ from torch import nn
 from torchvision.transforms.v2.functional import pil_to_tensor
 
 import colab_gpu as cg
-from colab_gpu import bench, own_data
+from colab_gpu import archives, bench, image_folders
 from colab_gpu.bench import pipelines
 from colab_gpu.checks.core import HINT
 
@@ -66,7 +66,7 @@ def test_copy_and_extract_returns_the_class_folders_without_mac_litter(shapes, t
 def test_copy_and_extract_skips_an_archive_it_extracted_and_redoes_a_changed_one(shapes, tmp_path, monkeypatch):
     archive = zipped(shapes, tmp_path / "shapes.zip")
     root = cg.copy_and_extract(archive, tmp_path / "local")
-    monkeypatch.setattr(own_data, "_copy", lambda *args: pytest.fail("copied an archive that was extracted"))
+    monkeypatch.setattr(archives, "_copy", lambda *args: pytest.fail("copied an archive that was extracted"))
     assert cg.copy_and_extract(archive, tmp_path / "local") == root
     monkeypatch.undo()
     (root / "circle" / "0000.jpg").unlink()
@@ -81,7 +81,7 @@ def test_an_interrupted_extraction_leaves_no_half_tree(shapes, tmp_path, monkeyp
     def disconnect(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(own_data, "_extract", disconnect)
+    monkeypatch.setattr(archives, "_extract", disconnect)
     with pytest.raises(KeyboardInterrupt):
         cg.copy_and_extract(archive, tmp_path / "local")
     assert list((tmp_path / "local").iterdir()) == []
@@ -108,7 +108,7 @@ def test_copy_and_extract_says_what_is_wrong_with_the_archive(tmp_path):
         cg.copy_and_extract(tmp_path / "photos.zip", tmp_path / "local")
     with pytest.raises(ValueError, match="not a .zip or .tar"):
         cg.copy_and_extract(tmp_path / "photos.zip.part", tmp_path / "local")
-    assert own_data.archive_name("a/my_photos.tar.gz") == "my_photos" and own_data.archive_name("b.zip") == "b"
+    assert archives.archive_name("a/my_photos.tar.gz") == "my_photos" and archives.archive_name("b.zip") == "b"
 
 
 def test_time_file_reads_counts_files_and_bytes(shapes, tmp_path):
@@ -131,15 +131,15 @@ def test_time_file_reads_counts_files_and_bytes(shapes, tmp_path):
 
 def test_split_indices_are_stratified_disjoint_and_reproducible():
     targets = [0] * 10 + [1] * 5 + [2] * 2
-    train, val = own_data.split_indices(targets, 0.2, seed=0)
+    train, val = image_folders.split_indices(targets, 0.2, seed=0)
     assert sorted(train + val) == list(range(17))
     assert [sum(targets[i] == c for i in val) for c in range(3)] == [2, 1, 1]  # every class, at least one
-    assert own_data.split_indices(targets, 0.2, seed=0) == (train, val)
-    assert own_data.split_indices(targets, 0.2, seed=1) != (train, val)
+    assert image_folders.split_indices(targets, 0.2, seed=0) == (train, val)
+    assert image_folders.split_indices(targets, 0.2, seed=1) != (train, val)
     with pytest.raises(ValueError, match="class 1 has 1 image"):
-        own_data.split_indices([0, 0, 1], 0.5, seed=0)
+        image_folders.split_indices([0, 0, 1], 0.5, seed=0)
     with pytest.raises(ValueError, match="between 0 and 1"):
-        own_data.split_indices(targets, 20, seed=0)
+        image_folders.split_indices(targets, 20, seed=0)
 
 
 def test_split_image_folder_gives_each_part_its_transform_and_skips_hidden_folders(shapes):
@@ -174,7 +174,7 @@ def test_images_are_loaded_upright_as_their_exif_tag_says(tmp_path):
     split = cg.split_image_folder(folder, val_fraction=0.5)
     sizes = {split.classes[label]: image.size for image, label in [*split.train, *split.val]}
     assert sizes == {"portrait": (20, 40), "landscape": (40, 20)}  # PIL's (width, height)
-    decoded = cg.decode_jpegs([cg.own_data.read_bytes(folder / "portrait" / "a.jpg")], "cpu")[0]
+    decoded = cg.decode_jpegs([archives.read_bytes(folder / "portrait" / "a.jpg")], "cpu")[0]
     assert decoded.shape == (3, 40, 20)  # decoded upright too: (channels, height, width)
 
 
@@ -182,21 +182,21 @@ def test_images_are_loaded_upright_as_their_exif_tag_says(tmp_path):
 def test_turn_upright_turns_as_pillow_does(orientation, tmp_path):
     pixels = torch.randint(0, 256, (3, 4, 6), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
     exif = Image.Exif()
-    exif[own_data.EXIF_ORIENTATION] = orientation
+    exif[image_folders.EXIF_ORIENTATION] = orientation
     path = tmp_path / "photo.png"  # lossless, so the two turns must agree exactly
     Image.fromarray(pixels.permute(1, 2, 0).numpy()).save(path, exif=exif)
     with Image.open(path) as picture:
         expected = pil_to_tensor(ImageOps.exif_transpose(picture))
-    assert torch.equal(own_data.turn_upright(pixels, orientation), expected)
+    assert torch.equal(image_folders.turn_upright(pixels, orientation), expected)
 
 
 def test_exif_orientation_reads_the_tag_or_says_1(tmp_path):
     exif = Image.Exif()
-    exif[own_data.EXIF_ORIENTATION] = 8
+    exif[image_folders.EXIF_ORIENTATION] = 8
     Image.new("RGB", (8, 8)).save(tmp_path / "turned.jpg", exif=exif)
     Image.new("RGB", (8, 8)).save(tmp_path / "plain.jpg")
-    assert own_data.exif_orientation(cg.own_data.read_bytes(tmp_path / "turned.jpg")) == 8
-    assert own_data.exif_orientation(cg.own_data.read_bytes(tmp_path / "plain.jpg")) == 1
+    assert image_folders.exif_orientation(archives.read_bytes(tmp_path / "turned.jpg")) == 8
+    assert image_folders.exif_orientation(archives.read_bytes(tmp_path / "plain.jpg")) == 1
 
 
 def test_the_fingerprint_changes_with_the_data_only(shapes, tmp_path):
@@ -222,7 +222,7 @@ def test_split_image_folder_says_where_the_class_folders_are_not(tmp_path):
 
 def test_decode_jpegs_matches_pillow_on_the_cpu(shapes):
     path = next(shapes.rglob("*.jpg"))
-    decoded = cg.decode_jpegs([cg.own_data.read_bytes(path)] * 2, "cpu")
+    decoded = cg.decode_jpegs([archives.read_bytes(path)] * 2, "cpu")
     with Image.open(path) as picture:
         pillow = pil_to_tensor(picture.convert("RGB"))
     assert len(decoded) == 2 and decoded[0].dtype == torch.uint8 and decoded[0].shape == (3, 32, 32)
@@ -248,7 +248,7 @@ def test_decode_jpegs_falls_back_to_torchvision_when_torchcodec_does_not_load(mo
 
     monkeypatch.setitem(sys.modules, "torchcodec", types.ModuleType("torchcodec"))
     monkeypatch.setitem(sys.modules, "torchcodec.decoders", Broken("torchcodec.decoders"))
-    assert cg.decode_jpegs([cg.own_data.read_bytes(next(shapes.rglob("*.jpg")))], "cpu")[0].shape == (3, 32, 32)
+    assert cg.decode_jpegs([archives.read_bytes(next(shapes.rglob("*.jpg")))], "cpu")[0].shape == (3, 32, 32)
 
 
 def test_load_pretrained_falls_back_to_random_weights_in_one_line(capsys):
@@ -262,7 +262,7 @@ def test_load_pretrained_falls_back_to_random_weights_in_one_line(capsys):
 
     previous = socket.getdefaulttimeout()
     model, pretrained = cg.load_pretrained(offline, "Weights.DEFAULT", num_classes=3)
-    assert not pretrained and model.out_features == 3 and timeouts[0] == cg.data.DOWNLOAD_TIMEOUT_S
+    assert not pretrained and model.out_features == 3 and timeouts[0] == cg.downloads.DOWNLOAD_TIMEOUT_S
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "no internet access" in out and "random weights" in out
     assert socket.getdefaulttimeout() == previous
@@ -340,7 +340,7 @@ def test_check_csv_dataset_names_each_mistake(capsys):
     class NoTransform(solved):
         def __getitem__(self, index):
             file, label = self.rows[index]
-            return cg.own_data.load_upright(self.image_dir / file), self.class_to_idx[label]
+            return image_folders.load_upright(self.image_dir / file), self.class_to_idx[label]
 
     for wrong, hint in (
         (Sideways, "lying on its side"),
@@ -359,11 +359,11 @@ def test_check_csv_dataset_names_each_mistake(capsys):
 def test_gpu_decoding_matches_the_cpu_and_turns_photos_upright(shapes, tmp_path):
     device = cg.get_device("cuda")
     exif = Image.Exif()
-    exif[own_data.EXIF_ORIENTATION] = 6
+    exif[image_folders.EXIF_ORIENTATION] = 6
     with Image.open(next(shapes.rglob("*.jpg"))) as picture:
         picture.crop((0, 0, 32, 16)).save(tmp_path / "portrait.jpg", exif=exif)
-    encoded = [cg.own_data.read_bytes(path) for path in sorted(shapes.rglob("*.jpg"))[:8]] + [
-        cg.own_data.read_bytes(tmp_path / "portrait.jpg")
+    encoded = [archives.read_bytes(path) for path in sorted(shapes.rglob("*.jpg"))[:8]] + [
+        archives.read_bytes(tmp_path / "portrait.jpg")
     ]
     on_gpu, on_cpu = cg.decode_jpegs(encoded, device), cg.decode_jpegs(encoded, "cpu")
     assert all(image.device.type == "cuda" for image in on_gpu)

@@ -1,5 +1,6 @@
 """Lesson 12's speedrun ladder and its augmentation, on the CPU (GPU rungs through the fake-GPU fixtures)."""
 
+import dataclasses
 from pathlib import Path
 
 import jupytext
@@ -10,7 +11,7 @@ from torch.nn import functional as F
 from torchvision.transforms import v2
 
 import colab_gpu as cg
-from colab_gpu import bench
+from colab_gpu import bench, speedrun_rungs
 from colab_gpu import speedrun_ladder as sr
 from colab_gpu.bench import pipelines
 from colab_gpu.checks.core import HINT
@@ -41,7 +42,7 @@ def test_cpu_ladder_skips_what_only_pays_on_a_gpu_and_keeps_it_off_above():
 def test_gpu_ladder_runs_every_rung_and_skips_compile_where_it_cannot(fake_gpus, monkeypatch):
     fake_gpus()
     gpu = torch.device("cuda")
-    monkeypatch.setattr(sr, "compile_support", lambda device: CompileSupport(str(device), True, "fine"))
+    monkeypatch.setattr(speedrun_rungs, "compile_support", lambda device: CompileSupport(str(device), True, "fine"))
     rungs = sr.ladder(gpu)
     assert not any(r.skip for r in rungs)
     last = rungs[-1].recipe
@@ -50,7 +51,7 @@ def test_gpu_ladder_runs_every_rung_and_skips_compile_where_it_cannot(fake_gpus,
     assert "fused" in rungs[4].adds and sr.ladder_size(gpu).train_images == 50_000
     assert rungs[1].recipe.pinned and not rungs[2].recipe.pinned and rungs[3].recipe.cudnn_benchmark
     too_old = CompileSupport("cuda", False, "Triton needs compute capability 7.0")
-    monkeypatch.setattr(sr, "compile_support", lambda device: too_old)
+    monkeypatch.setattr(speedrun_rungs, "compile_support", lambda device: too_old)
     rungs = sr.ladder(gpu)
     assert rungs[5].skip == too_old.reason and not rungs[6].recipe.compiled
 
@@ -256,6 +257,6 @@ def test_fused_sgd_starts_from_zero_momentum_even_when_the_first_step_is_skipped
 def test_run_rung_gives_back_the_callers_cudnn_setting(small_digits):
     before = torch.backends.cudnn.benchmark
     rung = sr.ladder(CPU)[2]
-    rung = sr.Rung(rung.number, rung.name, rung.adds, sr.replace(rung.recipe, cudnn_benchmark=not before))
+    rung = sr.Rung(rung.number, rung.name, rung.adds, dataclasses.replace(rung.recipe, cudnn_benchmark=not before))
     sr.run_rung(rung, small_digits, CPU, epochs=1)
     assert torch.backends.cudnn.benchmark == before

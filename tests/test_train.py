@@ -220,7 +220,7 @@ def test_ignored_labels_and_a_custom_loss_are_not_taken_for_classes():
     cg.fit(
         model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=1, progress=False, verbose=False
     )
-    assert cg.train.label_range(torch.tensor([0.2, 0.8])) is None  # soft targets: no class indices
+    assert cg.train_checks.label_range(torch.tensor([0.2, 0.8])) is None  # soft targets: no class indices
 
 
 def test_a_nan_loss_stops_fit_with_the_epoch_and_the_batch():

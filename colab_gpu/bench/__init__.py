@@ -1,9 +1,10 @@
 """The bench: the course's experiments, each a ratio measured side by side in the same run, with its target.
 
 ``python -m colab_gpu bench`` runs `EXPERIMENTS`; a row the course promises a figure for on a GPU carries a
-`Target` (why, and the bound). The rows come from `experiments` (lessons 02-11) and `pipelines` (lessons 12 and 13),
-which call the same functions the lessons call: lesson or bench -> experiment -> the primitives in
-colab_gpu/timing.py. `output` writes the rows (JSON for the GPU suite, markdown, a plot); `rows` defines them.
+`Target` (why, and the bound). The rows come from `hardware` (lessons 02, 04, 06), `experiments` (the training
+loop: 03, 05, 10, 11) and `pipelines` (lessons 12 and 13), which call the same functions the lessons call: lesson or
+bench -> experiment -> the primitives in colab_gpu/timing.py. `output` writes the rows (JSON for the GPU suite,
+markdown, a plot); `rows` defines them.
 
 ``import colab_gpu`` does not import this package: it is course tooling, and no library module imports it.
 """
@@ -15,17 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .experiments import (
-    amp_rows,
-    compile_rows,
-    cpu_vs_gpu_rows,
-    fit_vs_hand_loop,
-    gpu_busy_row,
-    host_to_device,
-    matmul_rows,
-    resident_vs_dataloader,
-    workers_sweep,
-)
+from .experiments import compile_rows, fit_vs_hand_loop, gpu_busy_row, resident_vs_dataloader, workers_sweep
+from .hardware import amp_rows, cpu_vs_gpu_rows, host_to_device, matmul_rows
 from .pipelines import finetune_epoch_row, ladder_row
 from .rows import Row, Target
 

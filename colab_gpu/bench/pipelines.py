@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from ..data import load_digits, write_image_folder
-from ..feeding import suggest_num_workers, worker_loader
 from ..finetune import finetune_transforms
-from ..own_data import split_image_folder
+from ..image_folders import split_image_folder
+from ..loaders import suggest_num_workers, worker_loader
 from ..precision import choose_precision, make_scaler
 from ..speedrun_ladder import cifar_sized, ladder, ladder_size, run_rung
 from ..train import train_epoch

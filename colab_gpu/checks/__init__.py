@@ -3,25 +3,17 @@
 A lesson calls them as ``cg.checks.<name>`` (``cg.checks.train_loop(...)``). Each prints one line and returns a
 ``CheckResult`` (true when passed), so an exercise left undone does not crash the notebook; the learner reads the
 hint and tries again. Helpers that raise instead are named ``require_*`` (``require_model_on_device``). By topic:
-``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``data``, ``speed``, ``training``,
-``memory`` and ``parallel`` (the skill exercises, measured on the learner's runtime).
+``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``data``, ``speed``, ``tuning``,
+``training``, ``memory`` and ``parallel`` (the skill exercises, measured on the learner's runtime).
 """
 
 from .core import close, label_validator, on_device, that
 from .data import csv_dataset
 from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
-from .speed import (
-    bottleneck_fix,
-    compiles_once,
-    fast_loop,
-    loader_settings,
-    loader_speed,
-    prediction_speed,
-    profile_labels,
-    timing,
-)
+from .speed import loader_settings, loader_speed, prediction_speed, timing
 from .training import amp_step, precision_rule, train_loop
+from .tuning import bottleneck_fix, compiles_once, fast_loop, profile_labels
 
 __all__ = [
     "amp_step",

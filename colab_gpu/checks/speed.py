@@ -1,24 +1,16 @@
-"""Checks of speed exercises: the learner's code measured on this runtime (lessons 02, 04, 05, 10, 11, 12)."""
+"""Checks of speed exercises, the learner's code measured on this runtime: timing (lesson 02), batching predictions
+(lesson 04), feeding the GPU (lesson 05)."""
 
 from __future__ import annotations
-
-import contextlib
-import io
-import time
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..augment import AugmentedDeviceLoader
-from ..compiling import GraphCounter
 from ..device import synchronize
-from ..feeding import measure_loader, suggest_num_workers
-from ..precision import restored_backend_settings
-from ..profiling import summarize_profile
-from ..speedrun_ladder import ladder, ladder_size, run_rung
+from ..feeding import measure_loader
+from ..loaders import suggest_num_workers
 from ..timing import interleaved_medians
-from ..train import evaluate
 from .core import CheckResult, fail, ok, that
 
 
@@ -141,178 +133,4 @@ def prediction_speed(
         gain >= at_least,
         summary + ".",
         f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.",
-    )
-
-
-PHASES = ("data", "forward", "backward", "step")
-
-
-def profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
-    """Check a learner's profile of a training loop (lesson 10): finished, with scheduled steps, and each of the
-    phases "data", "forward", "backward" and "step" labelled with ``record_function`` so that together they
-    cover at least ``at_least`` of the step time (measured by `summarize_profile`)."""
-    if prof is None or not hasattr(prof, "events"):
-        return fail("set prof to the torch.profiler.profile object of your `with` block.")
-    try:
-        summary = summarize_profile(prof, PHASES)
-    except (AssertionError, ValueError) as err:  # PyTorch asserts when no step was ever recorded
-        if isinstance(err, ValueError):
-            message = str(err).splitlines()[0]
-        else:  # before PyTorch 2.10 the profiler's assert has no message
-            message = f"PyTorch says: {err}." if str(err) else "The profiler recorded no step (a bare AssertionError)."
-        return fail(
-            f"{message} Call prof.step() once per training step, with more steps than "
-            "the schedule's wait + warmup + active (and repeat=1)."
-        )
-    missing = [phase for phase in PHASES if phase not in summary.shares]
-    if missing:
-        return fail(
-            f"no time under {', '.join(map(repr, missing))}: wrap that part of the step in `with record_function(...)`."
-        )
-    covered = sum(summary.shares.values())
-    shares = ", ".join(f"{label} {share:.0%}" for label, share in summary.shares.items())
-    return that(
-        covered >= at_least,
-        f"{summary.steps} steps of {summary.step_ms:.2f} ms: {shares}.",
-        f"your labels cover {covered:.0%} of the step ({shares}); put the whole step, from "
-        "fetching the batch to optimizer.step(), inside the four labels.",
-    )
-
-
-def bottleneck_fix(
-    slow: object,
-    fast: object,
-    device: str | torch.device = "cpu",
-    *,
-    steps: int = 6,
-    at_least: float = 2.0,
-    repeat: int = 3,
-) -> CheckResult:
-    """Check lesson 10's fix of a loop: ``fast(steps)`` trains like ``slow(steps)``, returning one finite loss per
-    step, and takes at most 1 / ``at_least`` of its time on this runtime (medians of ``repeat`` interleaved runs).
-    Taught in lesson 10."""
-    if not callable(fast):
-        return fail(f"pass your function (my_steps, not my_steps(...)), got {type(fast).__name__}.")
-    try:
-        losses = torch.as_tensor(fast(steps), dtype=torch.float32).cpu()
-    except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
-        return fail(f"my_steps({steps}) raised {type(err).__name__}: {err}")
-    if losses.shape != (steps,) or not torch.isfinite(losses).all():
-        return fail(f"return one finite loss per step ({steps} numbers), got {losses.tolist()[:8]}.")
-
-    def timed(loop: object) -> object:
-        return lambda: (loop(steps), synchronize(device))
-
-    medians = interleaved_medians({"slow": timed(slow), "fast": timed(fast)}, repeat)
-    gain = medians["slow"] / medians["fast"]
-    timing = f"{steps} steps in {medians['fast'] * 1e3:.0f} ms instead of {medians['slow'] * 1e3:.0f} ms"
-    return that(
-        gain >= at_least,
-        f"{timing}: {gain:.1f}x faster on {torch.device(device)}.",
-        f"{timing}: {gain:.1f}x, aim for {at_least:g}x. Fix the phase with the biggest share in your "
-        "profile: the other suspects cost little next to it.",
-    )
-
-
-def compiles_once(
-    model: object, loader: object, device: str | torch.device = "cpu", *, dynamic: bool | None = None
-) -> CheckResult:
-    """Check that one epoch through ``torch.compile(model, dynamic=dynamic)`` captures exactly one graph (lesson 11):
-    no graph break in ``model.forward`` and no recompilation for a batch of another size. Counted with
-    `GraphCounter`, forward and backward, without Inductor: seconds on any runtime."""
-    if not isinstance(model, nn.Module):
-        return fail(f"pass your model (an nn.Module), got {type(model).__name__}.")
-    torch._dynamo.reset()  # forget earlier compilations, and the batch sizes Dynamo already learned to be dynamic
-    counter = GraphCounter()
-    compiled = torch.compile(model, backend=counter, dynamic=dynamic)
-    per_call, sizes = 0, []
-    with contextlib.redirect_stdout(io.StringIO()):  # a debugging print in forward would print every batch
-        for inputs, labels in loader:
-            outputs = compiled(inputs.to(device))
-            nn.functional.cross_entropy(outputs, labels.to(device)).backward()
-            per_call = per_call or counter.compiles  # graphs captured by the first call: more than 1 is a break
-            sizes.append(len(inputs))
-    model.zero_grad(set_to_none=True)
-    if not sizes:
-        return fail("the loader gave no batch: is the data set empty?")
-    if per_call > 1:
-        return fail(
-            f"forward breaks into {per_call} graphs: run torch._dynamo.explain(model)(inputs) "
-            "to see where, and make that code branch-free or move it out of forward (a print, "
-            ".item(), an if on a tensor's value)."
-        )
-    batch_sizes = sorted(set(sizes), reverse=True)
-    return that(
-        counter.compiles == 1,
-        f"{len(sizes)} batches, one graph captured once: no break, no recompile.",
-        f"{counter.compiles} compilations for batches of {batch_sizes} samples: the last batch is "
-        "smaller; use drop_last=True in the DataLoader, or compile with dynamic=True.",
-    )
-
-
-def fast_loop(
-    train: object,
-    data,
-    device: str | torch.device = "cpu",
-    *,
-    baseline=None,
-    min_speedup: float = 2.0,
-    accuracy_margin: float = 0.10,
-) -> CheckResult:
-    """Check lesson 12's fast loop ``train(data, device, epochs)``, which trains a fresh model and returns it.
-
-    A speedrun's clock: the whole call (moving the data, building the model, every epoch) takes at most
-    1 / ``min_speedup`` of the time rung 0 took to train the same epochs (``baseline``, a ``RungResult`` from
-    `run_ladder`; trained here when not given), and the model's test accuracy, on images normalized with
-    ``data.normalization()``, is at most ``accuracy_margin`` below rung 0's (10 points: a few epochs of
-    rung 0 land anywhere within about that, depending on the seed). Taught in lesson 12.
-    """
-
-    device = torch.device(device)
-    if isinstance(train, nn.Module) or not callable(train):
-        return fail(f"pass your function (train_fast, not train_fast(...)), got {type(train).__name__}.")
-    if baseline is None:
-        baseline = run_rung(ladder(device)[0], data, device, epochs=ladder_size(device).epochs)
-    epochs, rung0_s = len(baseline.epoch_seconds), sum(baseline.epoch_seconds)
-    with restored_backend_settings():  # the cudnn.benchmark a loop turns on stays in that loop
-        synchronize(device)
-        start = time.perf_counter()
-        try:
-            model = train(data, device, epochs)
-        except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
-            return fail(f"train_fast(data, device, {epochs}) raised {type(err).__name__}: {err}")
-        synchronize(device)
-        seconds = time.perf_counter() - start
-    if not isinstance(model, nn.Module):
-        return fail(f"return the trained model (an nn.Module), got {type(model).__name__}.")
-    mean, std = data.normalization()
-    test = AugmentedDeviceLoader(
-        data.test_images,
-        data.test_labels,
-        min(1024, len(data.test_images)),
-        device=device,
-        mean=mean,
-        std=std,
-        augment=False,
-        channels_last=False,
-    )
-    try:
-        accuracy = evaluate(model, test, device).accuracy
-    except Exception as err:  # a model left on another device, or one that expects other inputs
-        return fail(f"evaluating the model you returned raised {type(err).__name__}: {err}")
-    speedup = rung0_s / seconds
-    if speedup < min_speedup:
-        return fail(
-            f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s: {speedup:.1f}x, "
-            f"aim for {min_speedup:.0f}x. Which rung's change is missing? The data on the "
-            "device, no .item() per step, a large batch with its schedule, the speed net: "
-            "section 4 shows each as a diff."
-        )
-    return that(
-        accuracy >= baseline.test_acc - accuracy_margin,
-        f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s ({speedup:.1f}x), test "
-        f"accuracy {accuracy:.1%} vs rung 0's {baseline.test_acc:.1%}, on {device}.",
-        f"{speedup:.1f}x faster, but {accuracy:.1%} test accuracy vs rung 0's {baseline.test_acc:.1%}: "
-        f"train all {epochs} epochs on every image, normalize with data.normalization(), and keep the "
-        "learning rate and schedule of the rung you copied (rung 6: 0.05, one-cycle per batch).",
     )

@@ -1,0 +1,146 @@
+"""FashionMNIST and CIFAR-10 through torchvision, kept where the next lesson finds them, with an offline fallback.
+
+On Colab the real data sets download (``download=True``) into `data_dir`: the course's folder on Google Drive when
+Drive is mounted, else ``data`` beside the notebook. Where nothing can be downloaded (CI, an offline laptop) the
+loaders fall back to scikit-learn's digits (data.py's `load_digits`), resized to the real data set's image shape so
+the same models train on it. One printed line says when that happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import socket
+from pathlib import Path
+
+import torch
+
+from .data import ImageData, load_digits
+
+FASHION_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+
+DOWNLOAD_TIMEOUT_S = 30
+
+
+# Each Colab notebook runs on a machine of its own: a data set in one lesson's runtime is not in the next one's.
+# A mounted Google Drive is, for every lesson and session: the loaders keep the course's data sets there.
+DRIVE_DATA = Path("/content/drive/MyDrive/colab_gpu/data")
+
+
+_OFFLINE_SIGNS = (
+    "urlopen error",
+    "name or service not known",
+    "temporary failure in name resolution",
+    "network is unreachable",
+    "no route to host",
+    "connection refused",
+    "nodename nor servname",
+)
+
+
+def download_problem(error: BaseException) -> str:
+    """What went wrong with a download, in words a learner reads: no internet, a timeout, or the error's last line."""
+    text = str(error).strip()
+    if isinstance(error, TimeoutError) or "timed out" in text.lower():
+        return "the download timed out"
+    if any(sign in text.lower() for sign in _OFFLINE_SIGNS):
+        return "this runtime has no internet access"
+    return f"the download failed: {text.splitlines()[-1][:120] if text else type(error).__name__}"
+
+
+@contextlib.contextmanager
+def download_timeout(seconds: float = DOWNLOAD_TIMEOUT_S):
+    """Give every socket opened inside the block ``seconds`` to answer (an unreachable server must not hang a
+    lesson), then restore the previous default. Data sets (lessons 03-04) and pretrained weights (lesson 13)."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
+
+
+def data_dir() -> Path:
+    """Where the loaders keep the data sets by default: the course's folder on Google Drive when Drive is mounted
+    (``/content/drive``, Colab), downloaded once for every lesson and session; else ``data`` in the working
+    directory, which goes with the runtime. Taught in lesson 03."""
+    return DRIVE_DATA if DRIVE_DATA.parent.parent.is_dir() else Path("data")
+
+
+def _download_or_fallback(load, name: str, root: str | os.PathLike | None, image_size: int, channels: int) -> ImageData:
+    root = data_dir() if root is None else root
+    chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
+    try:
+        with download_timeout(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+            data = load(Path(root))
+        print(f"{name} loaded from {root}/.")
+        return data
+    except (RuntimeError, OSError) as err:
+        print(
+            f"{name} could not be downloaded ({download_problem(err)}), so this lesson uses scikit-learn's "
+            f"handwritten digits instead, resized to {channels}x{image_size}x{image_size}: the same code, other "
+            "accuracy figures."
+        )
+        return load_digits(image_size, channels)
+
+
+def _fashion_mnist(root: Path) -> ImageData:
+    from torchvision.datasets import FashionMNIST
+
+    train = FashionMNIST(root, train=True, download=True)
+    test = FashionMNIST(root, train=False, download=True)
+    return ImageData(
+        "FashionMNIST",
+        train.data.unsqueeze(1),
+        train.targets.long(),
+        test.data.unsqueeze(1),
+        test.targets.long(),
+        FASHION_CLASSES,
+    )
+
+
+def _cifar10(root: Path) -> ImageData:
+    from torchvision.datasets import CIFAR10
+
+    train = CIFAR10(root, train=True, download=True)
+    test = CIFAR10(root, train=False, download=True)
+
+    def images(ds) -> torch.Tensor:  # stored as (N, H, W, C) numpy
+        return torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
+
+    return ImageData(
+        "CIFAR-10",
+        images(train),
+        torch.tensor(train.targets),
+        images(test),
+        torch.tensor(test.targets),
+        CIFAR10_CLASSES,
+    )
+
+
+def load_fashion_mnist(root: str | os.PathLike | None = None) -> ImageData:
+    """FashionMNIST (1x28x28), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
+    Taught in lesson 03."""
+    return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, image_size=28, channels=1)
+
+
+def load_cifar10(root: str | os.PathLike | None = None) -> ImageData:
+    """CIFAR-10 (3x32x32), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
+    Taught in lesson 04."""
+    return _download_or_fallback(_cifar10, "CIFAR-10", root, image_size=32, channels=3)
