@@ -1,0 +1,110 @@
+"""What a language model needs in GPU memory, computed before anything is loaded (lesson 14).
+
+- Weights: parameters x bytes per value of the format (fp32 4, fp16/bf16 2, int8 1, 4-bit 0.5).
+- The KV cache: 2 (keys and values) x layers x KV heads x head dim x tokens x batch x bytes per value.
+- Training with Adam: weights, gradients and Adam's two moments in fp32, 16 bytes per parameter, under
+  ``torch.autocast`` (which keeps fp32 weights: they are the "master weights" of mixed precision) as in fp32;
+  activations and autocast's 16-bit weight copies come on top during a step.
+`storage_bytes` measures what tensors really occupy, to check the arithmetic against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+GIB = 1024**3
+#: Bytes per stored value. 4-bit formats (NF4, GPTQ, AWQ) pack two values per byte, plus small per-block scales.
+FORMATS = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0, "4-bit": 0.5}
+#: fp32 weights, fp32 gradients, Adam's exp_avg and exp_avg_sq in fp32.
+ADAM_TRAINING_BYTES_PER_PARAMETER = 16
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A decoder-only transformer's sizes (its config.json): what its weights and its KV cache take."""
+
+    name: str
+    vocab: int
+    hidden: int
+    intermediate: int  # the gated MLP's width: gate, up and down projections
+    layers: int
+    heads: int
+    kv_heads: int  # grouped-query attention: fewer key/value heads than query heads
+    head_dim: int
+    tied_embeddings: bool = True  # the output layer reuses the input embedding's weights
+    qkv_bias: bool = False
+
+    @property
+    def parameters(self) -> int:
+        """Every weight: embeddings, per layer the attention projections, the gated MLP and two RMSNorms, and the
+        final norm (the count each model card publishes)."""
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        attention = self.hidden * (q + 2 * kv) + q * self.hidden + (q + 2 * kv if self.qkv_bias else 0)
+        layer = attention + 3 * self.hidden * self.intermediate + 2 * self.hidden
+        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return embeddings + self.layers * layer + self.hidden
+
+
+#: Published configurations (each model's config.json on the Hugging Face Hub).
+MODELS = (
+    ModelShape("Qwen2.5-0.5B", 151_936, 896, 4864, layers=24, heads=14, kv_heads=2, head_dim=64, qkv_bias=True),
+    ModelShape("Llama-3.2-1B", 128_256, 2048, 8192, layers=16, heads=32, kv_heads=8, head_dim=64),
+    ModelShape("Llama-3.2-3B", 128_256, 3072, 8192, layers=28, heads=24, kv_heads=8, head_dim=128),
+    ModelShape(
+        "Mistral-7B", 32_000, 4096, 14_336, layers=32, heads=32, kv_heads=8, head_dim=128, tied_embeddings=False
+    ),
+)
+
+
+def bytes_per_value(fmt: str) -> float:
+    """Bytes one value takes in ``fmt`` ("fp32", "fp16", "bf16", "int8", "4-bit")."""
+    if fmt not in FORMATS:
+        raise ValueError(f"Unknown format {fmt!r}: the formats are {', '.join(FORMATS)}.")
+    return FORMATS[fmt]
+
+
+def weight_bytes(parameters: int, fmt: str) -> float:
+    """Bytes of ``parameters`` weights stored in ``fmt``."""
+    if parameters < 0:
+        raise ValueError(f"parameters must be a count (0 or more), got {parameters}.")
+    return parameters * bytes_per_value(fmt)
+
+
+def kv_cache_bytes(model: ModelShape, tokens: int, *, batch: int = 1, fmt: str = "fp16") -> float:
+    """Bytes of the keys and values cached for ``tokens`` tokens of each of ``batch`` sequences."""
+    if tokens < 0 or batch < 1:
+        raise ValueError(f"tokens must be 0 or more and batch at least 1, got tokens={tokens}, batch={batch}.")
+    return 2 * model.layers * model.kv_heads * model.head_dim * tokens * batch * bytes_per_value(fmt)
+
+
+def training_bytes(parameters: int) -> dict[str, float]:
+    """Bytes of full training with Adam that last from step to step, by part: weights, gradients, the two moments.
+
+    The same under ``torch.autocast``: its weights stay fp32, the master copy each step updates. On top, at the
+    peak of a step: the activations, and under autocast the 16-bit copies of the matmuls' weights (2 bytes per
+    such parameter: autocast caches them until its region ends, and autograd keeps them for the backward)."""
+    return {"weights": 4.0 * parameters, "gradients": 4.0 * parameters, "adam moments": 8.0 * parameters}
+
+
+def context_that_fits(model: ModelShape, memory_bytes: float, *, fmt: str = "fp16", batch: int = 1) -> int:
+    """How many tokens per sequence the KV cache can hold once the weights (in ``fmt``) take their share of
+    ``memory_bytes``; 0 when the weights alone do not fit."""
+    free = memory_bytes - weight_bytes(model.parameters, fmt)
+    per_token = kv_cache_bytes(model, 1, batch=batch, fmt=fmt)
+    return max(0, int(free // per_token))
+
+
+def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes the tensors' storages really occupy, each shared storage counted once: what the arithmetic above
+    predicts, measured on any device (a view or a tied weight takes no memory of its own)."""
+    seen, total = set(), 0
+    for tensor in tensors:
+        storage = tensor.untyped_storage()
+        key = (storage.data_ptr(), tensor.device)
+        if key not in seen:
+            seen.add(key)
+            total += storage.nbytes()
+    return total
