@@ -8,13 +8,16 @@ Every hardware question the course asks is answered here, and `doctor` (runtime.
   >= 8.0 (A100, L4, H100): native bf16 and TF32 tensor cores; 7.x (V100, T4): fp16 tensor cores, bf16 only
   emulated (``torch.cuda.is_bf16_supported()`` still says True there); below 7.0 (P100): no tensor cores;
 - old-GPU support: whether this PyTorch build has machine code for the GPU at all (`kernels_for`);
-- DataLoader workers: one per core the process may use, capped at 8 (Colab has 2 vCPUs).
+- DataLoader workers: one per core the process may use, capped at 8 (Colab has 2 vCPUs);
+- attention: which kernel ``scaled_dot_product_attention`` runs (`attention_backend`): flash from 8.0 in fp16/bf16,
+  memory-efficient from 5.0 (a T4 in fp16 or fp32), cuDNN first on Hopper and Blackwell with a recent cuDNN.
 
 Lessons 01 (compute capability, kernels), 05 (workers), 06 (precision) and 11 (compile) teach these rules.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -32,6 +35,15 @@ COLAB_VCPUS = 2
 MAX_WORKERS = 8
 #: The GPUs learners meet (Kaggle's P100 and T4 x2, Colab's T4, L4, A100 and H100, older V100 clusters).
 COURSE_GPUS = {"P100": (6, 0), "V100": (7, 0), "T4": (7, 5), "A100": (8, 0), "L4": (8, 9), "H100": (9, 0)}
+#: scaled_dot_product_attention's fused CUDA kernels (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, read in
+#: 2.7, 2.10, 2.11 and main): flash and cuDNN need Ampere, memory-efficient Maxwell; none runs beyond sm121.
+FLASH_ATTENTION_MIN = AMPERE
+EFFICIENT_ATTENTION_MIN = (5, 0)
+FUSED_ATTENTION_MAX = (12, 1)
+FLASH_ATTENTION_MAX_HEAD_DIM = 256
+#: torch >= 2.10 puts cuDNN attention first on sm90/sm100/sm103 when the runtime's cuDNN is newer than 9.15.0
+#: (2.10's wheels ship 9.10, 2.11's cu130 wheels 9.19); TORCH_CUDNN_SDPA_DEPRIORITIZED=1 turns that off.
+CUDNN_ATTENTION_FIRST_FROM = (91500, (2, 10))
 
 
 @dataclass(frozen=True)
@@ -124,3 +136,56 @@ def worker_rule(cores: int) -> tuple[int, str]:
     elif cores <= COLAB_VCPUS:
         why += f" (Colab's {COLAB_VCPUS} vCPUs: more workers only compete for the same cores)"
     return min(cores, MAX_WORKERS), why + "."
+
+
+def cudnn_attention_first(capability: tuple[int, int], cudnn_version: int | None, torch_version: str) -> bool:
+    """Whether ``scaled_dot_product_attention`` tries cuDNN's kernel before flash on this GPU (see
+    `CUDNN_ATTENTION_FIRST_FROM`); ``cudnn_version`` as ``torch.backends.cudnn.version()`` gives it (91900)."""
+    newer_than, first_torch = CUDNN_ATTENTION_FIRST_FROM
+    release = tuple(int(part) for part in re.findall(r"\d+", torch_version)[:2])
+    return (
+        release >= first_torch
+        and cudnn_version is not None
+        and cudnn_version > newer_than
+        and capability[0] in (9, 10)
+        and capability[1] in (0, 3)
+        # PyTorch reads the variable once, when the first attention runs (c10::utils::check_env: "1" or "true")
+        and os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED", "").strip().upper() not in ("1", "ON", "TRUE", "YES", "Y")
+    )
+
+
+def attention_backend(
+    capability: tuple[int, int] | None,
+    dtype: torch.dtype,
+    head_dim: int,
+    *,
+    cudnn_first: bool = False,
+    query_length: int | None = None,
+) -> str:
+    """The kernel ``scaled_dot_product_attention`` runs by default: "flash", "efficient", "cudnn" or "math".
+
+    For queries, keys and values of ``dtype`` with ``head_dim`` features per head, no mask, no dropout, on a GPU of
+    ``capability`` (None: the CPU, where a flash kernel takes every float type). PyTorch tries its kernels in the
+    order flash, memory-efficient, math (cuDNN first where `cudnn_attention_first`) and runs the first whose
+    checks pass: on a T4 (7.5) flash is out and fp16 runs memory-efficient, but bf16 falls to the math kernel,
+    which writes the whole (length x length) score matrix to memory. cuDNN's kernel refuses a single query
+    (``query_length=1``: a generation step with a KV cache). Lesson 14.
+    """
+    if head_dim < 1:
+        raise ValueError(f"head_dim must be at least 1, got {head_dim}.")
+    if capability is None:
+        return "flash"
+    half = dtype in (torch.float16, torch.bfloat16)
+    in_range = capability <= FUSED_ATTENTION_MAX
+    if cudnn_first and in_range and capability >= AMPERE and half and head_dim % 8 == 0 and query_length != 1:
+        if head_dim <= (256 if capability == (9, 0) else 128):
+            return "cudnn"
+    if in_range and capability >= FLASH_ATTENTION_MIN and half and head_dim <= FLASH_ATTENTION_MAX_HEAD_DIM:
+        return "flash"
+    efficient_dtypes = (torch.float16, torch.float32) + ((torch.bfloat16,) if capability >= AMPERE else ())
+    if in_range and capability >= EFFICIENT_ATTENTION_MIN and dtype in efficient_dtypes:
+        # the kernel's GEMMs load aligned vectors: head_dim must be a multiple of this many values
+        alignment = (8 if half else 4) if capability >= AMPERE else (8 if half else 1) if capability >= VOLTA else 1
+        if head_dim % alignment == 0:
+            return "efficient"
+    return "math"

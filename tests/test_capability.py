@@ -65,3 +65,64 @@ def test_lesson_06_exercise_is_checked_against_the_same_rule(capsys):
     assert cg.checks.precision_rule(rule)
     assert "6 GPUs (P100, V100, T4, A100, L4, H100)" in capsys.readouterr().out
     assert GIB == 2**30 and torch.cuda.is_available() in (True, False)
+
+
+@pytest.mark.parametrize(
+    "gpu, dtype, head_dim, expected",
+    [
+        ("T4", torch.float16, 64, "efficient"),  # no flash before Ampere
+        ("T4", torch.float32, 63, "efficient"),  # fp32 needs no alignment before Ampere
+        ("T4", torch.bfloat16, 64, "math"),  # bf16 on a T4: no fused kernel at all
+        ("P100", torch.float16, 64, "efficient"),
+        ("A100", torch.float16, 64, "flash"),
+        ("A100", torch.bfloat16, 256, "flash"),
+        ("A100", torch.bfloat16, 512, "efficient"),  # beyond flash's 256
+        ("A100", torch.float32, 64, "efficient"),  # flash is 16-bit only
+        ("A100", torch.float32, 6, "math"),  # fp32 rows must be multiples of 4 from Ampere
+        ("H100", torch.bfloat16, 128, "flash"),  # without a recent cuDNN
+    ],
+)
+def test_attention_backend_follows_pytorchs_checks(gpu, dtype, head_dim, expected):
+    from colab_gpu.capability import attention_backend
+
+    assert attention_backend(COURSE_GPUS[gpu], dtype, head_dim) == expected
+
+
+def test_cudnn_attention_goes_first_on_hopper_with_a_recent_cudnn(monkeypatch):
+    from colab_gpu.capability import attention_backend, cudnn_attention_first
+
+    monkeypatch.delenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", raising=False)
+    h100, b200 = COURSE_GPUS["H100"], (10, 0)
+    assert cudnn_attention_first(h100, 91900, "2.11.0+cu130") and cudnn_attention_first(b200, 91900, "2.14.1")
+    assert not cudnn_attention_first(h100, 91002, "2.10.0+cu128")  # 2.10's wheels ship cuDNN 9.10
+    assert not cudnn_attention_first(h100, 91900, "2.7.1") and not cudnn_attention_first((8, 0), 91900, "2.11.0")
+    assert not cudnn_attention_first(h100, None, "2.11.0")
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "1")
+    assert not cudnn_attention_first(h100, 91900, "2.11.0")
+    assert attention_backend(h100, torch.bfloat16, 128, cudnn_first=True) == "cudnn"
+    assert attention_backend(h100, torch.bfloat16, 128, cudnn_first=True, query_length=1) == "flash"
+    assert attention_backend(h100, torch.float32, 128, cudnn_first=True) == "efficient"
+
+
+def test_attention_backend_on_this_cpu_is_the_one_pytorch_picks():
+    from colab_gpu.capability import attention_backend
+
+    choice = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
+    for dtype in (torch.float32, torch.bfloat16):
+        q = torch.randn(1, 2, 8, 16, dtype=dtype)
+        assert choice[torch._fused_sdp_choice(q, q, q)] == attention_backend(None, dtype, 16)
+    with pytest.raises(ValueError, match="head_dim must be at least 1"):
+        attention_backend(None, torch.float32, 0)
+
+
+@pytest.mark.gpu
+def test_attention_backend_on_this_gpu_is_the_one_pytorch_picks():
+    from colab_gpu.capability import attention_backend, cudnn_attention_first
+
+    capability = torch.cuda.get_device_capability()
+    first = cudnn_attention_first(capability, torch.backends.cudnn.version(), torch.__version__)
+    choice = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        q = torch.randn(1, 8, 128, 64, dtype=dtype, device="cuda")
+        expected = attention_backend(capability, dtype, 64, cudnn_first=first, query_length=128)
+        assert choice[torch._fused_sdp_choice(q, q, q)] == expected, dtype
