@@ -75,6 +75,7 @@ def test_targets_judge_the_measured_value_and_say_why():
         "fit": ["fit"],
         "speedrun": ["speedrun"],
         "compile": ["compile", "compile_graphs"],
+        "attention": ["attention", "attention_memory"],
     }
     for name, experiment in bench.EXPERIMENTS.items():  # a target names a row its own experiment makes
         assert set(experiment.targets) <= set(experiment_rows.get(name, [])), name
@@ -115,7 +116,8 @@ def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
 
 
 def test_unknown_benchmark_names_what_exists():
-    with pytest.raises(ValueError, match=r"Unknown benchmark\(s\) \['nope'\]; available: \['amp', 'compile'"):
+    said = r"Unknown benchmark\(s\) \['nope'\]; available: \['amp', 'attention', 'compile'"
+    with pytest.raises(ValueError, match=said):
         bench.run_benchmarks(CPU, ["nope"])
 
 
@@ -155,3 +157,22 @@ def test_time_train_epoch_trains_and_times():
     result = cg.time_train_epoch(model, loader, "cpu", repeat=2)
     assert len(result.times) == 2 and result.median > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_the_attention_rows_compare_the_same_output_by_hand_and_fused():
+    from colab_gpu.bench import transformers
+
+    time_row, memory_row = transformers.attention_rows(CPU)
+    assert time_row.key == "attention" and time_row.status == "ok" and time_row.ratio > 0
+    assert time_row.details["length"] == 1024 and time_row.details["backend"] == "flash"  # the CPU's flash kernel
+    assert memory_row.key == "attention_memory" and memory_row.status == "skipped"  # peak memory: a GPU's figure
+    assert bench.TARGETS["attention_memory"].at_least == 8
+
+
+def test_the_generation_row_generates_the_same_tokens_both_ways():
+    from colab_gpu.bench import transformers
+
+    row = transformers.generation_row(CPU)
+    assert row.key == "generation" and row.status == "ok" and row.details["same_tokens"] and not row.note
+    assert row.details["cached_tokens_per_s"] > 0 and row.details["new_tokens"] == 64
+    assert "generation" in bench.EXPERIMENTS

@@ -2,9 +2,9 @@
 
 ``python -m colab_gpu bench`` runs `EXPERIMENTS`; a row the course promises a figure for on a GPU carries a
 `Target` (why, and the bound). The rows come from `hardware` (lessons 02, 04, 06), `experiments` (the training
-loop: 03, 05, 10, 11) and `pipelines` (lessons 12 and 13), which call the same functions the lessons call: lesson or
-bench -> experiment -> the primitives in colab_gpu/timing.py. `output` writes the rows (JSON for the GPU suite,
-markdown, a plot); `rows` defines them.
+loop: 03, 05, 10, 11), `pipelines` (lessons 12 and 13) and `transformers` (lesson 14), which call the same functions
+the lessons call: lesson or bench -> experiment -> the primitives in colab_gpu/timing.py. `output` writes the rows
+(JSON for the GPU suite, markdown, a plot); `rows` defines them.
 
 ``import colab_gpu`` does not import this package: it is course tooling, and no library module imports it.
 """
@@ -20,6 +20,7 @@ from .experiments import compile_rows, fit_vs_hand_loop, gpu_busy_row, resident_
 from .hardware import amp_rows, cpu_vs_gpu_rows, host_to_device, matmul_rows
 from .pipelines import finetune_epoch_row, ladder_row
 from .rows import Row, Target
+from .transformers import attention_rows, generation_row
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,24 @@ EXPERIMENTS: dict[str, Experiment] = {
         },
     ),
     "finetune": Experiment(finetune_epoch_row),
+    "attention": Experiment(
+        attention_rows,
+        {
+            "attention": Target(
+                "fused attention at 4096 tokens at least 1.5x faster than attention written by hand",
+                at_least=1.5,
+                reason="by hand, the 4096 x 4096 scores of every head go to memory and are read back twice; "
+                "a fused kernel keeps its tiles of them on chip",
+            ),
+            "attention_memory": Target(
+                "attention written by hand needs at least 8x the fused kernel's peak memory at 4096 tokens",
+                at_least=8,
+                reason="the score matrix grows with the square of the length (268 MB per layer in fp16 here); "
+                "a fused kernel's memory grows with the length",
+            ),
+        },
+    ),
+    "generation": Experiment(generation_row),
     "fit": Experiment(
         fit_vs_hand_loop,
         {
