@@ -7,8 +7,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 01 runtime: ``device`` (get_device), ``runtime`` (the doctor's report), ``capability`` (every hardware rule);
 - 02 tensors on the device: ``timing`` (benchmark, speedup: the measuring primitives), ``feeding.copy_bandwidth``,
   ``plots``;
-- 03 MLP: ``data``, ``downloads``, ``models``, ``train`` (train_epoch), ``fit``, ``train_checks``, ``history``,
-  ``checkpoint`` (disconnects), ``workloads.time_train_epoch``;
+- 03 MLP: ``data``, ``downloads``, ``models``, ``train`` (train_epoch), ``fit_loop`` (fit), ``train_checks``,
+  ``history``, ``checkpoint`` (disconnects), ``workloads.time_train_epoch``;
 - 04 CNN: ``workloads`` (a training step timed, a conv step in a fresh process);
 - 05 feeding: ``loaders`` (workers, pinned memory, DeviceLoader, EncodedImages), ``feeding`` (each measured),
   ``augment.per_sample_flip``;
@@ -49,7 +49,7 @@ from .explain import load_ipython_extension as load_ipython_extension  # %load_e
 from .explain import unload_ipython_extension as unload_ipython_extension
 from .feeding import copy_bandwidth, measure_loader, sweep_workers, time_loader_epochs
 from .finetune import load_pretrained
-from .fit import fit
+from .fit_loop import fit
 from .image_folders import decode_jpegs, split_image_folder
 from .loaders import DeviceLoader, EncodedImages, suggest_num_workers, worker_loader
 from .memory import (

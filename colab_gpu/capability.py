@@ -35,6 +35,9 @@ COLAB_VCPUS = 2
 MAX_WORKERS = 8
 #: The GPUs learners meet (Kaggle's P100 and T4 x2, Colab's T4, L4, A100 and H100, older V100 clusters).
 COURSE_GPUS = {"P100": (6, 0), "V100": (7, 0), "T4": (7, 5), "A100": (8, 0), "L4": (8, 9), "H100": (9, 0)}
+#: cuDNN 9.11 and later have no kernels for GPUs below compute capability 7.5 (a P100, a V100); PyTorch checks it
+#: (torch/backends/cudnn/__init__.py) and raises once, on its first look at cuDNN.
+CUDNN_DROPS_BELOW = (91100, (7, 5))
 #: scaled_dot_product_attention's fused CUDA kernels (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp, read in
 #: 2.7, 2.10, 2.11 and main): flash and cuDNN need Ampere, memory-efficient Maxwell; none runs beyond sm121.
 FLASH_ATTENTION_MIN = AMPERE
@@ -189,3 +192,10 @@ def attention_backend(
         if head_dim % alignment == 0:
             return "efficient"
     return "math"
+
+
+def cudnn_supports(cudnn_version: int, capability: tuple[int, int]) -> bool:
+    """Whether a cuDNN of ``cudnn_version`` (as ``torch.backends.cudnn.version()`` gives it) has kernels for a GPU
+    of ``capability`` (see `CUDNN_DROPS_BELOW`)."""
+    dropped_from, minimum = CUDNN_DROPS_BELOW
+    return cudnn_version < dropped_from or capability >= minimum

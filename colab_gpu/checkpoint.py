@@ -179,7 +179,7 @@ def load_checkpoint(
     Raises:
         CheckpointError: the file is missing, truncated, not a checkpoint, or from another model.
 
-    Taught in lesson 03.
+    ``fit(..., checkpoint=path)`` calls it to resume after a disconnect (lesson 03).
     """
     path = Path(path)
     # map_location="cpu", not the model's device: optimizer.load_state_dict moves what belongs on the

@@ -118,7 +118,8 @@ def make_loaders(
 
 
 def fake_image_data(n: int, shape: tuple[int, ...], classes: int = 10, seed: int = 0) -> TensorDataset:
-    """Random images and labels of a real data set's size (benchmarks time speed, not learning). Taught in lesson 05."""
+    """Random images and labels of a real data set's size, for the bench's rows and the tests (they time speed, not
+    learning; lesson 05 builds the same with ``TensorDataset``)."""
     g = torch.Generator().manual_seed(seed)
     return TensorDataset(torch.randn(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g))
 

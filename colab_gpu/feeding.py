@@ -36,10 +36,8 @@ def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> fl
 
 
 def worker_counts(cores: int) -> list[int]:
-    """The ``num_workers`` values worth measuring on ``cores`` cores: 0, a few, and the core count.
-
-    Taught in lesson 05.
-    """
+    """The ``num_workers`` values worth measuring on ``cores`` cores: 0, a few, and the core count
+    (`sweep_workers`'s default, lesson 05)."""
     return sorted({0, 1, 2, min(4, cores), min(8, cores), cores})
 
 

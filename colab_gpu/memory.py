@@ -71,9 +71,8 @@ def memory_report(device: str | torch.device) -> dict[str, float | None]:
 
     ``allocated`` is what live tensors use; ``reserved`` is what PyTorch's caching allocator
     holds from the driver (allocated plus cached blocks); ``free``/``total`` come from the
-    driver (``mem_get_info``) and include other processes. None on the CPU.
-
-    Taught in lesson 07.
+    driver (``mem_get_info``) and include other processes. None on the CPU. The figures lesson 07's plots and
+    the GPU suite's reports read.
     """
     device = ensure_cuda_started(device)  # before CUDA starts, the allocator answers 0 for everything
     if device.type != "cuda":

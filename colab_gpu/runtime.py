@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .capability import COLAB_VCPUS, gpu_capability, worker_rule
+from .capability import COLAB_VCPUS, CUDNN_DROPS_BELOW, cudnn_supports, gpu_capability, worker_rule
 from .device import ENABLE_GPU_HINT, cuda_device_count
 from .precision import choose_precision
 
@@ -24,17 +24,17 @@ GIB = 1024**3
 
 
 def in_colab() -> bool:
-    """True when running inside a Google Colab runtime. Taught in lesson 01."""
+    """True when running inside a Google Colab runtime (the report's platform; lesson 13 tests it in plain Python)."""
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
 def in_kaggle() -> bool:
-    """True inside a Kaggle notebook (Kaggle sets KAGGLE_KERNEL_RUN_TYPE in its kernels). Taught in lesson 01."""
+    """True inside a Kaggle notebook (Kaggle sets KAGGLE_KERNEL_RUN_TYPE in its kernels; lesson 13 tests it)."""
     return "KAGGLE_KERNEL_RUN_TYPE" in os.environ
 
 
 def notebook_platform() -> str:
-    """Where this runs: "Colab", "Kaggle" or "local" (any other Jupyter or terminal). Taught in lesson 01."""
+    """Where this runs: "Colab", "Kaggle" or "local" (any other Jupyter or terminal), for the runtime report."""
     return "Colab" if in_colab() else "Kaggle" if in_kaggle() else "local"
 
 
@@ -119,14 +119,19 @@ def cudnn_version() -> tuple[int | None, str | None]:
 
     cuDNN 9.11 and later drop GPUs below compute capability 7.5 (a P100, a V100), and PyTorch then raises
     "cuDNN version ... is not compatible with devices with SM < 7.5" from ``torch.backends.cudnn.version()``
-    and from the first convolution.
+    and from the first convolution. It raises once: the next call answers. So the rule decides, not the exception.
     """
     if not torch.backends.cudnn.is_available():
         return None, None
     try:
-        return torch.backends.cudnn.version(), None
+        version = torch.backends.cudnn.version()
     except RuntimeError as err:
         return None, str(err).split(". ")[0]
+    oldest = min((torch.cuda.get_device_capability(i) for i in range(cuda_device_count())), default=None)
+    if version is not None and oldest is not None and not cudnn_supports(version, oldest):
+        major, minor = CUDNN_DROPS_BELOW[1]
+        return None, f"cuDNN version {version} is not compatible with devices with SM < {major}.{minor}"
+    return version, None
 
 
 def runtime_report() -> dict[str, Any]:
@@ -202,7 +207,8 @@ def advice(report: dict[str, Any]) -> list[str]:
 
 
 def format_runtime_report(report: dict[str, Any]) -> str:
-    """Render ``report`` (from `runtime_report`) as aligned text with advice at the end. Taught in lesson 01."""
+    """Render ``report`` (from `runtime_report`) as aligned text with advice at the end: what `print_runtime_report`
+    prints (lesson 01) and ``python -m colab_gpu doctor`` shows."""
     rows = [
         ("Platform", report.get("platform", "Colab" if report["in_colab"] else "local")),
         ("Python", report["python"]),

@@ -1,4 +1,4 @@
-"""Training loops the lessons share: `train_step`, `train_epoch`, `evaluate`, `predict` (and fit.py's `fit`, built
+"""Training loops the lessons share: `train_step`, `train_epoch`, `evaluate`, `predict` (and fit_loop.py's `fit`, built
 on them).
 
 Written for speed on a GPU:

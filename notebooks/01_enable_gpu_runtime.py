@@ -133,7 +133,9 @@ if torch.cuda.is_available():
     print("compute capability: ", f"{props.major}.{props.minor}")
     print("total memory:       ", f"{props.total_memory / 1024**3:.1f} GiB")
     print("multiprocessors:    ", props.multi_processor_count)
-    try:  # raises on a GPU that this cuDNN dropped (cuDNN 9.11+ on a P100 or V100: compute capability < 7.5)
+    # cuDNN 9.11+ has no kernels for a P100 or V100 (compute capability < 7.5): PyTorch raises once, on its first
+    # look at cuDNN, and answers after, so a rerun prints the version; the runtime report below checks every time.
+    try:
         cudnn = torch.backends.cudnn.version()
     except RuntimeError as err:
         cudnn = f"none for this GPU ({str(err).split('. ')[0]})"

@@ -207,6 +207,11 @@ def test_cudnn_refusing_an_old_gpu_is_reported_not_raised(fake_gpus, monkeypatch
     assert report["cudnn_problem"] == "cuDNN version 92400 is not compatible with devices with SM < 7.5"
     assert any("convolutions will fail" in tip for tip in cg.runtime.advice(report))
     assert "cuDNN" in runtime.format_runtime_report(report)
+    # PyTorch raises once, then answers: the report must still say so
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 92400)
+    assert runtime.cudnn_version() == (None, "cuDNN version 92400 is not compatible with devices with SM < 7.5")
+    fake_gpus(T4)
+    assert runtime.cudnn_version() == (92400, None)
 
 
 def test_one_core_is_advised_no_workers_like_the_loader_helper(no_gpu, monkeypatch):

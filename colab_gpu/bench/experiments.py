@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from ..compiling import compile_support
 from ..data import fake_image_data, load_digits
 from ..feeding import epoch_samples, sweep_workers, time_loader_epochs, worker_counts
-from ..fit import fit
+from ..fit_loop import fit
 from ..loaders import DeviceLoader, EncodedImages
 from ..models import mlp
 from ..profiling import profile_training_steps, summarize_profile

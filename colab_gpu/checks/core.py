@@ -40,7 +40,10 @@ def that(passed: bool, success: str, hint: str) -> CheckResult:
     Taught in lesson 01.
     """
     if not success or not hint:
-        raise ValueError("cg.checks.that needs both messages, what passed and the hint: use ok() or fail() for one")
+        raise ValueError(
+            "cg.checks.that needs both messages, what passed and the hint: for one, use "
+            "colab_gpu.checks.core.ok(...) or fail(...)"
+        )
     return ok(success) if passed else fail(hint)
 
 
