@@ -25,6 +25,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
   folder split, loaded upright, JPEG decoding),
   ``data.write_image_folder`` (stand-in photos),
   ``finetune`` (pretrained weights or a stated fallback, the transforms);
+- 14 transformers: ``capability.attention_backend`` (which attention kernel runs), ``llm_memory`` (what a model
+  needs in memory), ``tiny_lm`` (a small decoder with a KV cache), ``lora`` (low-rank adapters);
 - every lesson: ``checks`` (exercise self-checks, called as ``cg.checks.<name>``: each prints a verdict and
   returns it; helpers that raise are named ``require_*``), ``references`` (predict, then measure), ``plots`` and
   ``figures/``.
@@ -33,11 +35,11 @@ Names keep one meaning: a *report* is a dict of facts about this runtime (``runt
 ``print_*``/``format_*`` show one, and ``checks.that`` is the verdict every self-check ends with.
 """
 
-from . import atlas, checks, feeding, speedrun_ladder, workloads
+from . import atlas, checks, feeding, llm_memory, speedrun_ladder, workloads
 from .activations import measure_activations
 from .archives import copy_and_extract, time_file_reads
 from .augment import per_sample_flip, random_crop
-from .capability import kernels_for
+from .capability import attention_backend, cudnn_attention_first, kernels_for
 from .checkpoint import atomic_save, default_checkpoint_dir, save_checkpoint
 from .compiling import GraphCounter, compile_model, compile_support
 from .data import load_digits, make_loaders, seed_everything, write_image_folder
@@ -52,6 +54,7 @@ from .finetune import load_pretrained
 from .fit_loop import fit
 from .image_folders import decode_jpegs, split_image_folder
 from .loaders import DeviceLoader, EncodedImages, suggest_num_workers, worker_loader
+from .lora import add_lora, merge_lora
 from .memory import (
     allocated_timeline,
     allocator_settings,
@@ -70,6 +73,7 @@ from .references import compare_with_references
 from .runtime import cpu_count, print_runtime_report, runtime_report
 from .speedrun_ladder import run_ladder, speedrun
 from .timing import benchmark, format_seconds, speedup
+from .tiny_lm import TinyDecoder, generate
 from .train import evaluate, predict, train_epoch, train_step
 from .workloads import time_conv_step_fresh, time_train_epoch, time_train_step
 
@@ -83,11 +87,14 @@ __all__ = [
     "EncodedImages",
     "GraphCounter",
     "ProfileSummary",
+    "TinyDecoder",
+    "add_lora",
     "all_reduce_mean",
     "allocated_timeline",
     "allocator_settings",
     "atlas",
     "atomic_save",
+    "attention_backend",
     "bar_seconds",
     "benchmark",
     "checks",
@@ -101,6 +108,7 @@ __all__ = [
     "copy_bandwidth",
     "count_parameters",
     "cpu_count",
+    "cudnn_attention_first",
     "data_dir",
     "ddp_setup",
     "ddp_teardown",
@@ -113,9 +121,11 @@ __all__ = [
     "fit",
     "format_memory",
     "format_seconds",
+    "generate",
     "get_device",
     "kernels_for",
     "launch_torchrun",
+    "llm_memory",
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
@@ -124,6 +134,7 @@ __all__ = [
     "measure_activations",
     "measure_loader",
     "measure_peak",
+    "merge_lora",
     "mlp",
     "per_sample_flip",
     "plot_bandwidth",

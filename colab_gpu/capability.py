@@ -143,7 +143,8 @@ def worker_rule(cores: int) -> tuple[int, str]:
 
 def cudnn_attention_first(capability: tuple[int, int], cudnn_version: int | None, torch_version: str) -> bool:
     """Whether ``scaled_dot_product_attention`` tries cuDNN's kernel before flash on this GPU (see
-    `CUDNN_ATTENTION_FIRST_FROM`); ``cudnn_version`` as ``torch.backends.cudnn.version()`` gives it (91900)."""
+    `CUDNN_ATTENTION_FIRST_FROM`); ``cudnn_version`` as ``torch.backends.cudnn.version()`` gives it (91900).
+    Taught in lesson 14."""
     newer_than, first_torch = CUDNN_ATTENTION_FIRST_FROM
     release = tuple(int(part) for part in re.findall(r"\d+", torch_version)[:2])
     return (

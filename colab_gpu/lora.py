@@ -50,7 +50,8 @@ class LoRALinear(nn.Module):
 
 def add_lora(model: nn.Module, targets: tuple[str, ...] = ("q", "v"), rank: int = 8, alpha: float = 16.0) -> int:
     """Freeze ``model`` and wrap every ``nn.Linear`` whose attribute name is in ``targets`` (the attention's query
-    and value projections, as the LoRA paper did) in a `LoRALinear`. Returns how many layers it wrapped."""
+    and value projections, as the LoRA paper did) in a `LoRALinear`. Returns how many layers it wrapped.
+    Taught in lesson 14."""
     model.requires_grad_(False)
     wrapped = 0
     for module in list(model.modules()):
@@ -65,7 +66,8 @@ def add_lora(model: nn.Module, targets: tuple[str, ...] = ("q", "v"), rank: int 
 
 
 def merge_lora(model: nn.Module) -> int:
-    """Replace every `LoRALinear` in ``model`` by its merged ``nn.Linear`` (for inference). Returns how many."""
+    """Replace every `LoRALinear` in ``model`` by its merged ``nn.Linear`` (for inference). Returns how many.
+    Taught in lesson 14."""
     merged = 0
     for module in list(model.modules()):
         for name, child in list(module.named_children()):

@@ -81,6 +81,7 @@ class TinyDecoder(nn.Module):
             )
         self.shape = shape
         self.embed = nn.Embedding(shape.vocab, shape.hidden)
+        nn.init.normal_(self.embed.weight, std=0.02)  # Llama's initializer_range: logits start near uniform
         self.layers = nn.ModuleList(DecoderLayer(shape) for _ in range(shape.layers))
         self.norm = nn.RMSNorm(shape.hidden)
 
@@ -107,7 +108,7 @@ def generate(model: TinyDecoder, prompt: torch.Tensor, new_tokens: int, *, use_c
     """``prompt`` (batch, tokens) followed by ``new_tokens`` tokens chosen greedily (the most likely each step).
 
     With the cache, each step runs the model on the one new token; without it, on the whole sequence so far: the
-    same tokens, for work that grows with the square of the length."""
+    same tokens, for work that grows with the square of the length. Taught in lesson 14."""
     if new_tokens < 0:
         raise ValueError(f"new_tokens must be 0 or more, got {new_tokens}.")
     tokens, cache = prompt, None

@@ -13,6 +13,7 @@ from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
 from .speed import loader_settings, loader_speed, prediction_speed, timing
 from .training import amp_step, precision_rule, train_loop
+from .transformers import lora_linear
 from .tuning import bottleneck_fix, compiles_once, fast_loop, profile_labels
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "label_validator",
     "loader_settings",
     "loader_speed",
+    "lora_linear",
     "memory_saving",
     "on_device",
     "precision_rule",

@@ -1,0 +1,371 @@
+# ---
+# jupyter:
+#   accelerator: GPU
+#   colab:
+#     gpuType: T4
+#     provenance: []
+#   jupytext:
+#     notebook_metadata_filter: accelerator,colab
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 14 · Transformers on a T4: attention kernels, memory, the KV cache, LoRA
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/14_transformers.ipynb)
+# [![Open In Kaggle](https://kaggle.com/static/images/open-in-kaggle.svg)](https://kaggle.com/kernels/welcome?src=https://github.com/colab-gpu-course/pytorch-gpus-colab/blob/main/notebooks/student/14_transformers.ipynb)
+#
+# *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
+#
+# **What you will learn**
+# - attention in four lines of PyTorch, and the fused kernel that computes the same thing
+#   (`scaled_dot_product_attention`); which kernel your GPU runs, and why a T4 has no flash
+#   attention;
+# - why attention written by hand runs out of memory: its memory grows with the square of the
+#   sequence length;
+# - what a language model needs in GPU memory (weights, the KV cache, training with Adam),
+#   computed before you load anything, then measured;
+# - generation with and without a KV cache: the same tokens, far less work;
+# - LoRA by hand: fine-tune a model by training two small matrices per layer.
+#
+# **Time:** 50 minutes. **Prerequisites:** lessons 03 (training loop), 06 (mixed precision: which
+# 16-bit format your GPU has) and 07 (GPU memory).
+
+# %% cellView="form"
+# @title Setup: colab_gpu 0.28.0, the course's package (installed where missing; never torch)
+# On Kaggle, turn on Settings > Internet first. PyPI first, else the course's git tag of this release.
+import importlib
+import subprocess
+import sys
+
+COLAB_GPU = "0.28.0"
+SOURCES = [f"colab-gpu=={COLAB_GPU}", f"git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v{COLAB_GPU}"]
+try:
+    from colab_gpu import __version__ as found
+except ImportError:
+    found = None
+source = None
+if found != COLAB_GPU:
+    for source in SOURCES:
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], capture_output=True, text=True)
+        if pip.returncode == 0:
+            break
+    else:
+        raise RuntimeError(f"pip could not install colab_gpu {COLAB_GPU} from {SOURCES} (is this runtime "
+                           f"online? On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+    for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
+        del sys.modules[name]  # another version was imported above: the import below loads this one
+    importlib.invalidate_caches()
+print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"installed from {source}")
+
+# %%
+import torch
+
+import colab_gpu as cg
+
+device = cg.get_device()
+on_gpu = device.type == "cuda"
+print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# ## 1. Attention, by hand and fused
+#
+# A transformer layer lets every token look at every other token. Each token has a query `q`,
+# a key `k` and a value `v` (vectors of `head_dim` numbers, one set per head). A token's output
+# is the average of all values, weighted by how well its query matches each key:
+# `softmax(q kᵀ / √head_dim) v`. Written with tensors of shape (batch, heads, tokens, head_dim),
+# that is four lines:
+
+# %%
+import math
+
+from torch.nn import functional as F
+
+precision = cg.choose_precision(device)  # lesson 06: bf16 from compute capability 8.0, fp16 on a T4
+dtype = precision.dtype if on_gpu else torch.float32
+heads, length, head_dim = 8, 512, 64
+q, k, v = (torch.randn(1, heads, length, head_dim, device=device, dtype=dtype) for _ in range(3))
+
+
+def attention_by_hand(q, k, v):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (batch, heads, tokens, tokens)
+    weights = scores.softmax(dim=-1)  # each row sums to 1
+    return weights @ v
+
+
+fused = F.scaled_dot_product_attention(q, k, v)
+difference = (attention_by_hand(q, k, v) - fused).abs().max().item()
+tolerance = 1e-4 if dtype == torch.float32 else 2e-2  # 16-bit formats keep 3-4 significant digits
+print(f"{dtype}, {heads} heads x {length} tokens x {head_dim}: largest difference {difference:.1e}")
+assert difference < tolerance
+
+# %% [markdown]
+# `F.scaled_dot_product_attention` (SDPA) computes the same numbers, but it never writes the
+# (tokens x tokens) score matrix to memory: a *fused* kernel computes it tile by tile in the
+# GPU's on-chip memory and keeps a running softmax. Which kernel runs depends on the GPU:
+#
+# | kernel | needs | on |
+# |---|---|---|
+# | FlashAttention | compute capability 8.0+, fp16 or bf16, head_dim ≤ 256 | A100, L4, H100 |
+# | memory-efficient | 5.0+, fp16 or fp32 (bf16 from 8.0) | **T4**, P100, and the others |
+# | cuDNN | 8.0+, 16-bit; tried first on H100/B200 with cuDNN > 9.15 (torch 2.10+) | H100 |
+# | math | anything | the fallback: the four lines above |
+#
+# A T4 has no FlashAttention: PyTorch uses the memory-efficient kernel, which is close. But
+# note the trap from lesson 06: in **bf16** a T4 has no fused kernel at all and falls back to
+# math. `cg.attention_backend` is this table as code; PyTorch's own choice (a private function,
+# `torch._fused_sdp_choice`) must agree with it:
+
+# %%
+capability = torch.cuda.get_device_capability(device) if on_gpu else None
+cudnn_first = on_gpu and cg.cudnn_attention_first(capability, torch.backends.cudnn.version(), torch.__version__)
+names = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
+for candidate in (dtype, torch.bfloat16):
+    x = torch.randn(1, heads, length, head_dim, device=device, dtype=candidate)
+    predicted = cg.attention_backend(capability, candidate, head_dim, cudnn_first=cudnn_first, query_length=length)
+    actual = names[torch._fused_sdp_choice(x, x, x)]
+    print(f"{str(candidate):15} the rule says {predicted:9} PyTorch picks {actual}")
+    assert predicted == actual
+
+# %% [markdown]
+# You can force a kernel with `torch.nn.attention.sdpa_kernel`. When the kernel cannot run
+# these inputs, PyTorch warns why, then raises "No available kernel". On a T4, FlashAttention
+# never can; on every runtime, no fused kernel takes dropout on the CPU, so we ask for flash
+# with dropout here:
+
+# %%
+import warnings
+
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+with warnings.catch_warnings(record=True) as why:  # PyTorch warns why each kernel refused, then raises
+    warnings.simplefilter("always")
+    with cg.shows_error(RuntimeError, match="No available kernel",
+                        fix="let PyTorch choose (no sdpa_kernel), or give the kernel what it supports"):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            if on_gpu:  # flash takes fp16/bf16 from compute capability 8.0: fp32 it refuses on every GPU
+                F.scaled_dot_product_attention(q.float(), k.float(), v.float())
+            else:  # the CPU's flash kernel takes fp32, but no dropout
+                F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+for warning in why:
+    print("warning:", str(warning.message).split(" (Triggered internally")[0])
+
+# %% [markdown]
+# ## 2. Time and memory against the sequence length
+#
+# By hand, the score matrix holds `heads x tokens x tokens` numbers: double the length, four
+# times the memory. **Predict first:** at 4x the length, how many times more memory does
+# attention by hand need for its scores?
+
+# %%
+my_prediction = None  # e.g. 4
+
+# %%
+import matplotlib.pyplot as plt
+
+lengths = [1024, 2048, 4096, 8192] if on_gpu else [256, 512, 1024, 2048]
+rows = []
+for n in lengths:
+    q, k, v = (torch.randn(1, heads, n, head_dim, device=device, dtype=dtype) for _ in range(3))
+    by_hand = cg.benchmark(lambda q=q, k=k, v=v: attention_by_hand(q, k, v), device=device, repeat=3)
+    fused = cg.benchmark(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), device=device, repeat=3)
+    score_mib = heads * n * n * q.element_size() / 2**20  # what attention by hand writes to memory
+    with cg.measure_peak(device) as peak:
+        attention_by_hand(q, k, v)
+    rows.append((n, by_hand.median, fused.median, score_mib, peak.peak_mib))
+    print(f"{n:5} tokens: by hand {cg.format_seconds(by_hand.median):>9}, fused "
+          f"{cg.format_seconds(fused.median):>9}; scores {score_mib:8,.0f} MiB"
+          + (f", peak by hand {peak.peak_mib:,.0f} MiB" if peak.peak_mib is not None else ""))
+
+ratio = rows[2][3] / rows[0][3]
+print(f"measured: {ratio:.0f}x the score memory at 4x the length"
+      + ("" if my_prediction is None else f" (you predicted {my_prediction}x)"))
+assert ratio == 16  # (4n)^2 / n^2: the square of the length
+
+figure, axis = plt.subplots(figsize=(5, 3))
+axis.plot(lengths, [r[3] for r in rows], "o-", label="score matrix (by hand)")
+axis.set(xlabel="tokens", ylabel="MiB", xscale="log", yscale="log", title=f"attention memory, {dtype}")
+axis.legend()
+plt.show()
+
+# %% [markdown]
+# On the CPU both versions write their intermediate results to the same RAM, so the timings are
+# close. On a GPU the fused kernel keeps its tiles in on-chip memory: the bench's `attention`
+# row measures it at 4096 tokens (the course's target: at least 1.5x faster and 8x less memory).
+#
+# ## 3. What a language model needs in memory
+#
+# Before you download a model, compute what it needs:
+# - **weights**: parameters x bytes per value (fp32 4, fp16/bf16 2, int8 1, 4-bit 0.5);
+# - **the KV cache** (section 4): 2 x layers x KV heads x head_dim x tokens x batch x bytes;
+# - **training with Adam**: fp32 weights, gradients and two moments, 16 bytes per parameter
+#   (the same under autocast, whose fp32 weights are the "master weights"), plus activations.
+#
+# `cg.llm_memory` holds the published shapes of four open models:
+
+# %%
+memory = cg.llm_memory
+t4 = 15 * memory.GIB
+print(f"{'model':14} {'params':>7} {'fp16':>7} {'int8':>7} {'4-bit':>7} {'train':>7}  context at fp16 on a T4")
+for model_shape in memory.MODELS:
+    sizes = [memory.weight_bytes(model_shape.parameters, f) / memory.GIB for f in ("fp16", "int8", "4-bit")]
+    train = memory.ADAM_TRAINING_BYTES_PER_PARAMETER * model_shape.parameters / memory.GIB
+    context = memory.context_that_fits(model_shape, t4, fmt="fp16")
+    print(f"{model_shape.name:14} {model_shape.parameters / 1e9:6.2f}B" + "".join(f" {s:6.1f}G" for s in sizes)
+          + f" {train:6.1f}G  {context:,} tokens")
+mistral, llama_1b = memory.MODELS[-1], memory.MODELS[1]
+assert memory.weight_bytes(mistral.parameters, "fp16") < t4  # 7B for inference: fits
+assert memory.ADAM_TRAINING_BYTES_PER_PARAMETER * llama_1b.parameters > t4  # 1B, every weight trained: does not
+
+# %% [markdown]
+# The contexts are what memory allows; each model also has a trained maximum (`max_position_embeddings`
+# in its config: 32,768 tokens for Qwen2.5, 131,072 for Llama 3.2), and a batch of 8 sequences
+# divides the context by 8. A 7B model fits a T4 for inference in fp16; fine-tuning all of
+# a 1B model does not fit (20 GB), which is why section 5 trains two small matrices instead.
+#
+# The formula on a real model: `cg.TinyDecoder` has Llama's parts (rotary positions,
+# grouped-query attention, a gated MLP, RMSNorm) at a size a CPU runs. Build it straight on
+# the device (`with torch.device(device)`), in its final dtype: a model built on the CPU in
+# fp32 and then moved needs its full fp32 size in the runtime's RAM first, which is how a large
+# model crashes Colab's 12 GB ("Your session crashed after using all available RAM").
+
+# %%
+shape = memory.ModelShape("tiny", vocab=2048, hidden=256, intermediate=688, layers=4, heads=8, kv_heads=2,
+                          head_dim=32)
+torch.manual_seed(0)
+with torch.device(device):
+    model = cg.TinyDecoder(shape).to(dtype).eval()
+weights = memory.storage_bytes(model.parameters())
+expected = memory.weight_bytes(shape.parameters, "fp32" if dtype == torch.float32 else "fp16")
+print(f"{shape.parameters:,} parameters in {dtype}: {weights / 2**20:.2f} MiB measured, "
+      f"{expected / 2**20:.2f} MiB computed")
+assert weights == expected
+
+# %% [markdown]
+# ## 4. Generation with and without a KV cache
+#
+# A language model generates one token at a time: run the model on the text so far, take the
+# most likely next token, append it, repeat. Without a cache, step `t` recomputes the keys and
+# values of all `t` tokens again. With a **KV cache**, each layer keeps the keys and values it
+# computed, and each step runs the model on the one new token. **Predict first:** will the two
+# generate the same tokens?
+
+# %%
+prompt = torch.randint(0, shape.vocab, (1, 32), device=device)
+new_tokens = 128 if on_gpu else 48
+timings = {}
+for use_cache in (False, True):
+    result = cg.benchmark(lambda use_cache=use_cache: cg.generate(model, prompt, new_tokens, use_cache=use_cache),
+                          device=device, warmup=1, repeat=3)
+    timings[use_cache] = result.median
+    print(f"{'with' if use_cache else 'without'} the cache: {new_tokens / result.median:8,.0f} tokens/s")
+same = torch.equal(cg.generate(model, prompt, new_tokens), cg.generate(model, prompt, new_tokens, use_cache=False))
+print(f"same tokens: {same}; the cache is {timings[False] / timings[True]:.1f}x faster here")
+assert same
+
+_, cache = model(prompt)
+cache_bytes = memory.storage_bytes(t for layer in cache for t in layer)
+fmt = "fp32" if dtype == torch.float32 else "fp16"
+assert cache_bytes == memory.kv_cache_bytes(shape, prompt.shape[1], fmt=fmt)
+print(f"the cache of {prompt.shape[1]} tokens: {cache_bytes / 1024:.0f} KiB, as the formula says")
+
+# %% [markdown]
+# Serving many users at once is the same loop on a batch: each step's cost barely grows with
+# the batch on a GPU (it is launch-bound and reads the same weights), so tokens per second
+# grow with the batch until memory (the cache grows with it) or compute runs out:
+
+# %%
+for batch in (1, 4, 16):
+    prompts = torch.randint(0, shape.vocab, (batch, 32), device=device)
+    result = cg.benchmark(lambda prompts=prompts: cg.generate(model, prompts, 32), device=device, warmup=1, repeat=3)
+    print(f"batch {batch:2}: {batch * 32 / result.median:8,.0f} tokens/s")
+
+# %% [markdown]
+# ## 5. LoRA by hand
+#
+# Fine-tuning all weights needs 16 bytes per parameter (section 3). LoRA freezes the model and
+# adds to a few linear layers (the attention's query and value projections) a trainable update
+# `B @ A` of low rank `r`: A is (r x in), B is (out x r), and the layer computes
+# `base(x) + (alpha / r) · x Aᵀ Bᵀ`. B starts at **zero**, so at step 0 the model is
+# unchanged; only `r x (in + out)` numbers per layer train.
+#
+# ## Exercise: write a LoRA linear layer
+#
+# Complete `MyLoRALinear`: keep `base` frozen (`requires_grad_(False)`), add `self.A` (random,
+# like `nn.Linear`'s weights) and `self.B` (zeros) as `nn.Parameter`s, and add the scaled
+# update in `forward`. The check runs your layer against the definition, then measures what
+# it saves on this runtime.
+
+# %%
+from torch import nn
+
+
+class MyLoRALinear(nn.Module):
+    def __init__(self, base: nn.Linear, rank: int, alpha: float):
+        super().__init__()
+        self.base = base
+        # your code: freeze base, add self.A and self.B, keep the scale alpha / rank
+
+    def forward(self, x):
+        return self.base(x)  # your code: add the low-rank update
+
+
+# %%
+cg.checks.lora_linear(MyLoRALinear, device)
+
+# %% [markdown]
+# With adapters on a real model: `cg.add_lora` wraps the `q` and `v` projections of every
+# layer in the package's version of your class, a short training run on a small text lowers the
+# loss, and `cg.merge_lora` folds `B @ A` into the weights for inference, at no cost per token.
+# In practice the library that does this is [PEFT](https://huggingface.co/docs/peft)
+# (`LoraConfig(r=8, target_modules=["q_proj", "v_proj"])`): the same arithmetic.
+
+# %%
+text = "the quick brown fox jumps over the lazy dog. " * 8
+ids = torch.tensor([[ord(c) % shape.vocab for c in text]], device=device)
+torch.manual_seed(0)
+with torch.device(device):
+    model = cg.TinyDecoder(shape)
+cg.add_lora(model, rank=8)
+trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+print(f"training {trainable:,} of {sum(p.numel() for p in model.parameters()):,} parameters")
+optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+losses = []
+for _ in range(40):
+    logits, _ = model(ids[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())  # 40 steps: reading the loss each step costs nothing worth avoiding here
+print(f"loss {losses[0]:.2f} -> {losses[-1]:.2f}")
+assert losses[-1] < 0.8 * losses[0]
+
+model.eval()
+with torch.no_grad():
+    adapted = model(ids)[0]
+    cg.merge_lora(model)
+    merged = model(ids)[0]
+print(f"after merging: largest difference {(adapted - merged).abs().max().item():.1e}")
+assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
+
+# %% [markdown]
+# ## Summary
+#
+# - Attention is `softmax(q kᵀ / √d) v`; `F.scaled_dot_product_attention` computes it with a
+#   fused kernel that never stores the (tokens x tokens) scores: flash from compute capability
+#   8.0, memory-efficient on a T4 (fp16, not bf16), math otherwise (`cg.attention_backend`).
+# - Attention by hand needs memory that grows with the square of the length.
+# - Memory before loading: weights = parameters x bytes; KV cache = 2 x layers x KV heads x
+#   head_dim x tokens x batch x bytes; full training with Adam = 16 bytes per parameter.
+#   Build a model on the device in its dtype (`with torch.device(device)`), not on the CPU.
+# - A KV cache gives the same tokens for far less work per step; batching raises throughput.
+# - LoRA: freeze the model, train `B @ A` (B at zero) on a few layers, merge for inference.
