@@ -16,8 +16,9 @@ ENTRIES = (
         "Smaller batch (cg.find_max_batch_size), mixed precision, gradient accumulation; free what the "
         "notebook keeps (cg.cleanup). Much 'reserved but unallocated': PYTORCH_CUDA_ALLOC_CONF="
         "expandable_segments:True before CUDA starts (torch 2.10's message names PYTORCH_ALLOC_CONF, which "
-        "2.9.1-2.11 ignore for this key).",
-        "lesson 07; lesson 09, memory",
+        "2.9.1-2.11 ignore for this key). While generating text, the KV cache grows with tokens x batch: "
+        "compute it before (cg.llm_memory.kv_cache_bytes) and cap the length or the batch.",
+        "lesson 07; lesson 09, memory; lesson 14, sections 3-4",
     ),
     entry(
         "cuda-not-started",
@@ -92,6 +93,30 @@ ENTRIES = (
         "lesson 06, section 5",
     ),
     entry(
+        "sdpa-no-kernel",
+        "precision",
+        "No available kernel. Aborting execution.",
+        r"No available kernel\.\s+Aborting execution",
+        "scaled_dot_product_attention was limited (torch.nn.attention.sdpa_kernel) to kernels that all refuse "
+        "these inputs: FlashAttention needs compute capability 8.0 or newer (not a T4) and fp16 or bf16; no fused "
+        "kernel takes dropout on the CPU. The warnings printed just before say why each one refused.",
+        "Let PyTorch choose (no sdpa_kernel), or give the kernel what it needs: 16-bit inputs on an Ampere or "
+        "newer GPU for flash; on a T4, SDPBackend.EFFICIENT_ATTENTION in fp16 or fp32 (cg.attention_backend).",
+        "lesson 14, section 1",
+    ),
+    entry(
+        "flash-attn-t4",
+        "precision",
+        "FlashAttention only supports Ampere GPUs or newer.",
+        r"FlashAttention only supports Ampere GPUs or newer",
+        "The flash-attn package (attn_implementation='flash_attention_2' in transformers) has kernels for "
+        "compute capability 8.0 and newer only; a T4 is 7.5.",
+        "On a T4 load the model with attn_implementation='sdpa': PyTorch's memory-efficient kernel runs there, "
+        "in fp16 (bf16 has no fused kernel on a T4: lesson 06's rule).",
+        "lesson 14, section 1; lesson 06",
+        reproduced=False,
+    ),
+    entry(
         "weights-only",
         "saving",
         "Weights only load failed",
@@ -129,6 +154,19 @@ ENTRIES = (
         "The checkpoint belongs to a model of other sizes (another width, number of classes or input size).",
         "Build the model with the same arguments it was saved with (save them in the checkpoint).",
         "lesson 09, saving",
+    ),
+    entry(
+        "weights-not-initialized",
+        "saving",
+        "Some weights of LlamaForSequenceClassification were not initialized from the model checkpoint",
+        r"were not initialized from the model checkpoint",
+        "transformers built layers the checkpoint has no weights for, which start random: a new head (the "
+        "classifier of a *ForSequenceClassification model), or a class other than the one the checkpoint was "
+        "saved with.",
+        "For a new head this is expected: train it (lesson 13's new head). When it lists every layer of a "
+        "language model, load the checkpoint's own class (AutoModelForCausalLM) and check the model's name.",
+        "lesson 13, section 4; lesson 14",
+        reproduced=False,
     ),
     entry(
         "no-process-group",
@@ -205,10 +243,12 @@ ENTRIES = (
         "Your session crashed after using all available RAM",
         r"session crashed after using all available RAM",
         "The process used all of the machine's RAM (about 12 GB on free Colab): a whole data set loaded at "
-        "once, or copies of it kept alive.",
+        "once, copies of it kept alive, or a model built or loaded on the CPU in fp32 before moving it.",
         "Load in batches, keep uint8 images, delete what you do not need "
-        "(cg.cleanup); the variables are gone, so run from the top.",
-        "lesson 07",
+        "(cg.cleanup); build a model on the GPU in its final dtype (with torch.device('cuda'), or "
+        "from_pretrained(..., torch_dtype=torch.float16, device_map='cuda')); the variables are gone, so run "
+        "from the top.",
+        "lesson 07; lesson 14, section 3",
         reproduced=False,
     ),
     entry(

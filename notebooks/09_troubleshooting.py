@@ -27,7 +27,7 @@
 #   recognise them when they are not on purpose;
 # - to let the course explain them for you: `cg.explain(error)` and `%load_ext colab_gpu`.
 #
-# **Time:** 45 minutes. **Prerequisites:** lessons 01 to 08 (each error is taught in its lesson;
+# **Time:** 50 minutes. **Prerequisites:** lessons 01 to 08 (each error is taught in its lesson;
 # this is the reference to come back to: search this page for your message).
 
 # %%
@@ -553,6 +553,32 @@ with cg.restored_backend_settings():  # this notebook's TF32 settings come back 
     print("after cg.set_tf32(True):", torch.get_float32_matmul_precision())
 
 # %% [markdown]
+# ### "No available kernel. Aborting execution."
+#
+# `scaled_dot_product_attention` held to one kernel (`sdpa_kernel`) that refuses the inputs: here the
+# CPU's FlashAttention, which takes no dropout. On a T4, flash refuses everything (lesson 14, section 1).
+
+# %%
+from torch.nn import functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+attention_input = torch.randn(1, 2, 8, 16)  # (batch, heads, tokens, head_dim), on the CPU on every runtime
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # the kernels' reasons come as warnings first: lesson 14 prints them
+    with cg.shows_error(RuntimeError, atlas="sdpa-no-kernel"):
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            F.scaled_dot_product_attention(attention_input, attention_input, attention_input, dropout_p=0.1)
+
+# %% [markdown]
+# ### "FlashAttention only supports Ampere GPUs or newer."
+#
+# From the flash-attn package (`attn_implementation="flash_attention_2"`) on a T4; the course does not
+# install it, so paste the message into `cg.explain`.
+
+# %%
+cg.explain("RuntimeError: FlashAttention only supports Ampere GPUs or newer.")
+
+# %% [markdown]
 # ## 7. Saving and loading
 #
 # ### "Weights only load failed"
@@ -590,6 +616,16 @@ print(nn.Linear(4, 2).load_state_dict(wrapped.module.state_dict()))  # the fix: 
 # %%
 with cg.shows_error(RuntimeError, atlas="size-mismatch"):
     nn.Linear(4, 3).load_state_dict(nn.Linear(4, 2).state_dict())  # 3 classes now, 2 when saved
+
+# %% [markdown]
+# ### "Some weights of LlamaForSequenceClassification were not initialized from the model checkpoint"
+#
+# A warning from Hugging Face `transformers` when it loads a checkpoint into a class with layers the
+# checkpoint lacks:
+
+# %%
+cg.explain("Some weights of LlamaForSequenceClassification were not initialized from the model checkpoint at "
+           "meta-llama/Llama-3.2-1B and are newly initialized: ['score.weight']")
 
 # %% [markdown]
 # ## 8. Multi-GPU and torchrun

@@ -148,8 +148,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 with warnings.catch_warnings(record=True) as why:  # PyTorch warns why each kernel refused, then raises
     warnings.simplefilter("always")
-    with cg.shows_error(RuntimeError, match="No available kernel",
-                        fix="let PyTorch choose (no sdpa_kernel), or give the kernel what it supports"):
+    with cg.shows_error(RuntimeError, atlas="sdpa-no-kernel"):  # lesson 09's atlas: cause and fix
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             if on_gpu:  # flash takes fp16/bf16 from compute capability 8.0: fp32 it refuses on every GPU
                 F.scaled_dot_product_attention(q.float(), k.float(), v.float())
