@@ -347,6 +347,13 @@ for _ in range(40):
     losses.append(loss.item())  # 40 steps: reading the loss each step costs nothing worth avoiding here
 print(f"loss {losses[0]:.2f} -> {losses[-1]:.2f}")
 assert losses[-1] < 0.8 * losses[0]
+# What training keeps from step to step, measured, against training every weight (section 3's arithmetic)
+gradients = memory.storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
+moments = memory.storage_bytes(t for state in optimizer.state.values() for key, t in state.items() if key != "step")
+full = memory.training_bytes(shape.parameters)
+print(f"gradients {gradients / 2**20:.2f} MiB and Adam's moments {moments / 2**20:.2f} MiB; training every weight: "
+      f"{full['gradients'] / 2**20:.1f} MiB and {full['adam moments'] / 2**20:.1f} MiB")
+assert 50 * gradients < full["gradients"] and 50 * moments < full["adam moments"]
 
 model.eval()
 with torch.no_grad():
