@@ -90,7 +90,8 @@ import math
 from torch.nn import functional as F
 
 precision = cg.choose_precision(device)  # lesson 06: bf16 from compute capability 8.0, fp16 on a T4
-dtype = precision.dtype if on_gpu else torch.float32
+dtype = (precision.dtype or torch.float32) if on_gpu else torch.float32  # a CPU: fp32, exact comparisons
+FORMAT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}  # cg.llm_memory's names
 heads, length, head_dim = 8, 512, 64
 q, k, v = (torch.randn(1, heads, length, head_dim, device=device, dtype=dtype) for _ in range(3))
 
@@ -137,9 +138,9 @@ for candidate in (dtype, torch.bfloat16):
 
 # %% [markdown]
 # You can force a kernel with `torch.nn.attention.sdpa_kernel`. When the kernel cannot run
-# these inputs, PyTorch warns why, then raises "No available kernel". On a T4, FlashAttention
-# never can; on every runtime, no fused kernel takes dropout on the CPU, so we ask for flash
-# with dropout here:
+# these inputs, PyTorch warns why, then raises "No available kernel". On a GPU we give flash
+# fp32 inputs, which it refuses on every GPU (on a T4 it refuses everything); on the CPU, dropout,
+# which the CPU's flash kernel does not take:
 
 # %%
 import warnings
@@ -176,7 +177,7 @@ for n in lengths:
     q, k, v = (torch.randn(1, heads, n, head_dim, device=device, dtype=dtype) for _ in range(3))
     by_hand = cg.benchmark(lambda q=q, k=k, v=v: attention_by_hand(q, k, v), device=device, repeat=3)
     fused = cg.benchmark(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), device=device, repeat=3)
-    score_mib = heads * n * n * q.element_size() / 2**20  # what attention by hand writes to memory
+    score_mib = (q @ k.transpose(-2, -1)).nbytes / 2**20  # the scores attention by hand writes to memory
     with cg.measure_peak(device) as peak:
         attention_by_hand(q, k, v)
     rows.append((n, by_hand.median, fused.median, score_mib, peak.peak_mib))
@@ -196,9 +197,10 @@ axis.legend()
 plt.show()
 
 # %% [markdown]
-# On the CPU both versions write their intermediate results to the same RAM, so the timings are
-# close. On a GPU the fused kernel keeps its tiles in on-chip memory: the bench's `attention`
-# row measures it at 4096 tokens (the course's target: at least 1.5x faster and 8x less memory).
+# The CPU has a fused (flash) kernel too, working on tiles that stay in its caches; the timings
+# above show what it gains here. On a GPU the fused kernel keeps its tiles in on-chip memory:
+# the bench's `attention` row measures it at 4096 tokens against the course's targets (at least
+# 1.5x faster, at least 8x less peak memory), and `references.json` will hold the T4's figure.
 #
 # ## 3. What a language model needs in memory
 #
@@ -213,6 +215,7 @@ plt.show()
 # %%
 memory = cg.llm_memory
 t4 = 15 * memory.GIB
+print("GiB of weights per format, GiB to train every weight with Adam, and the context beside fp16 weights:")
 print(f"{'model':14} {'params':>7} {'fp16':>7} {'int8':>7} {'4-bit':>7} {'train':>7}  context at fp16 on a T4")
 for model_shape in memory.MODELS:
     sizes = [memory.weight_bytes(model_shape.parameters, f) / memory.GIB for f in ("fp16", "int8", "4-bit")]
@@ -232,9 +235,11 @@ assert memory.ADAM_TRAINING_BYTES_PER_PARAMETER * llama_1b.parameters > t4  # 1B
 #
 # The formula on a real model: `cg.TinyDecoder` has Llama's parts (rotary positions,
 # grouped-query attention, a gated MLP, RMSNorm) at a size a CPU runs. Build it straight on
-# the device (`with torch.device(device)`), in its final dtype: a model built on the CPU in
-# fp32 and then moved needs its full fp32 size in the runtime's RAM first, which is how a large
-# model crashes Colab's 12 GB ("Your session crashed after using all available RAM").
+# the device (`with torch.device(device)`), then cast it to its dtype there: a model built on
+# the CPU and then moved needs its full fp32 size in the runtime's RAM first, which is how a
+# large model crashes Colab's 12 GB ("Your session crashed after using all available RAM").
+# For a pretrained model, `from_pretrained(..., torch_dtype=torch.float16, device_map="cuda")`
+# does both while loading.
 
 # %%
 shape = memory.ModelShape("tiny", vocab=2048, hidden=256, intermediate=688, layers=4, heads=8, kv_heads=2,
@@ -243,7 +248,7 @@ torch.manual_seed(0)
 with torch.device(device):
     model = cg.TinyDecoder(shape).to(dtype).eval()
 weights = memory.storage_bytes(model.parameters())
-expected = memory.weight_bytes(shape.parameters, "fp32" if dtype == torch.float32 else "fp16")
+expected = memory.weight_bytes(shape.parameters, FORMAT[dtype])
 print(f"{shape.parameters:,} parameters in {dtype}: {weights / 2**20:.2f} MiB measured, "
       f"{expected / 2**20:.2f} MiB computed")
 assert weights == expected
@@ -255,9 +260,11 @@ assert weights == expected
 # most likely next token, append it, repeat. Without a cache, step `t` recomputes the keys and
 # values of all `t` tokens again. With a **KV cache**, each layer keeps the keys and values it
 # computed, and each step runs the model on the one new token. **Predict first:** will the two
-# generate the same tokens?
+# generate the same tokens? (In fp32 here: in 16 bits the two ways round differently, and where
+# two tokens are almost equally likely, greedy decoding may pick the other one.)
 
 # %%
+model = model.float()  # in place: the same weights, in fp32
 prompt = torch.randint(0, shape.vocab, (1, 32), device=device)
 new_tokens = 128 if on_gpu else 48
 timings = {}
@@ -272,14 +279,13 @@ assert same
 
 _, cache = model(prompt)
 cache_bytes = memory.storage_bytes(t for layer in cache for t in layer)
-fmt = "fp32" if dtype == torch.float32 else "fp16"
-assert cache_bytes == memory.kv_cache_bytes(shape, prompt.shape[1], fmt=fmt)
+assert cache_bytes == memory.kv_cache_bytes(shape, prompt.shape[1], fmt="fp32")
 print(f"the cache of {prompt.shape[1]} tokens: {cache_bytes / 1024:.0f} KiB, as the formula says")
 
 # %% [markdown]
-# Serving many users at once is the same loop on a batch: each step's cost barely grows with
-# the batch on a GPU (it is launch-bound and reads the same weights), so tokens per second
-# grow with the batch until memory (the cache grows with it) or compute runs out:
+# Serving many users at once is the same loop on a batch. A step of a small model reads the same
+# weights and launches the same kernels whatever the batch, so tokens per second grow with the
+# batch until memory (the cache grows with it) or compute runs out. Measured here:
 
 # %%
 for batch in (1, 4, 16):
