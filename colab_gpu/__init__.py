@@ -26,7 +26,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
   ``data.write_image_folder`` (stand-in photos),
   ``finetune`` (pretrained weights or a stated fallback, the transforms);
 - 14 transformers: ``capability.attention_backend`` (which attention kernel runs), ``llm_memory`` (what a model
-  needs in memory), ``tiny_lm`` (a small decoder with a KV cache), ``lora`` (low-rank adapters);
+  needs in memory), ``tiny_lm`` (a small decoder with a KV cache), ``lora`` (low-rank adapters), ``hub_models``
+  (a pretrained model from the Hugging Face Hub, or a stated offline stand-in);
 - every lesson: ``checks`` (exercise self-checks, called as ``cg.checks.<name>``: each prints a verdict and
   returns it; helpers that raise are named ``require_*``), ``references`` (predict, then measure), ``plots`` and
   ``figures/``.
@@ -52,6 +53,7 @@ from .explain import unload_ipython_extension as unload_ipython_extension
 from .feeding import copy_bandwidth, measure_loader, sweep_workers, time_loader_epochs
 from .finetune import load_pretrained
 from .fit_loop import fit
+from .hub_models import load_language_model
 from .image_folders import decode_jpegs, split_image_folder
 from .loaders import DeviceLoader, EncodedImages, suggest_num_workers, worker_loader
 from .lora import add_lora, merge_lora
@@ -129,6 +131,7 @@ __all__ = [
     "load_cifar10",
     "load_digits",
     "load_fashion_mnist",
+    "load_language_model",
     "load_pretrained",
     "make_loaders",
     "measure_activations",

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -46,6 +46,36 @@ class ModelShape:
         layer = attention + 3 * self.hidden * self.intermediate + 2 * self.hidden
         embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
         return embeddings + self.layers * layer + self.hidden
+
+    @classmethod
+    def from_config(cls, config) -> ModelShape:
+        """The shape of a Hugging Face model from its configuration (``model.config``, or
+        ``transformers.AutoConfig.from_pretrained(name)``, which downloads only config.json). The families whose parts
+        this counts: Llama, Mistral and Qwen2 (and the many models built on them)."""
+        family = getattr(config, "model_type", None)
+        if family not in HUB_FAMILIES or getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+            raise ValueError(
+                f"A {family!r} configuration: ModelShape counts the parts of {', '.join(HUB_FAMILIES)} models without "
+                "biases outside Qwen2's q, k and v. For another model, count its weights with "
+                "sum(p.numel() for p in model.parameters())."
+            )
+        heads = config.num_attention_heads
+        return cls(
+            name=getattr(config, "name_or_path", "") or family,
+            vocab=config.vocab_size,
+            hidden=config.hidden_size,
+            intermediate=config.intermediate_size,
+            layers=config.num_hidden_layers,
+            heads=heads,
+            kv_heads=getattr(config, "num_key_value_heads", None) or heads,
+            head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
+            tied_embeddings=bool(config.tie_word_embeddings),
+            qkv_bias=family == "qwen2",  # Qwen2 adds a bias to q, k and v; Llama and Mistral to nothing
+        )
+
+
+#: The Hugging Face model types `ModelShape.from_config` reads: gated MLP, RMSNorm, no other biases.
+HUB_FAMILIES = ("llama", "mistral", "qwen2")
 
 
 #: Published configurations (each model's config.json on the Hugging Face Hub).
@@ -95,6 +125,16 @@ def context_that_fits(model: ModelShape, memory_bytes: float, *, fmt: str = "fp1
     free = memory_bytes - weight_bytes(model.parameters, fmt)
     per_token = kv_cache_bytes(model, 1, batch=batch, fmt=fmt)
     return max(0, int(free // per_token))
+
+
+def cache_tensors(cache) -> list[torch.Tensor]:
+    """The keys and values a KV cache holds: `TinyDecoder`'s (a (keys, values) pair per layer), a Hugging Face cache
+    (a ``Cache``, whose ``.layers`` hold them from transformers 4.56), or a Hugging Face model's outputs (its cache is
+    ``outputs.cache``, called ``past_key_values`` before transformers 5)."""
+    if isinstance(cache, Mapping):  # a ModelOutput is an OrderedDict of what the model returned
+        cache = cache["cache"] if "cache" in cache else cache["past_key_values"]
+    layers = cache.layers if hasattr(cache, "layers") else cache
+    return [t for layer in layers for t in ((layer.keys, layer.values) if hasattr(layer, "keys") else layer)]
 
 
 def storage_bytes(tensors: Iterable[torch.Tensor]) -> int:

@@ -29,9 +29,11 @@
 # - what a language model needs in GPU memory (weights, the KV cache, training with Adam),
 #   computed before you load anything, then measured;
 # - generation with and without a KV cache: the same tokens, far less work;
-# - LoRA by hand: fine-tune a model by training two small matrices per layer.
+# - LoRA by hand: fine-tune a model by training two small matrices per layer;
+# - a pretrained model from the Hugging Face Hub, loaded straight to the GPU in 16 bits, its
+#   memory and its KV cache checked against the formulas.
 #
-# **Time:** 50 minutes. **Prerequisites:** lessons 03 (training loop), 06 (mixed precision: which
+# **Time:** 60 minutes. **Prerequisites:** lessons 03 (training loop), 06 (mixed precision: which
 # 16-bit format your GPU has) and 07 (GPU memory).
 
 # %%
@@ -233,8 +235,8 @@ assert memory.ADAM_TRAINING_BYTES_PER_PARAMETER * llama_1b.parameters > t4  # 1B
 # the device (`with torch.device(device)`), then cast it to its dtype there: a model built on
 # the CPU and then moved needs its full fp32 size in the runtime's RAM first, which is how a
 # large model crashes Colab's 12 GB ("Your session crashed after using all available RAM").
-# For a pretrained model, `from_pretrained(..., torch_dtype=torch.float16, device_map="cuda")`
-# does both while loading.
+# For a pretrained model, `from_pretrained(..., dtype=torch.float16, device_map="cuda")` does
+# both while loading (section 6).
 
 # %%
 shape = memory.ModelShape("tiny", vocab=2048, hidden=256, intermediate=688, layers=4, heads=8, kv_heads=2,
@@ -273,7 +275,7 @@ print(f"same tokens: {same}; the cache is {timings[False] / timings[True]:.1f}x 
 assert same
 
 _, cache = model(prompt)
-cache_bytes = memory.storage_bytes(t for layer in cache for t in layer)
+cache_bytes = memory.storage_bytes(memory.cache_tensors(cache))  # a (keys, values) pair per layer
 assert cache_bytes == memory.kv_cache_bytes(shape, prompt.shape[1], fmt="fp32")
 print(f"the cache of {prompt.shape[1]} tokens: {cache_bytes / 1024:.0f} KiB, as the formula says")
 
@@ -287,6 +289,22 @@ for batch in (1, 4, 16):
     prompts = torch.randint(0, shape.vocab, (batch, 32), device=device)
     result = cg.benchmark(lambda prompts=prompts: cg.generate(model, prompts, 32), device=device, warmup=1, repeat=3)
     print(f"batch {batch:2}: {batch * 32 / result.median:8,.0f} tokens/s")
+
+# %% [markdown]
+# Which 16-bit format to generate in? Lesson 06's rule holds here too: bf16 from compute
+# capability 8.0 (A100, L4, H100), fp16 on a T4. A T4 has no bf16 tensor cores, so bf16 runs
+# there emulated and slowly, although `torch.cuda.is_bf16_supported()` answers True. The same
+# batch of 16 in both formats (the weights rounded to each):
+
+# %%
+prompts = torch.randint(0, shape.vocab, (16, 32), device=device)
+for candidate in (torch.float16, torch.bfloat16):
+    model.to(candidate)  # in place (a module's .to converts its own weights): section 5 builds a new model
+    result = cg.benchmark(lambda: cg.generate(model, prompts, 32), device=device, warmup=1, repeat=3)
+    choice = "  <- lesson 06's choice on this GPU" if on_gpu and candidate == precision.dtype else ""
+    print(f"{FORMAT[candidate]}: {16 * 32 / result.median:8,.0f} tokens/s{choice}")
+if not on_gpu:
+    print("These are a CPU's figures, which say nothing of a GPU's tensor cores: the course's GPU runs measure them.")
 
 # %% [markdown]
 # ## 5. LoRA by hand
@@ -339,8 +357,7 @@ cg.checks.lora_linear(MyLoRALinear, device)
 # With adapters on a real model: `cg.add_lora` wraps the `q` and `v` projections of every
 # layer in the package's version of your class, a short training run on a small text lowers the
 # loss, and `cg.merge_lora` folds `B @ A` into the weights for inference, at no cost per token.
-# In practice the library that does this is [PEFT](https://huggingface.co/docs/peft)
-# (`LoraConfig(r=8, target_modules=["q_proj", "v_proj"])`): the same arithmetic.
+# In practice the library that does this is PEFT (section 6): the same arithmetic.
 
 # %%
 text = "the quick brown fox jumps over the lazy dog. " * 8
@@ -379,6 +396,98 @@ print(f"after merging: largest difference {(adapted - merged).abs().max().item()
 assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
 
 # %% [markdown]
+# ## 6. A pretrained model from the Hugging Face Hub
+#
+# In your own projects you will load a model rather than build one, with Hugging Face
+# `transformers` (preinstalled on Colab and Kaggle; `pip install transformers` elsewhere leaves
+# torch as it is). Two calls:
+#
+# ```python
+# from transformers import AutoModelForCausalLM, AutoTokenizer
+# model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, device_map=device)
+# tokenizer = AutoTokenizer.from_pretrained(name)
+# ```
+#
+# `dtype` and `device_map` are section 3's fix for the RAM crash: each weight goes straight to
+# the GPU, in 16 bits. `cg.load_language_model` makes these two calls; where the Hub cannot be
+# reached (CI, an offline laptop) it builds the same architecture with random weights, says so,
+# and returns no tokenizer. SmolLM2-135M is a Llama with 135 million parameters.
+# **Predict first:** how many MiB do its weights take in this runtime's format (section 3)?
+
+# %%
+my_prediction = None  # MiB, e.g. 500
+
+# %%
+llm, tokenizer, pretrained = cg.load_language_model("HuggingFaceTB/SmolLM2-135M", dtype=dtype, device=device)
+llm_shape = memory.ModelShape.from_config(llm.config)  # its config.json, as section 3's shapes
+weights = memory.storage_bytes(llm.parameters())
+expected = memory.weight_bytes(llm_shape.parameters, FORMAT[dtype])
+print(f"SmolLM2-135M ({'pretrained' if pretrained else 'random weights'}): {llm_shape.parameters:,} parameters "
+      f"in {dtype}, {weights / 2**20:,.0f} MiB measured, {expected / 2**20:,.0f} MiB computed"
+      + ("" if my_prediction is None else f" (you predicted {my_prediction} MiB)"))
+assert weights == expected
+if on_gpu:
+    print(f"the GPU's allocator holds {torch.cuda.memory_allocated(device) / 2**20:,.0f} MiB in all, "
+          "this notebook's other tensors included")
+
+# %% [markdown]
+# Generation is `model.generate`: greedy (`do_sample=False`) as in section 4, with the KV cache
+# on by default. The cache of the prompt, measured against section 3's formula:
+
+# %%
+if tokenizer is not None:
+    inputs = tokenizer("The GPU in this notebook", return_tensors="pt").to(device)
+else:  # the stand-in has no vocabulary: token ids instead of words
+    prompt_ids = torch.randint(0, llm_shape.vocab, (1, 6), device=device)
+    inputs = {"input_ids": prompt_ids, "attention_mask": torch.ones_like(prompt_ids)}
+new_tokens = 32 if on_gpu else 16
+with torch.no_grad():
+    result = cg.benchmark(lambda: llm.generate(**inputs, max_new_tokens=new_tokens, do_sample=False),
+                          device=device, warmup=1, repeat=3)
+    output = llm.generate(**inputs, max_new_tokens=new_tokens, do_sample=False)
+    cache_bytes = memory.storage_bytes(memory.cache_tensors(llm(**inputs)))
+generated = output[0, inputs["input_ids"].shape[1]:]
+print(f"{new_tokens / result.median:,.0f} tokens/s:", tokenizer.decode(generated) if tokenizer else generated.tolist())
+prompt_length = inputs["input_ids"].shape[1]
+assert cache_bytes == memory.kv_cache_bytes(llm_shape, prompt_length, fmt=FORMAT[dtype])
+print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f} KiB, as the formula says; "
+      f"beside fp16 weights a 15 GiB T4 holds {memory.context_that_fits(llm_shape, t4):,} tokens (its trained "
+      f"maximum: {llm.config.max_position_embeddings:,})")
+
+# %% [markdown]
+# The same LoRA as section 5 fits this model: its attention projections are called `q_proj`
+# and `v_proj`. Counted, and checked against `rank x (inputs + outputs)` per adapted layer:
+
+# %%
+total = sum(p.numel() for p in llm.parameters())
+cg.add_lora(llm, targets=("q_proj", "v_proj"), rank=8)
+trainable = sum(p.numel() for p in llm.parameters() if p.requires_grad)
+q_out, v_out = llm_shape.heads * llm_shape.head_dim, llm_shape.kv_heads * llm_shape.head_dim
+assert trainable == llm_shape.layers * 8 * ((llm_shape.hidden + q_out) + (llm_shape.hidden + v_out))
+print(f"LoRA of rank 8 on {llm_shape.layers} layers: {trainable:,} trainable parameters, "
+      f"{100 * trainable / total:.2f}% of {total:,}")
+
+# %% [markdown]
+# In practice, [PEFT](https://huggingface.co/docs/peft) adds the adapters, trains them with
+# `transformers`' Trainer or your own loop, and saves only them (a few MB). Where it is
+# installed, the same adapters through PEFT count the same:
+
+# %%
+import importlib.util
+
+if importlib.util.find_spec("peft") is None:
+    print("PEFT is not installed in this runtime: it is the package `peft` on PyPI (which leaves torch as it is).")
+else:
+    from peft import LoraConfig, get_peft_model
+
+    base = cg.load_language_model("HuggingFaceTB/SmolLM2-135M", dtype=dtype, device=device).model
+    peft_model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+    peft_trainable, _ = peft_model.get_nb_trainable_parameters()
+    print(f"PEFT: {peft_trainable:,} trainable parameters")
+    assert peft_trainable == trainable
+    del base, peft_model
+
+# %% [markdown]
 # ## Summary
 #
 # - Attention is `softmax(q kᵀ / √d) v`; `F.scaled_dot_product_attention` computes it with a
@@ -390,3 +499,5 @@ assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
 #   Build a model on the device in its dtype (`with torch.device(device)`), not on the CPU.
 # - A KV cache gives the same tokens for far less work per step; batching raises throughput.
 # - LoRA: freeze the model, train `B @ A` (B at zero) on a few layers, merge for inference.
+# - A Hub model: `from_pretrained(name, dtype=..., device_map=...)` loads it on the GPU in 16
+#   bits; `ModelShape.from_config(model.config)` gives section 3's arithmetic for it.

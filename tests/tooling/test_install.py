@@ -185,3 +185,25 @@ def test_requirement_check_accepts_lower_bounds_that_admit_the_runtime():
     requires = ["torch>=2.7", "numpy", "tqdm", 'torchvision>=0.22; extra == "lessons"']
     assert requirement_problems(requires, {"torch": "2.11.0+cu128", "torchvision": "0.26.0+cu128"}) == []
     assert requirement_problems([], {}) == ["colab_gpu does not depend on torch"]
+
+
+def test_transformers_is_pinned_and_its_floor_is_the_one_the_loader_checks():
+    """Lesson 14 loads a Hub model with transformers: requirements.txt pins it, the `lessons` extra asks for the floor
+    `hub_models.load_language_model` enforces (one fact, read from the code), and the pin is above that floor."""
+    from colab_gpu.hub_models import TRANSFORMERS_FLOOR
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lessons"]
+    (wanted,) = [Requirement(r) for r in extra if Requirement(r).name == "transformers"]
+    floor = Version(".".join(map(str, TRANSFORMERS_FLOOR)))
+    assert [(s.operator, Version(s.version)) for s in wanted.specifier] == [(">=", floor)]
+    pins = re.findall(r"^transformers==(\S+)$", (ROOT / "requirements.txt").read_text(), re.MULTILINE)
+    assert len(pins) == 1 and Version(pins[0]) >= floor
+
+
+def test_transformers_never_requires_torch_so_installing_it_leaves_torch_alone():
+    """The transformers installed here names torch only under its extras: `pip install transformers`
+    (requirements.txt, the `lessons` extra, a learner's runtime) never reinstalls Colab's or Kaggle's torch."""
+    requires = [Requirement(r) for r in metadata.requires("transformers") or []]
+    unconditional = [r.name for r in requires if r.marker is None]
+    assert unconditional and "torch" not in unconditional
+    assert "torch" in {r.name for r in requires if r.marker is not None}  # the extras do name it: this looks

@@ -1,0 +1,129 @@
+"""A pretrained language model from the Hugging Face Hub, loaded the way learners load one, with an offline fallback.
+
+Online (Colab; Kaggle with Settings > Internet on) `load_language_model` is transformers' two calls::
+
+    model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, device_map=device)
+    tokenizer = AutoTokenizer.from_pretrained(name)
+
+``dtype`` and ``device_map`` load each weight straight to the device in the 16-bit format: no fp32 copy of the model
+in the runtime's RAM first, which is what crashes a Colab session on a large model. A model already in the Hub's
+cache loads offline too. Where it cannot be downloaded (CI, an offline laptop) the same architecture is built with
+random weights and no tokenizer, and one printed line says so, as `finetune.load_pretrained` does for torchvision.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from .downloads import download_problem, download_timeout
+
+HUB_HOST = "huggingface.co"
+#: The oldest transformers with ``dtype=`` (``torch_dtype=`` before; an unknown keyword is silently ignored there,
+#: which would load fp32) and caches whose ``.layers`` hold the keys and values.
+TRANSFORMERS_FLOOR = (4, 56)
+
+#: Offline stand-ins: the architecture (config.json on the Hub) of each model a lesson loads.
+OFFLINE_CONFIGS = {
+    "HuggingFaceTB/SmolLM2-135M": {
+        "model_type": "llama",
+        "vocab_size": 49_152,
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "head_dim": 64,
+        "max_position_embeddings": 8192,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 100_000.0,
+        "tie_word_embeddings": True,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+    },
+}
+
+
+class LanguageModel(NamedTuple):
+    model: nn.Module
+    tokenizer: object | None  # None for the offline stand-in: it has no vocabulary to decode with
+    pretrained: bool
+
+
+def hub_reachable(timeout_s: float = 5.0) -> bool:
+    """Whether this runtime can open a connection to the Hub (a failed attempt answers in seconds, where
+    transformers would retry for about a minute)."""
+    try:
+        socket.create_connection((HUB_HOST, 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
+def transformers_module():
+    """``transformers``, after checking that it is installed and new enough, with what to do if not."""
+    try:
+        import transformers
+    except ImportError as err:
+        raise ImportError(
+            "Hugging Face transformers is not installed: it is preinstalled on Colab and Kaggle; elsewhere "
+            "`pip install transformers` (it leaves torch as it is)."
+        ) from err
+    found = tuple(int(part) for part in transformers.__version__.split(".")[:2])
+    if found < TRANSFORMERS_FLOOR:
+        floor = ".".join(map(str, TRANSFORMERS_FLOOR))
+        raise ImportError(
+            f"transformers {transformers.__version__} is installed; this needs {floor} or newer (its `dtype=`): "
+            "`pip install -U transformers`, then restart the runtime."
+        )
+    return transformers
+
+
+def in_hub_cache(name: str) -> bool:
+    """Whether ``name``'s config.json is in this machine's Hub cache (downloaded before: it loads offline)."""
+    from huggingface_hub import try_to_load_from_cache  # a dependency of transformers
+
+    return isinstance(try_to_load_from_cache(name, "config.json"), str)
+
+
+def load_language_model(name: str, *, dtype: torch.dtype, device: torch.device | str) -> LanguageModel:
+    """(model, tokenizer, True) for the Hub model ``name`` loaded on ``device`` in ``dtype``, in eval mode; or, where
+    it cannot be downloaded, (the same architecture with random weights, None, False), with one printed line.
+    Taught in lesson 14.
+
+    Example: ``model, tokenizer, pretrained = load_language_model("HuggingFaceTB/SmolLM2-135M",
+    dtype=torch.float16, device="cuda")``.
+    """
+    transformers = transformers_module()
+    device = torch.device(device)
+    online = hub_reachable()
+    problem = "this runtime has no internet access"
+    # Offline, transformers would retry the Hub for up to a minute (some lookups ignore local_files_only): ask only
+    # when the Hub answers or the model is cached.
+    if online or in_hub_cache(name):
+        try:
+            with download_timeout():
+                model = transformers.AutoModelForCausalLM.from_pretrained(
+                    name, dtype=dtype, device_map=device, local_files_only=not online
+                )
+                tokenizer = transformers.AutoTokenizer.from_pretrained(name, local_files_only=not online)
+            return LanguageModel(model.eval(), tokenizer, True)
+        except OSError as err:  # a failed download, or no such model on the Hub
+            problem = download_problem(err)
+    if name not in OFFLINE_CONFIGS:
+        raise RuntimeError(
+            f"{name} could not be loaded ({problem}), and it has no offline stand-in here (those are: "
+            f"{', '.join(OFFLINE_CONFIGS)}). Check the name on https://{HUB_HOST}, and run where the Hub is "
+            "reachable (Colab, or Kaggle with Settings > Internet on)."
+        )
+    print(
+        f"{name} could not be downloaded ({problem}): its architecture with random weights and no tokenizer "
+        "stands in, so the text below is token ids, not words (the memory figures are the real model's)."
+    )
+    config = transformers.AutoConfig.for_model(**OFFLINE_CONFIGS[name])
+    with torch.device(device):  # built on the device, then cast there: never a full fp32 copy in the runtime's RAM
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return LanguageModel(model.to(dtype).eval(), None, False)
