@@ -6,13 +6,16 @@ Online (Colab; Kaggle with Settings > Internet on) `load_language_model` is tran
     tokenizer = AutoTokenizer.from_pretrained(name)
 
 ``dtype`` and ``device_map`` load each weight straight to the device in the 16-bit format: no fp32 copy of the model
-in the runtime's RAM first, which is what crashes a Colab session on a large model. A model already in the Hub's
+in the runtime's RAM first, which is what crashes a Colab session on a large model. ``device_map`` needs the package
+accelerate (preinstalled on Colab and Kaggle); without it the model loads in ``dtype`` and then moves to the device,
+which is all a one-device model needs from it. A model already in the Hub's
 cache loads offline too. Where it cannot be downloaded (CI, an offline laptop) the same architecture is built with
 random weights and no tokenizer, and one printed line says so, as `finetune.load_pretrained` does for torchvision.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 from typing import NamedTuple
 
@@ -82,6 +85,21 @@ def transformers_module():
     return transformers
 
 
+def accelerate_installed() -> bool:
+    """Whether accelerate is here: transformers refuses ``device_map`` without it."""
+    return importlib.util.find_spec("accelerate") is not None
+
+
+def ready_to_generate(model: nn.Module) -> nn.Module:
+    """``model`` in eval mode, with a padding token for ``generate`` (the end-of-text one, as transformers picks
+    itself, but without its warning at every call in versions 4.x)."""
+    generation = model.generation_config
+    if generation.pad_token_id is None and generation.eos_token_id is not None:
+        eos = generation.eos_token_id
+        generation.pad_token_id = eos[0] if isinstance(eos, (list, tuple)) else eos
+    return model.eval()
+
+
 def in_hub_cache(name: str) -> bool:
     """Whether ``name``'s config.json is in this machine's Hub cache (downloaded before: it loads offline)."""
     from huggingface_hub import try_to_load_from_cache  # a dependency of transformers
@@ -105,12 +123,14 @@ def load_language_model(name: str, *, dtype: torch.dtype, device: torch.device |
     # when the Hub answers or the model is cached.
     if online or in_hub_cache(name):
         try:
+            placement = {"device_map": device} if accelerate_installed() else {}
             with download_timeout():
                 model = transformers.AutoModelForCausalLM.from_pretrained(
-                    name, dtype=dtype, device_map=device, local_files_only=not online
+                    name, dtype=dtype, local_files_only=not online, **placement
                 )
                 tokenizer = transformers.AutoTokenizer.from_pretrained(name, local_files_only=not online)
-            return LanguageModel(model.eval(), tokenizer, True)
+            model = model if placement else model.to(device)  # in dtype already: never an fp32 copy
+            return LanguageModel(ready_to_generate(model), tokenizer, True)
         except OSError as err:  # a failed download, or no such model on the Hub
             problem = download_problem(err)
     if name not in OFFLINE_CONFIGS:
@@ -126,4 +146,4 @@ def load_language_model(name: str, *, dtype: torch.dtype, device: torch.device |
     config = transformers.AutoConfig.for_model(**OFFLINE_CONFIGS[name])
     with torch.device(device):  # built on the device, then cast there: never a full fp32 copy in the runtime's RAM
         model = transformers.AutoModelForCausalLM.from_config(config)
-    return LanguageModel(model.to(dtype).eval(), None, False)
+    return LanguageModel(ready_to_generate(model.to(dtype)), None, False)

@@ -125,16 +125,22 @@ class FakeHub:
         return "a tokenizer"
 
 
-def test_online_the_model_loads_straight_to_the_device_in_its_dtype(monkeypatch, capsys):
+@pytest.mark.parametrize("accelerate", [True, False])
+def test_online_the_model_loads_straight_to_the_device_in_its_dtype(monkeypatch, capsys, accelerate):
     monkeypatch.setattr(hub_models, "hub_reachable", lambda timeout_s=5.0: True)
+    monkeypatch.setattr(hub_models, "accelerate_installed", lambda: accelerate)
     hub = FakeHub(monkeypatch)
     model, tokenizer, pretrained = hub_models.load_language_model("org/model", dtype=torch.bfloat16, device="cpu")
     assert (tokenizer, pretrained, model.training) == ("a tokenizer", True, False)
     assert capsys.readouterr().out == ""
     (kind, name, kwargs), (kind_2, _, kwargs_2) = hub.calls
     assert (kind, name, kind_2) == ("model", "org/model", "tokenizer")
-    assert kwargs == {"dtype": torch.bfloat16, "device_map": torch.device("cpu"), "local_files_only": False}
+    # device_map needs accelerate (transformers raises without it): then the 16-bit model moves after loading
+    placed = {"device_map": torch.device("cpu")} if accelerate else {}
+    assert kwargs == {"dtype": torch.bfloat16, "local_files_only": False, **placed}
     assert kwargs_2 == {"local_files_only": False}
+    assert {p.device for p in model.parameters()} == {torch.device("cpu")}
+    assert model.generation_config.pad_token_id == model.generation_config.eos_token_id  # generate stays quiet
 
 
 def test_offline_a_cached_model_loads_from_the_cache_only(monkeypatch):

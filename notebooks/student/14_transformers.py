@@ -298,16 +298,20 @@ for batch in (1, 4, 16):
 # %% [markdown]
 # Which 16-bit format to generate in? Lesson 06's rule holds here too: bf16 from compute
 # capability 8.0 (A100, L4, H100), fp16 on a T4. A T4 has no bf16 tensor cores, so bf16 runs
-# there emulated and slowly, although `torch.cuda.is_bf16_supported()` answers True. The same
-# batch of 16 in both formats (the weights rounded to each):
+# there slowly (and attention falls back to the math kernel), although
+# `torch.cuda.is_bf16_supported()` answers True. One token at a time, a model this small waits
+# on kernel launches in any format; the prompt pass, where the model reads a batch of prompts
+# at once, is where the GPU computes. Timed in both formats (the weights rounded to each):
 
 # %%
-prompts = torch.randint(0, shape.vocab, (16, 32), device=device)
+batch, prompt_tokens = (16, 512) if on_gpu else (4, 128)
+prompts = torch.randint(0, shape.vocab, (batch, prompt_tokens), device=device)
 for candidate in (torch.float16, torch.bfloat16):
     model.to(candidate)  # in place (a module's .to converts its own weights): section 5 builds a new model
-    result = cg.benchmark(lambda: cg.generate(model, prompts, 32), device=device, warmup=1, repeat=3)
+    with torch.inference_mode():
+        result = cg.benchmark(lambda: model(prompts), device=device, warmup=1, repeat=5)
     choice = "  <- lesson 06's choice on this GPU" if on_gpu and candidate == precision.dtype else ""
-    print(f"{FORMAT[candidate]}: {16 * 32 / result.median:8,.0f} tokens/s{choice}")
+    print(f"{FORMAT[candidate]}: {batch * prompt_tokens / result.median:10,.0f} prompt tokens/s{choice}")
 if not on_gpu:
     print("These are a CPU's figures, which say nothing of a GPU's tensor cores: the course's GPU runs measure them.")
 
@@ -400,7 +404,8 @@ assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
 # ```
 #
 # `dtype` and `device_map` are section 3's fix for the RAM crash: each weight goes straight to
-# the GPU, in 16 bits. `cg.load_language_model` makes these two calls; where the Hub cannot be
+# the GPU, in 16 bits (`device_map` needs the package accelerate, which Colab and Kaggle have).
+# `cg.load_language_model` makes these two calls; where the Hub cannot be
 # reached (CI, an offline laptop) it builds the same architecture with random weights, says so,
 # and returns no tokenizer. SmolLM2-135M is a Llama with 135 million parameters.
 # **Predict first:** how many MiB do its weights take in this runtime's format (section 3)?
@@ -438,7 +443,8 @@ with torch.no_grad():
     output = llm.generate(**inputs, max_new_tokens=new_tokens, do_sample=False)
     cache_bytes = memory.storage_bytes(memory.cache_tensors(llm(**inputs)))
 generated = output[0, inputs["input_ids"].shape[1]:]
-print(f"{new_tokens / result.median:,.0f} tokens/s:", tokenizer.decode(generated) if tokenizer else generated.tolist())
+text = tokenizer.decode(generated) if tokenizer is not None else generated.tolist()
+print(f"{len(generated) / result.median:,.0f} tokens/s:", text)
 prompt_length = inputs["input_ids"].shape[1]
 assert cache_bytes == memory.kv_cache_bytes(llm_shape, prompt_length, fmt=FORMAT[dtype])
 print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f} KiB, as the formula says; "
@@ -469,14 +475,19 @@ import importlib.util
 if importlib.util.find_spec("peft") is None:
     print("PEFT is not installed in this runtime: it is the package `peft` on PyPI (which leaves torch as it is).")
 else:
-    from peft import LoraConfig, get_peft_model
-
-    base = cg.load_language_model("HuggingFaceTB/SmolLM2-135M", dtype=dtype, device=device).model
-    peft_model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
-    peft_trainable, _ = peft_model.get_nb_trainable_parameters()
-    print(f"PEFT: {peft_trainable:,} trainable parameters")
-    assert peft_trainable == trainable
-    del base, peft_model
+    try:
+        from peft import LoraConfig, get_peft_model
+    except ImportError as error:  # a peft older than this transformers (peft 0.17 with transformers 5)
+        print(f"PEFT does not import here ({error}): upgrade it with transformers, then restart the runtime.")
+    else:
+        base = cg.load_language_model("HuggingFaceTB/SmolLM2-135M", dtype=dtype, device=device).model
+        with warnings.catch_warnings():  # a peft/transformers version mismatch warns of their own renames
+            warnings.simplefilter("ignore", FutureWarning)
+            peft_model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
+        peft_trainable, _ = peft_model.get_nb_trainable_parameters()
+        print(f"PEFT: {peft_trainable:,} trainable parameters")
+        assert peft_trainable == trainable
+        del base, peft_model
 
 # %% [markdown]
 # ## Summary
