@@ -414,7 +414,8 @@ assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
 my_prediction = None  # MiB, e.g. 500
 
 # %%
-llm, tokenizer, pretrained = cg.load_language_model("HuggingFaceTB/SmolLM2-135M", dtype=dtype, device=device)
+with cg.measure_peak(device) as loading:  # lesson 07: the GPU allocator's peak (None on a CPU)
+    llm, tokenizer, pretrained = cg.load_language_model("HuggingFaceTB/SmolLM2-135M", dtype=dtype, device=device)
 llm_shape = memory.ModelShape.from_config(llm.config)  # its config.json, as section 3's shapes
 weights = memory.storage_bytes(llm.parameters())
 expected = memory.weight_bytes(llm_shape.parameters, FORMAT[dtype])
@@ -422,9 +423,9 @@ print(f"SmolLM2-135M ({'pretrained' if pretrained else 'random weights'}): {llm_
       f"in {dtype}, {weights / 2**20:,.0f} MiB measured, {expected / 2**20:,.0f} MiB computed"
       + ("" if my_prediction is None else f" (you predicted {my_prediction} MiB)"))
 assert weights == expected
-if on_gpu:
-    print(f"the GPU's allocator holds {torch.cuda.memory_allocated(device) / 2**20:,.0f} MiB in all, "
-          "this notebook's other tensors included")
+if loading.peak_mib is not None:  # what the GPU held at most while loading: the weights, and what loading adds
+    print(f"peak GPU memory while loading: {loading.peak_mib:,.0f} MiB, for {weights / 2**20:,.0f} MiB of weights")
+    assert loading.peak_mib * 2**20 >= weights
 
 # %% [markdown]
 # Generation is `model.generate`: greedy (`do_sample=False`) as in section 4, with the KV cache
