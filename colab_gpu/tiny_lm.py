@@ -94,6 +94,11 @@ class TinyDecoder(nn.Module):
             raise ValueError(
                 f"tokens must be a (batch, tokens) tensor of int64 ids, got {tuple(tokens.shape)} {tokens.dtype}."
             )
+        if tokens.device != self.embed.weight.device:
+            raise ValueError(
+                f"tokens are on {tokens.device}, the model on {self.embed.weight.device}: create them there, or move "
+                f"them with tokens.to('{self.embed.weight.device}')."
+            )
         if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.shape.vocab):
             raise ValueError(f"token ids must be in 0..{self.shape.vocab - 1}, got {tokens.min()}..{tokens.max()}.")
         x, new_cache = self.embed(tokens), []

@@ -50,6 +50,10 @@ def test_bad_input_gets_a_clear_error(model):
         model(torch.tensor([[0, 64]]))
     with pytest.raises(ValueError, match="tokens must be a \\(batch, tokens\\) tensor of int64 ids"):
         model(torch.zeros(2, 3))
+    with torch.device("meta"):
+        elsewhere = TinyDecoder(model.shape)
+    with pytest.raises(ValueError, match=r"tokens are on cpu, the model on meta: .* tokens.to\('meta'\)"):
+        elsewhere(torch.zeros(1, 2, dtype=torch.long))
     with pytest.raises(ValueError, match="new_tokens must be 0 or more"):
         generate(model, torch.zeros(1, 2, dtype=torch.long), -1)
     with pytest.raises(ValueError, match="heads a multiple of kv_heads"):

@@ -161,6 +161,23 @@ for warning in why:
     print("warning:", str(warning.message).split(" (Triggered internally")[0])
 
 # %% [markdown]
+# Forced one at a time, the kernels show which of them this runtime has for section 1's
+# inputs, and what each costs (math is the four lines above, run by PyTorch):
+
+# %%
+for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                SDPBackend.MATH):
+    with warnings.catch_warnings(record=True) as why, sdpa_kernel(backend):
+        warnings.simplefilter("always")
+        try:
+            timing = cg.benchmark(lambda: F.scaled_dot_product_attention(q, k, v), device=device, repeat=5)
+            print(f"{backend.name:20} {cg.format_seconds(timing.median):>9}")
+        except RuntimeError:  # "No available kernel": the warnings say why
+            reasons = [str(w.message).split(" (Triggered internally")[0] for w in why]
+            reasons = [r for r in reasons if not r.endswith("because:")]  # keep the reasons, not their headings
+            print(f"{backend.name:20} refused: {'; '.join(reasons) or 'not a kernel PyTorch has for this device'}")
+
+# %% [markdown]
 # ## 2. Time and memory against the sequence length
 #
 # By hand, the score matrix holds `heads x tokens x tokens` numbers: double the length, four
