@@ -45,7 +45,9 @@ EFFICIENT_ATTENTION_MIN = (5, 0)
 FUSED_ATTENTION_MAX = (12, 1)
 FLASH_ATTENTION_MAX_HEAD_DIM = 256
 #: torch >= 2.10 puts cuDNN attention first on sm90/sm100/sm103 when the runtime's cuDNN is newer than 9.15.0
-#: (2.10's wheels ship 9.10, 2.11's cu130 wheels 9.19); TORCH_CUDNN_SDPA_DEPRIORITIZED=1 turns that off.
+#: (2.10's wheels ship 9.10, 2.11's cu130 wheels 9.19); TORCH_CUDNN_SDPA_DEPRIORITIZED=1 turns that off. torch 2.9
+#: tried the same from a cuDNN 9.9 it was compiled with, which its wheels (built with 9.8) were not: the rule covers
+#: the official wheels.
 CUDNN_ATTENTION_FIRST_FROM = (91500, (2, 10))
 
 
@@ -153,8 +155,9 @@ def cudnn_attention_first(capability: tuple[int, int], cudnn_version: int | None
         and cudnn_version > newer_than
         and capability[0] in (9, 10)
         and capability[1] in (0, 3)
-        # PyTorch reads the variable once, when the first attention runs (c10::utils::check_env: "1" or "true")
-        and os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED", "").strip().upper() not in ("1", "ON", "TRUE", "YES", "Y")
+        # PyTorch reads the variable once, when the first attention runs; c10::utils::check_env takes exactly "1"
+        # (and "0"), and ignores any other value with a warning
+        and os.environ.get("TORCH_CUDNN_SDPA_DEPRIORITIZED") != "1"
     )
 
 
@@ -164,7 +167,7 @@ def attention_backend(
     head_dim: int,
     *,
     cudnn_first: bool = False,
-    query_length: int | None = None,
+    key_length: int | None = None,
 ) -> str:
     """The kernel ``scaled_dot_product_attention`` runs by default: "flash", "efficient", "cudnn" or "math".
 
@@ -172,8 +175,8 @@ def attention_backend(
     ``capability`` (None: the CPU, where a flash kernel takes every float type). PyTorch tries its kernels in the
     order flash, memory-efficient, math (cuDNN first where `cudnn_attention_first`) and runs the first whose
     checks pass: on a T4 (7.5) flash is out and fp16 runs memory-efficient, but bf16 falls to the math kernel,
-    which writes the whole (length x length) score matrix to memory. cuDNN's kernel refuses a single query
-    (``query_length=1``: a generation step with a KV cache). Lesson 14.
+    which writes the whole (length x length) score matrix to memory. cuDNN's kernel refuses a single key or value
+    (``key_length=1``); a single query (a generation step with a KV cache) it takes, without dropout. Lesson 14.
     """
     if head_dim < 1:
         raise ValueError(f"head_dim must be at least 1, got {head_dim}.")
@@ -181,7 +184,7 @@ def attention_backend(
         return "flash"
     half = dtype in (torch.float16, torch.bfloat16)
     in_range = capability <= FUSED_ATTENTION_MAX
-    if cudnn_first and in_range and capability >= AMPERE and half and head_dim % 8 == 0 and query_length != 1:
+    if cudnn_first and in_range and capability >= AMPERE and half and head_dim % 8 == 0 and key_length != 1:
         if head_dim <= (256 if capability == (9, 0) else 128):
             return "cudnn"
     if in_range and capability >= FLASH_ATTENTION_MIN and half and head_dim <= FLASH_ATTENTION_MAX_HEAD_DIM:

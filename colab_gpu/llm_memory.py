@@ -16,6 +16,9 @@ from dataclasses import dataclass
 import torch
 
 GIB = 1024**3
+#: A T4's memory as PyTorch reports it (``total_memory``; "14.75 GiB total capacity" in its out-of-memory errors), of
+#: its 16 GB; the CUDA context takes a few hundred MiB of that before the first tensor.
+T4_BYTES = int(14.75 * GIB)
 #: Bytes per stored value. 4-bit formats (NF4, GPTQ, AWQ) pack two values per byte, plus small per-block scales.
 FORMATS = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0, "4-bit": 0.5}
 #: fp32 weights, fp32 gradients, Adam's exp_avg and exp_avg_sq in fp32.

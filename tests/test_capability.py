@@ -97,10 +97,14 @@ def test_cudnn_attention_goes_first_on_hopper_with_a_recent_cudnn(monkeypatch):
     assert not cudnn_attention_first(h100, 91002, "2.10.0+cu128")  # 2.10's wheels ship cuDNN 9.10
     assert not cudnn_attention_first(h100, 91900, "2.7.1") and not cudnn_attention_first((8, 0), 91900, "2.11.0")
     assert not cudnn_attention_first(h100, None, "2.11.0")
+    for ignored in ("true", "yes", " 1", "0"):  # c10::utils::check_env: exactly "1"; other values warn, and count not
+        monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", ignored)
+        assert cudnn_attention_first(h100, 91900, "2.11.0"), ignored
     monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "1")
     assert not cudnn_attention_first(h100, 91900, "2.11.0")
     assert attention_backend(h100, torch.bfloat16, 128, cudnn_first=True) == "cudnn"
-    assert attention_backend(h100, torch.bfloat16, 128, cudnn_first=True, query_length=1) == "flash"
+    assert attention_backend(h100, torch.bfloat16, 128, cudnn_first=True, key_length=1) == "flash"
+    assert attention_backend(h100, torch.bfloat16, 128, cudnn_first=True, key_length=512) == "cudnn"  # a decode step
     assert attention_backend(h100, torch.float32, 128, cudnn_first=True) == "efficient"
 
 
@@ -124,5 +128,5 @@ def test_attention_backend_on_this_gpu_is_the_one_pytorch_picks():
     choice = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
     for dtype in (torch.float16, torch.bfloat16, torch.float32):
         q = torch.randn(1, 8, 128, 64, dtype=dtype, device="cuda")
-        expected = attention_backend(capability, dtype, 64, cudnn_first=first, query_length=128)
+        expected = attention_backend(capability, dtype, 64, cudnn_first=first, key_length=128)
         assert choice[torch._fused_sdp_choice(q, q, q)] == expected, dtype

@@ -44,6 +44,7 @@ def lora(init_b, scale, freeze=True):
         (lora(torch.randn, lambda a, r: a / r), "start B at zero"),
         (lora(torch.zeros, lambda a, r: 1.0), "check the order and the scale"),
         (lora(torch.zeros, lambda a, r: a / r, freeze=False), "the base layer still trains"),
+        (lora(torch.zeros, lambda a, r: a / r), "create them with dtype=base.weight.dtype"),  # fp32 adapters only
         (LoRALinear(nn.Linear(2, 2), 1), "pass your class (LoRALinear, not LoRALinear(...))"),
     ],
 )

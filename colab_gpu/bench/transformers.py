@@ -55,7 +55,7 @@ def attention_rows(device: str | torch.device) -> list[Row]:
         "heads": heads,
         "head_dim": head_dim,
         "dtype": str(dtype).removeprefix("torch."),
-        "backend": attention_backend(capability, dtype, head_dim, cudnn_first=cudnn_first, query_length=length),
+        "backend": attention_backend(capability, dtype, head_dim, cudnn_first=cudnn_first, key_length=length),
         "by_hand_ms": round(seconds["by hand"] * 1e3, 3),
         "fused_ms": round(seconds["fused"] * 1e3, 3),
     }

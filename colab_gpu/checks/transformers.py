@@ -49,6 +49,12 @@ def _problem(layer_class: type, rank: int, alpha: float) -> str | None:
     layer(x).sum().backward()
     if A.grad is None or B.grad is None:
         return "A and B get no gradient: use them in forward, without .detach() or torch.no_grad()."
+    half = layer_class(nn.Linear(32, 24).to(torch.bfloat16), rank, alpha)  # a layer of a model loaded in 16 bits
+    if {half.A.dtype, half.B.dtype} != {torch.bfloat16}:
+        return (
+            "on a 16-bit layer (a model loaded in fp16 or bf16) A and B must be 16-bit too: create them with "
+            "dtype=base.weight.dtype, as well as device=base.weight.device."
+        )
     return None
 
 
