@@ -176,7 +176,10 @@ def attention_backend(
     order flash, memory-efficient, math (cuDNN first where `cudnn_attention_first`) and runs the first whose
     checks pass: on a T4 (7.5) flash is out and fp16 runs memory-efficient, but bf16 falls to the math kernel,
     which writes the whole (length x length) score matrix to memory. cuDNN's kernel refuses a single key or value
-    (``key_length=1``); a single query (a generation step with a KV cache) it takes, without dropout. Lesson 14.
+    (``key_length=1``); a single query (a generation step with a KV cache) it takes, without dropout. Its head_dim
+    limit is taken as 256 on sm90 and 128 elsewhere; PyTorch main allows 256 on sm90 and sm100 only with a cuDNN
+    newer than 9.22 built against a recent cuDNN frontend, so for a head_dim of 129-256 on those GPUs the rule can
+    name the wrong kernel (every model the course uses has a head_dim of 64 or 128). Lesson 14.
     """
     if head_dim < 1:
         raise ValueError(f"head_dim must be at least 1, got {head_dim}.")
