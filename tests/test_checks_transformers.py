@@ -37,6 +37,23 @@ def lora(init_b, scale, freeze=True):
     return Attempt
 
 
+def on_the_cpu():
+    """A layer right in every way but one: its adapters are made on the CPU whatever the base layer's device."""
+
+    class Attempt(nn.Module):
+        def __init__(self, base, rank, alpha):
+            super().__init__()
+            self.base = base.requires_grad_(False)
+            self.A = nn.Parameter(torch.randn(rank, base.in_features, dtype=base.weight.dtype) * 0.01)
+            self.B = nn.Parameter(torch.zeros(base.out_features, rank, dtype=base.weight.dtype))
+            self.scale = alpha / rank
+
+        def forward(self, x):
+            return self.base(x) + self.scale * (x @ self.A.T @ self.B.T)
+
+    return Attempt
+
+
 @pytest.mark.parametrize(
     "attempt, said",
     [
@@ -45,6 +62,7 @@ def lora(init_b, scale, freeze=True):
         (lora(torch.zeros, lambda a, r: 1.0), "check the order and the scale"),
         (lora(torch.zeros, lambda a, r: a / r, freeze=False), "the base layer still trains"),
         (lora(torch.zeros, lambda a, r: a / r), "create them with dtype=base.weight.dtype"),  # fp32 adapters only
+        (on_the_cpu(), "created on the base layer's device (device=base.weight.device)"),
         (LoRALinear(nn.Linear(2, 2), 1), "pass your class (LoRALinear, not LoRALinear(...))"),
     ],
 )

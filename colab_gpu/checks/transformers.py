@@ -55,6 +55,12 @@ def _problem(layer_class: type, rank: int, alpha: float) -> str | None:
             "on a 16-bit layer (a model loaded in fp16 or bf16) A and B must be 16-bit too: create them with "
             "dtype=base.weight.dtype, as well as device=base.weight.device."
         )
+    elsewhere = layer_class(nn.Linear(32, 24, device="meta"), rank, alpha)  # "meta": a device other than the CPU
+    if {elsewhere.A.device.type, elsewhere.B.device.type} != {"meta"}:
+        return (
+            "A and B must be created on the base layer's device (device=base.weight.device): on a GPU, adapters "
+            "left on the CPU make forward fail."
+        )
     return None
 
 
@@ -78,7 +84,7 @@ def lora_linear(
     inputs = torch.randn(16, 2048, device=device)
     full = nn.Linear(2048, 2048, bias=False).to(device)
     full_bytes = _adam_moment_bytes(full, inputs)
-    adapted = layer_class(nn.Linear(2048, 2048, bias=False).to(device), rank, alpha).to(device)
+    adapted = layer_class(nn.Linear(2048, 2048, bias=False).to(device), rank, alpha)  # the adapters on its device
     lora_bytes = _adam_moment_bytes(adapted, inputs)
     trainable = sum(p.numel() for p in adapted.parameters() if p.requires_grad)
     return ok(

@@ -162,7 +162,7 @@ for warning in why:
 
 # %% [markdown]
 # Forced one at a time, the kernels show which of them this runtime has for section 1's
-# inputs, and what each costs (math is the four lines above, run by PyTorch):
+# inputs, and what each costs (math is PyTorch's unfused version of the four lines above):
 
 # %%
 for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
@@ -193,16 +193,21 @@ import matplotlib.pyplot as plt
 lengths = [1024, 2048, 4096, 8192] if on_gpu else [256, 512, 1024, 2048]
 rows = []
 for n in lengths:
-    q, k, v = (torch.randn(1, heads, n, head_dim, device=device, dtype=dtype) for _ in range(3))
-    by_hand = cg.benchmark(lambda q=q, k=k, v=v: attention_by_hand(q, k, v), device=device, repeat=3)
-    fused = cg.benchmark(lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v), device=device, repeat=3)
-    score_mib = (q @ k.transpose(-2, -1)).nbytes / 2**20  # the scores attention by hand writes to memory
-    with cg.measure_peak(device) as peak:
-        attention_by_hand(q, k, v)
-    rows.append((n, by_hand.median, fused.median, score_mib, peak.peak_mib))
+    qn, kn, vn = (torch.randn(1, heads, n, head_dim, device=device, dtype=dtype) for _ in range(3))
+    by_hand = cg.benchmark(lambda qn=qn, kn=kn, vn=vn: attention_by_hand(qn, kn, vn), device=device, repeat=3)
+    fused_time = cg.benchmark(lambda qn=qn, kn=kn, vn=vn: F.scaled_dot_product_attention(qn, kn, vn),
+                              device=device, repeat=3)
+    score_mib = (qn @ kn.transpose(-2, -1)).nbytes / 2**20  # the scores attention by hand writes to memory
+    with cg.measure_peak(device) as peak:  # lesson 07: the allocator's peak, on a GPU (None on a CPU)
+        attention_by_hand(qn, kn, vn)
+    with cg.measure_peak(device) as fused_peak:
+        F.scaled_dot_product_attention(qn, kn, vn)
+    rows.append((n, by_hand.median, fused_time.median, score_mib, peak.peak_mib, fused_peak.peak_mib))
     print(f"{n:5} tokens: by hand {cg.format_seconds(by_hand.median):>9}, fused "
-          f"{cg.format_seconds(fused.median):>9}; scores {score_mib:8,.0f} MiB"
-          + (f", peak by hand {peak.peak_mib:,.0f} MiB" if peak.peak_mib is not None else ""))
+          f"{cg.format_seconds(fused_time.median):>9}; scores {score_mib:8,.0f} MiB"
+          + (f"; peak by hand {peak.peak_mib:,.0f} MiB, fused {fused_peak.peak_mib:,.1f} MiB" if on_gpu else ""))
+if on_gpu:  # the fused kernel never stores the scores: at the longest length its peak stays far below them
+    assert rows[-1][5] < rows[-1][3]
 
 ratio = rows[2][3] / rows[0][3]
 print(f"measured: {ratio:.0f}x the score memory at 4x the length"
@@ -218,8 +223,8 @@ plt.show()
 # %% [markdown]
 # A CPU's fused kernel is a flash kernel too, working on tiles that stay in its caches; a GPU's
 # keeps its tiles in on-chip memory. The timings above are this runtime's; on a GPU, the
-# bench's `attention` row measures the fused kernel at 4096 tokens against the course's targets (at least
-# 1.5x faster, at least 8x less peak memory), and `references.json` will hold the T4's figure.
+# bench's `attention` row (`python -m colab_gpu bench`) measures the fused kernel at 4096 tokens
+# against the course's targets: at least 1.5x faster, at least 8x less peak memory.
 #
 # ## 3. What a language model needs in memory
 #
@@ -251,13 +256,15 @@ assert memory.ADAM_TRAINING_BYTES_PER_PARAMETER * llama_1b.parameters > t4  # 1B
 # in its config: 32,768 tokens for Qwen2.5, 131,072 for Llama 3.2), and a batch of 8 sequences
 # divides the context by 8; the CUDA context also takes a few hundred MiB first. A 7B model just
 # fits a T4 for inference in fp16; fine-tuning all of
-# a 1B model does not fit (20 GB), which is why section 5 trains two small matrices instead.
+# a 1B model does not fit (18.4 GiB), which is why section 5 trains two small matrices instead.
 #
 # The formula on a real model: `cg.TinyDecoder` has Llama's parts (rotary positions,
 # grouped-query attention, a gated MLP, RMSNorm) at a size a CPU runs. Build it straight on
 # the device (`with torch.device(device)`), then cast it to its dtype there: a model built on
 # the CPU and then moved needs its full fp32 size in the runtime's RAM first, which is how a
 # large model crashes Colab's 12 GB ("Your session crashed after using all available RAM").
+# Built on the GPU, its fp32 copy lives there for a moment instead: fine for a small model,
+# not for a 7B one (29 GB in fp32), which you load in its 16-bit dtype weight by weight.
 # For a pretrained model, `from_pretrained(..., dtype=torch.float16, device_map="cuda")` does
 # both while loading (section 6).
 
@@ -279,13 +286,29 @@ assert weights == expected
 # A language model generates one token at a time: run the model on the text so far, take the
 # most likely next token, append it, repeat. Without a cache, step `t` recomputes the keys and
 # values of all `t` tokens again. With a **KV cache**, each layer keeps the keys and values it
-# computed, and each step runs the model on the one new token. **Predict first:** will the two
-# generate the same tokens? (In fp32 here: in 16 bits the two ways round differently, and where
-# two tokens are almost equally likely, greedy decoding may pick the other one.)
+# computed, and each step runs the model on the one new token. The loop, in plain PyTorch
+# (`TinyDecoder` takes the cache and returns it extended; `cg.generate` is this loop). The model
+# is untrained, so expect one token over and over: the point here is the mechanics.
 
 # %%
-model = model.float()  # in place: the same weights, in fp32
+model = model.float()  # in place: the same weights, in fp32 (why, below)
 prompt = torch.randint(0, shape.vocab, (1, 32), device=device)
+tokens, cache, step_input = prompt, None, prompt
+with torch.inference_mode():
+    for _ in range(8):
+        logits, cache = model(step_input, cache)  # each layer's cache grows by the new tokens' keys and values
+        next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # greedy: the most likely token
+        tokens = torch.cat([tokens, next_token], dim=1)
+        step_input = next_token  # the next step reads only the new token
+print("generated token ids:", tokens[0, prompt.shape[1]:].tolist())
+assert torch.equal(tokens, cg.generate(model, prompt, 8))
+
+# %% [markdown]
+# **Predict first:** will generation with and without the cache give the same tokens? (In fp32
+# here: in 16 bits the two ways round differently, and where two tokens are almost equally
+# likely, greedy decoding may pick the other one.)
+
+# %%
 new_tokens = 128 if on_gpu else 48
 timings = {}
 for use_cache in (False, True):
@@ -331,7 +354,8 @@ for candidate in (torch.float16, torch.bfloat16):
     choice = "  <- lesson 06's choice on this GPU" if on_gpu and candidate == precision.dtype else ""
     print(f"{FORMAT[candidate]}: {batch * prompt_tokens / result.median:10,.0f} prompt tokens/s{choice}")
 if not on_gpu:
-    print("These are a CPU's figures, which say nothing of a GPU's tensor cores: the course's GPU runs measure them.")
+    print("A CPU's figures: its 16-bit kernels are its own (recent x86 CPUs have fast bf16 matrix kernels, slow fp16 "
+          "ones) and say nothing of a GPU's tensor cores.")
 
 # %% [markdown]
 # ## 5. LoRA by hand
@@ -344,8 +368,9 @@ if not on_gpu:
 #
 # ## Exercise: write a LoRA linear layer
 #
-# Complete `MyLoRALinear`: keep `base` frozen (`requires_grad_(False)`), add `self.A` (random,
-# like `nn.Linear`'s weights) and `self.B` (zeros) as `nn.Parameter`s on the base layer's device
+# Complete `MyLoRALinear`: keep `base` frozen (`requires_grad_(False)`), add `self.A` (random:
+# `nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))`, as `nn.Linear` does, or any small random
+# values) and `self.B` (zeros) as `nn.Parameter`s on the base layer's device
 # and in its dtype (a model loaded in 16 bits has 16-bit layers), and add the scaled update in
 # `forward`. The check runs your layer against the definition, then measures what
 # it saves on this runtime.
@@ -375,7 +400,7 @@ cg.checks.lora_linear(MyLoRALinear, device)
 
 # %%
 text = "the quick brown fox jumps over the lazy dog. " * 8
-ids = torch.tensor([[ord(c) % shape.vocab for c in text]], device=device)
+ids = torch.tensor([[ord(c) % shape.vocab for c in text]], device=device)  # one token per character
 torch.manual_seed(0)
 with torch.device(device):
     model = cg.TinyDecoder(shape)
@@ -448,7 +473,8 @@ if loading.peak_mib is not None:  # what the GPU held at most while loading: the
 
 # %% [markdown]
 # Generation is `model.generate`: greedy (`do_sample=False`) as in section 4, with the KV cache
-# on by default. The cache of the prompt, measured against section 3's formula:
+# on by default (offline, the stand-in's random weights have nothing to say: its ids repeat).
+# The cache of the prompt, measured against section 3's formula:
 
 # %%
 if tokenizer is not None:
@@ -463,8 +489,8 @@ with torch.no_grad():
     output = llm.generate(**inputs, max_new_tokens=new_tokens, do_sample=False)
     cache_bytes = memory.storage_bytes(memory.cache_tensors(llm(**inputs)))
 generated = output[0, inputs["input_ids"].shape[1]:]
-text = tokenizer.decode(generated) if tokenizer is not None else generated.tolist()
-print(f"{len(generated) / result.median:,.0f} tokens/s:", text)
+completion = tokenizer.decode(generated) if tokenizer is not None else generated.tolist()
+print(f"{len(generated) / result.median:,.0f} tokens/s:", completion)
 prompt_length = inputs["input_ids"].shape[1]
 assert cache_bytes == memory.kv_cache_bytes(llm_shape, prompt_length, fmt=FORMAT[dtype])
 print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f} KiB, as the formula says; "
@@ -477,10 +503,11 @@ print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f}
 
 # %%
 total = sum(p.numel() for p in llm.parameters())
-cg.add_lora(llm, targets=("q_proj", "v_proj"), rank=8)
+rank = 8
+cg.add_lora(llm, targets=("q_proj", "v_proj"), rank=rank)
 trainable = sum(p.numel() for p in llm.parameters() if p.requires_grad)
 q_out, v_out = llm_shape.heads * llm_shape.head_dim, llm_shape.kv_heads * llm_shape.head_dim
-assert trainable == llm_shape.layers * 8 * ((llm_shape.hidden + q_out) + (llm_shape.hidden + v_out))
+assert trainable == llm_shape.layers * rank * ((llm_shape.hidden + q_out) + (llm_shape.hidden + v_out))
 print(f"LoRA of rank 8 on {llm_shape.layers} layers: {trainable:,} trainable parameters, "
       f"{100 * trainable / total:.2f}% of {total:,}")
 
