@@ -143,14 +143,21 @@ def worker_rule(cores: int) -> tuple[int, str]:
     return min(cores, MAX_WORKERS), why + "."
 
 
+def release_of(version: str) -> tuple[int, int]:
+    """(major, minor) of a package's version string: "2.11.0+cu130" -> (2, 11), "5.0.0rc1" -> (5, 0)."""
+    numbers = re.findall(r"\d+", version)[:2]
+    if len(numbers) < 2:
+        raise ValueError(f"not a version with a major and a minor number: {version!r}.")
+    return int(numbers[0]), int(numbers[1])
+
+
 def cudnn_attention_first(capability: tuple[int, int], cudnn_version: int | None, torch_version: str) -> bool:
     """Whether ``scaled_dot_product_attention`` tries cuDNN's kernel before flash on this GPU (see
     `CUDNN_ATTENTION_FIRST_FROM`); ``cudnn_version`` as ``torch.backends.cudnn.version()`` gives it (91900).
     Taught in lesson 14."""
     newer_than, first_torch = CUDNN_ATTENTION_FIRST_FROM
-    release = tuple(int(part) for part in re.findall(r"\d+", torch_version)[:2])
     return (
-        release >= first_torch
+        release_of(torch_version) >= first_torch
         and cudnn_version is not None
         and cudnn_version > newer_than
         and capability[0] in (9, 10)

@@ -22,6 +22,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
+from .capability import release_of
 from .downloads import download_problem, download_timeout
 
 HUB_HOST = "huggingface.co"
@@ -75,8 +76,7 @@ def transformers_module():
             "Hugging Face transformers is not installed: it is preinstalled on Colab and Kaggle; elsewhere "
             "`pip install transformers` (it leaves torch as it is)."
         ) from err
-    found = tuple(int(part) for part in transformers.__version__.split(".")[:2])
-    if found < TRANSFORMERS_FLOOR:
+    if release_of(transformers.__version__) < TRANSFORMERS_FLOOR:
         floor = ".".join(map(str, TRANSFORMERS_FLOOR))
         raise ImportError(
             f"transformers {transformers.__version__} is installed; this needs {floor} or newer (its `dtype=`): "

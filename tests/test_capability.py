@@ -108,6 +108,14 @@ def test_cudnn_attention_goes_first_on_hopper_with_a_recent_cudnn(monkeypatch):
     assert attention_backend(h100, torch.float32, 128, cudnn_first=True) == "efficient"
 
 
+def test_a_version_string_gives_its_release():
+    from colab_gpu.capability import release_of
+
+    assert release_of("2.11.0+cu130") == (2, 11) and release_of("5.0.0rc1") == (5, 0) and release_of("4.57") == (4, 57)
+    with pytest.raises(ValueError, match="not a version"):
+        release_of("nightly")
+
+
 def test_attention_backend_on_this_cpu_is_the_one_pytorch_picks():
     from colab_gpu.capability import attention_backend
 

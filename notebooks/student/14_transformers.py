@@ -149,6 +149,11 @@ import warnings
 
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+
+def reasons(caught):  # PyTorch's warnings, without the "(Triggered internally at <its build machine's path>)"
+    return [str(warning.message).split(" (Triggered internally")[0] for warning in caught]
+
+
 with warnings.catch_warnings(record=True) as why:  # PyTorch warns why each kernel refused, then raises
     warnings.simplefilter("always")
     with cg.shows_error(RuntimeError, atlas="sdpa-no-kernel"):  # lesson 09's atlas: cause and fix
@@ -157,8 +162,8 @@ with warnings.catch_warnings(record=True) as why:  # PyTorch warns why each kern
                 F.scaled_dot_product_attention(q.float(), k.float(), v.float())
             else:  # the CPU's flash kernel takes fp32, but no dropout
                 F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
-for warning in why:
-    print("warning:", str(warning.message).split(" (Triggered internally")[0])
+for reason in reasons(why):
+    print("warning:", reason)
 
 # %% [markdown]
 # Forced one at a time, the kernels show which of them this runtime has for section 1's
@@ -173,9 +178,8 @@ for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPB
             timing = cg.benchmark(lambda: F.scaled_dot_product_attention(q, k, v), device=device, repeat=5)
             print(f"{backend.name:20} {cg.format_seconds(timing.median):>9}")
         except RuntimeError:  # "No available kernel": the warnings say why
-            reasons = [str(w.message).split(" (Triggered internally")[0] for w in why]
-            reasons = [r for r in reasons if not r.endswith("because:")]  # keep the reasons, not their headings
-            print(f"{backend.name:20} refused: {'; '.join(reasons) or 'not a kernel PyTorch has for this device'}")
+            said = [r for r in reasons(why) if not r.endswith("because:")]  # the reasons, not their headings
+            print(f"{backend.name:20} refused: {'; '.join(said) or 'not a kernel PyTorch has for this device'}")
 
 # %% [markdown]
 # ## 2. Time and memory against the sequence length
@@ -487,6 +491,7 @@ with torch.no_grad():
     result = cg.benchmark(lambda: llm.generate(**inputs, max_new_tokens=new_tokens, do_sample=False),
                           device=device, warmup=1, repeat=3)
     output = llm.generate(**inputs, max_new_tokens=new_tokens, do_sample=False)
+    # the cache is outputs.cache (outputs.past_key_values before transformers 5); cache_tensors takes either
     cache_bytes = memory.storage_bytes(memory.cache_tensors(llm(**inputs)))
 generated = output[0, inputs["input_ids"].shape[1]:]
 completion = tokenizer.decode(generated) if tokenizer is not None else generated.tolist()
