@@ -27,13 +27,24 @@ def doctor(as_json: bool = False) -> int:
 
 
 def bench(device_name: str | None, only: list[str] | None, out: str) -> int:
-    """Run the benchmarks on the chosen device and write their results under ``out``."""
+    """Run the benchmarks on the chosen device and write their results under ``out``.
+
+    bench.json is rewritten after every experiment, with each experiment's seconds and row keys: a run that is
+    stopped part-way still leaves what it measured (the GPU suite reads it)."""
     from .bench import run_benchmarks
-    from .bench.output import write_results
+    from .bench.output import write_json, write_results
 
     device = get_device(device_name)
-    rows = run_benchmarks(device, only)
-    for path in write_results(rows, out):
+    done: list = []
+    experiments: dict[str, dict] = {}
+
+    def keep(name, rows, seconds):
+        done.extend(rows)
+        experiments[name] = {"seconds": round(seconds, 2), "keys": [row.key for row in rows]}
+        write_json(done, out, experiments)
+
+    rows = run_benchmarks(device, only, on_experiment=keep)
+    for path in write_results(rows, out, experiments):
         print(f"wrote {path}")
     return 0
 

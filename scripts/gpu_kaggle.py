@@ -10,7 +10,8 @@ put a fake one first) and needs KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_
   3. polls `kaggle kernels status` every KAGGLE_POLL_S seconds up to KAGGLE_DEADLINE_S after the push;
   4. downloads /kaggle/working with `kaggle kernels output` into build/gpu-kaggle/<slug>/output/, checks that its
      manifest is of the commit pushed, and imports a passing run (scripts/import_gpu_run.py);
-  5. deletes the kernel, whatever happened, and prints one closing line.
+  5. deletes the kernel, whatever happened after the push (a push that failed created none), and prints one
+     closing line.
 
 Kaggle's known traps each end in a clear message and a non-zero exit: "Kernel push error: ..." printed with exit
 code 0, the 2-GPU-sessions limit, HTTP 429/500 answered as HTML pages (retried KAGGLE_RETRIES times with backoff
@@ -30,6 +31,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,12 +55,20 @@ HTTP_TROUBLE = re.compile(
     r"connection (reset|aborted|refused|error)|quota exceeded",
     re.I,
 )
+ERROR_PAGE = re.compile(r"<html|<!doctype", re.I)  # an HTTP error answered as a web page, whatever the exit code
 CALL_TIMEOUT_S = 300  # one CLI call; a hung one is retried like an HTTP error, not waited on for hours
 SESSION_LIMIT = re.compile(r"(maximum|max)\b.*\bGPU session count of (\d+) reached", re.I)
 
 
 class Stop(Exception):
     """The run cannot go on; the message says why and what to do."""
+
+
+class PushFailed(Stop):
+    """Kaggle answered the push with a failure, so it created no kernel: there is nothing to delete."""
+
+
+NOTHING_TO_DELETE = "the push failed, so no kernel was created on Kaggle: nothing to delete"
 
 
 @dataclass
@@ -100,24 +111,28 @@ def kaggle_cli() -> str:
     return found
 
 
-def call(cli: str, args: list[str], settings: Settings, deadline: float, retry: bool = True) -> str:
+def call(cli: str, args: list[str], settings: Settings, deadline: float) -> str:
     """Run `kaggle ARGS`; retry with backoff while it fails with an HTTP error page; return its output."""
     for attempt in range(settings.retries + 1):
-        try:
-            done = subprocess.run([cli, *args], capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
-            output = (done.stdout + done.stderr).strip()
-        except subprocess.TimeoutExpired:
-            done, output = None, f"no answer in {CALL_TIMEOUT_S} s (timed out)"
-        trouble = done is None or done.returncode != 0 or bool(re.search(r"<html|<!doctype", output, re.I))
-        if not trouble:
+        code, output = call_once(cli, args)
+        if code == 0 and not ERROR_PAGE.search(output):
             return output
         transient = bool(HTTP_TROUBLE.search(output))
         wait = settings.retry_s * 2**attempt
-        if not (retry and transient) or attempt == settings.retries or time.monotonic() + wait > deadline:
+        if not transient or attempt == settings.retries or time.monotonic() + wait > deadline:
             raise Stop(f"`kaggle {' '.join(args)}` failed after {attempt + 1} tries: {readable(output)}")
         print(f"kaggle {args[0]} {args[1]}: {readable(output, 120)}; again in {wait:.0f} s", flush=True)
         pause(wait)
     raise AssertionError("unreachable")
+
+
+def call_once(cli: str, args: list[str]) -> tuple[int | None, str]:
+    """Run `kaggle ARGS` once: its exit code (None when it gave no answer in CALL_TIMEOUT_S) and its output."""
+    try:
+        done = subprocess.run([cli, *args], capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None, f"no answer in {CALL_TIMEOUT_S} s (timed out)"
+    return done.returncode, (done.stdout + done.stderr).strip()
 
 
 def readable(output: str, limit: int = 600) -> str:
@@ -230,19 +245,27 @@ def write_kernel(folder: Path, user: str, slug: str, sha: str, repo: str, lesson
     return folder
 
 
-def push(cli: str, folder: Path, settings: Settings, deadline: float) -> None:
+def push(cli: str, folder: Path, settings: Settings) -> None:
+    """Push the kernel folder once (a retried push would start a second session); PushFailed when Kaggle refuses."""
     args = ["kernels", "push", "-p", str(folder), "--accelerator", ACCELERATOR, "-t", str(settings.timeout_s)]
-    output = call(cli, args, settings, deadline, retry=False)
+    code, output = call_once(cli, args)
+    if code is None:  # no answer: the push may have reached Kaggle, so the kernel is deleted as after any push
+        raise Stop(f"`kaggle {' '.join(args)}` failed: {output}")
+    if code != 0 or ERROR_PAGE.search(output):  # no network, an HTTP error
+        raise PushFailed(
+            f"`kaggle {' '.join(args)}` failed: {readable(output)} "
+            "(check this machine's network and the Kaggle credentials, then run again)"
+        )
     print(output, flush=True)
     limit = SESSION_LIMIT.search(output)
     if limit:
-        raise Stop(
+        raise PushFailed(
             f"Kaggle runs at most {limit.group(2)} GPU sessions at once per account and yours are all busy: "
             "wait for them, or stop one at kaggle.com/code (Your Work), then run again."
         )
     error = re.search(r"Kernel push error:?\s*(.*)", output)
     if error:  # the CLI prints this and still exits 0
-        raise Stop(f"Kaggle refused the kernel: {error.group(1).strip() or output}")
+        raise PushFailed(f"Kaggle refused the kernel: {error.group(1).strip() or output}")
 
 
 def status_of(output: str) -> str:
@@ -312,12 +335,27 @@ def checked_manifest(output: Path, sha: str) -> dict:
 
 
 def delete(cli: str, kernel: str, settings: Settings) -> None:
-    """Delete the kernel whatever happened (it may not exist, after a refused push)."""
+    """Delete the kernel, retrying while Kaggle answers with an HTTP error."""
     try:
         call(cli, ["kernels", "delete", kernel, "--yes"], settings, time.monotonic() + 10 * settings.retry_s + 60)
         print(f"deleted the kernel {kernel}", flush=True)
     except Stop as failed:
         print(f"could not delete the kernel {kernel} (delete it at kaggle.com/code): {failed}", flush=True)
+
+
+@contextmanager
+def kernel_deleted_afterwards(cli: str, kernel: str, settings: Settings) -> Iterator[None]:
+    """Delete the pushed kernel however the block ends (a Stop, a cancelled job's signal), but not after a failed
+    push: Kaggle created no kernel then, and deleting it would only retry for minutes and end in a false alarm."""
+    try:
+        yield
+    except PushFailed:
+        print(NOTHING_TO_DELETE, flush=True)
+        raise
+    except BaseException:
+        delete(cli, kernel, settings)
+        raise
+    delete(cli, kernel, settings)
 
 
 def closing_line(outcome: str, manifest: dict | None, started: float) -> str:
@@ -351,8 +389,8 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
         print(f"pushing {kernel}: commit {sha[:7]} on {ACCELERATOR}, -t {settings.timeout_s} s", flush=True)
         # The workflow's clean-up step deletes this kernel if the job itself is cancelled or killed.
         (args.work / "kernel-id.txt").write_text(kernel + "\n")
-        try:
-            push(cli, work / "kernel", settings, deadline)
+        with kernel_deleted_afterwards(cli, kernel, settings):
+            push(cli, work / "kernel", settings)
             pushed = time.monotonic()
             status = wait_for(cli, kernel, settings, pushed, deadline)
             try:
@@ -383,8 +421,6 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
                 print(import_run(work / "output", args.import_to), flush=True)
             except ImportRefused as refused:
                 raise Stop(f"the run passed but was not imported: {refused}") from None
-        finally:
-            delete(cli, kernel, settings)
     except Stop as stop:
         print(f"gpu-kaggle: {stop}", file=sys.stderr, flush=True)
         print(closing_line("FAILED", manifest, started), flush=True)
@@ -394,7 +430,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
 
 
 def stop_on_sigterm(signum, frame) -> None:
-    """A cancelled job gets SIGTERM: leave through the `finally` that deletes the kernel."""
+    """A cancelled job gets SIGTERM: leave through kernel_deleted_afterwards, which deletes the kernel."""
     raise Stop(f"stopped by signal {signum} (the job was cancelled or timed out)")
 
 

@@ -4,6 +4,13 @@ It is the code of the Kaggle kernel that `make gpu-kaggle` pushes (scripts/gpu_k
 what a maintainer runs by hand on Colab Pro (maintainers/gpu_run.ipynb) or on any GPU machine:
 
     python gpu_runner.py --repo https://github.com/OWNER/REPO.git --sha COMMIT [--out DIR]
+    python3 scripts/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR [--sha COMMIT]   (no git, no index)
+    python3 scripts/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR --resume           (the next window)
+
+A GPU node without internet takes a local checkout or a source tarball (`git archive`) instead of --repo, and a
+folder of wheels (`make gpu-wheels`) instead of an index. Its commit comes from --sha, else git, else the tarball's
+scripts/COMMIT (filled in by `git archive`: .gitattributes export-subst). --budget and --resume go to the suite
+(scripts/gpu_suite.py): a window of GPU time runs what fits, the next finishes the run in the same --out folder.
 
   1. records `nvidia-smi` and the image's versions (Python, torch, torchvision, CUDA, driver, `pip freeze`);
   2. clones the repository and checks out the commit;
@@ -31,6 +38,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from importlib import metadata
@@ -130,6 +138,39 @@ def clone(repo: str, sha: str, into: Path, logs: Path) -> str:
     ).stdout.strip()
 
 
+# What a local checkout's copy leaves behind: environments, build output, caches, wheels (the suite's own venv
+# is the image's Python; its outputs go to --out).
+NOT_COPIED = shutil.ignore_patterns(".git", ".venv*", "build", ".whl", "__pycache__", ".pytest_cache", ".ruff_cache")
+
+
+def unpack(checkout: Path, into: Path) -> None:
+    """A copy of the course at ``checkout`` (a folder, or a tarball such as `git archive` writes) in ``into``."""
+    if checkout.is_dir():
+        shutil.copytree(checkout, into, ignore=NOT_COPIED)
+    elif tarfile.is_tarfile(checkout):
+        with tarfile.open(checkout) as archive:
+            archive.extractall(into.parent / "unpacked", filter="data")
+        found = sorted((into.parent / "unpacked").glob("**/scripts/gpu_suite.py"), key=lambda p: len(p.parts))
+        if not found:
+            raise RunFailed(f"{checkout} holds no scripts/gpu_suite.py: give --checkout the course or its tarball.")
+        found[0].parent.parent.rename(into)  # `git archive --prefix=course/` wraps it in a folder; without, not
+    else:
+        raise RunFailed(f"--checkout {checkout}: neither a folder nor a tarball (git archive -o course.tar.gz HEAD).")
+    if not (into / "scripts" / "gpu_suite.py").exists():
+        raise RunFailed(f"--checkout {checkout} is not the course: it has no scripts/gpu_suite.py.")
+
+
+def checkout_commit(checkout: Path, course: Path) -> str | None:
+    """The commit of a checkout: git's, where git and the checkout's .git are there, else the tarball's stamp."""
+    if checkout.is_dir() and shutil.which("git") and (checkout / ".git").exists():
+        done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
+        if done.returncode == 0:
+            return done.stdout.strip()
+    stamp = course / "scripts" / "COMMIT"
+    text = stamp.read_text().strip() if stamp.exists() else ""
+    return text if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else None
+
+
 def missing_requirements(requirements: Path) -> list[str]:
     """requirements.txt's pins whose package this Python lacks, torch, torchvision and NOT_FOR_THE_SUITE left out."""
     missing = []
@@ -147,15 +188,28 @@ def missing_requirements(requirements: Path) -> list[str]:
     return missing
 
 
-def install(course: Path, python: str, before: dict, logs: Path, work: Path) -> list[str]:
-    """colab_gpu from the clone, and what the image lacks; torch and torchvision pinned to ``before``."""
+def install(course: Path, python: str, before: dict, logs: Path, work: Path, wheels: Path | None = None) -> list[str]:
+    """colab_gpu from the clone, and what the image lacks; torch and torchvision pinned to ``before``.
+
+    With ``wheels`` (a folder `make gpu-wheels` filled) pip reads that folder only, never an index: a GPU node
+    without internet."""
     constraints = work / "constraints.txt"
     constraints.write_text("".join(f"{name}=={before[name]}\n" for name in PINNED if before.get(name)))
     pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
+    if wheels is not None:
+        if not Path(wheels).is_dir():
+            raise RunFailed(
+                f"the wheels folder {wheels} does not exist: fill it on a machine with an index "
+                "(make gpu-wheels PYTHON_VERSION=3.12) and carry it to this one."
+            )
+        pip += ["--no-index", "--find-links", str(Path(wheels).resolve())]
     log = logs / "install.log"
     missing = missing_requirements(course / "requirements.txt")
     if missing and sh([*pip, *missing], log) != 0:
-        raise RunFailed(f"pip could not install {missing} next to torch {before['torch']} (see logs/install.log)")
+        where = f" from {wheels} alone" if wheels is not None else ""
+        raise RunFailed(
+            f"pip could not install {missing}{where} next to torch {before['torch']} (see logs/install.log)"
+        )
     # The image's setuptools builds it: no download, and nothing but colab_gpu itself changes.
     isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
     if sh([*pip, "--no-deps", *isolation, str(course)], log) != 0:
@@ -172,12 +226,15 @@ def install(course: Path, python: str, before: dict, logs: Path, work: Path) -> 
 
 def suite_command(python: str, out: Path, options: dict, require_cuda: bool) -> list[str]:
     """What `make gpu-suite` runs (scripts/gpu_suite.py, from the clone, on this Python), writing into ``out``."""
-    args = ["--refresh-notebooks", "--out", str(out)]
+    resume = options.get("resume") and (out / "report.json").exists()
+    args = ["--refresh-notebooks", *(["--resume", str(out)] if resume else ["--out", str(out)])]
+    if options.get("budget"):
+        args += ["--budget", str(options["budget"])]
     if options.get("lessons"):
         args += ["--lessons", *options["lessons"]]
-    if options.get("unit_tests"):
+    if options.get("unit_tests") is not None:  # [] is "none", None the suite's default
         args += ["--unit-tests", *options["unit_tests"]]
-    if options.get("bench"):
+    if options.get("bench") is not None:
         args += ["--bench-only", *options["bench"]]
     if not require_cuda:
         args.append("--allow-cpu")
@@ -195,6 +252,17 @@ def write_manifest(out: Path, manifest: dict) -> None:
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
+def earlier_windows(out: Path, options: dict) -> list[dict]:
+    """With --resume, the windows the run's manifest already lists (this one is added after them)."""
+    path = out / MANIFEST
+    if not options.get("resume") or not path.exists():
+        return []
+    earlier = json.loads(path.read_text())
+    return earlier.get("windows") or [
+        {key: earlier.get(key) for key in ("started", "finished", "seconds", "status", "sha")}
+    ]
+
+
 def run(options: dict) -> int:
     out = Path(options["out"]).resolve()
     logs = out / "logs"
@@ -202,10 +270,11 @@ def run(options: dict) -> int:
     python = sys.executable
     require_cuda = truthy(os.environ.get("REQUIRE_CUDA"))
     started = time.time()
+    earlier = earlier_windows(out, options)
     manifest = {
         "format": 1,
-        "repo": options["repo"],
-        "sha": options["sha"],
+        "repo": options.get("repo") or f"checkout {options['checkout']}",
+        "sha": options.get("sha"),
         "status": "failed",
         "failures": [],
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -230,25 +299,34 @@ def run(options: dict) -> int:
             require_gpu(before)
         work = Path(options.get("workdir") or tempfile.mkdtemp(prefix="course-run-"))
         course = work / "course"
-        manifest["sha"] = clone(options["repo"], options["sha"], course, logs)
-        manifest["installed"] = install(course, python, before, logs, work)
+        if options.get("checkout"):
+            unpack(Path(options["checkout"]).resolve(), course)
+            manifest["sha"] = options.get("sha") or checkout_commit(Path(options["checkout"]).resolve(), course)
+        else:
+            manifest["sha"] = clone(options["repo"], options["sha"], course, logs)
+        wheels = Path(options["wheels"]).resolve() if options.get("wheels") else None
+        manifest["installed"] = install(course, python, before, logs, work, wheels)
         manifest["pinned_unchanged"] = True
         # As `make gpu-suite USE_SYSTEM_PYTHON=1` would, without needing make: the clone first on the import path.
         path = os.pathsep.join(filter(None, [str(course), os.environ.get("PYTHONPATH")]))
+        commit = {"COLAB_GPU_COMMIT": manifest["sha"]} if manifest["sha"] else {}  # a tree without git knows it so
         code = sh(
             suite_command(python, out, options, require_cuda),
             logs / "gpu-suite.log",
             cwd=course,
-            env=dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1"),
+            env=dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", **commit),
         )
         report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
+        manifest["sha"] = manifest["sha"] or report.get("commit")
         manifest["lessons"] = report.get("lessons", {}).get("lessons", {})
         manifest["steps"] = report.get("steps", {})
         manifest["tests"] = test_counts(report)
-        if code != 0:
-            failed = [name for name, (step_code, _) in report.get("steps", {}).items() if step_code != 0]
+        if code not in (0, 3):
+            failed = [name for name, (step_code, _) in report.get("steps", {}).items() if step_code == 1]
             raise RunFailed(f"the GPU suite failed ({', '.join(failed) or f'exit {code}'}): see logs/gpu-suite.log")
-        manifest["status"] = "passed"
+        left = [name for name, part in report.get("parts", {}).items() if part["status"] != "passed"]
+        manifest["status"] = "passed" if code == 0 else "incomplete"
+        manifest["left"] = left
     except RunFailed as failure:
         manifest["failures"].append(str(failure))
         print(f"FAILED: {failure}", file=sys.stderr, flush=True)
@@ -258,6 +336,9 @@ def run(options: dict) -> int:
     finally:
         manifest["seconds"] = round(time.time() - started, 1)
         manifest["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        this = {key: manifest.get(key) for key in ("started", "finished", "seconds", "status", "sha")}
+        manifest["windows"] = [*earlier, this]
+        manifest["started"] = manifest["windows"][0]["started"]  # the run's date: its first window's
         write_manifest(out, manifest)
     tests = manifest.get("tests", {})
     print(
@@ -266,28 +347,36 @@ def run(options: dict) -> int:
         f"everything is in {out}",
         flush=True,
     )
-    return 0 if manifest["status"] == "passed" else 1
+    if manifest["status"] == "incomplete":
+        print(f"{len(manifest['left'])} part(s) left: run again with --resume and the same --out", flush=True)
+    return {"passed": 0, "incomplete": 3}.get(manifest["status"], 1)
 
 
 def parse(argv: list[str] | None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", default=CONFIG.get("repo"), help="the course repository to clone (URL or path)")
-    parser.add_argument("--sha", default=CONFIG.get("sha"), help="the commit to check out")
+    parser.add_argument("--sha", default=CONFIG.get("sha"), help="the commit to check out (with --checkout: its name)")
+    parser.add_argument("--checkout", default=None, help="a local checkout or a source tarball instead of --repo")
+    parser.add_argument("--wheels", default=None, help="install the missing tools from this folder, no index")
+    parser.add_argument("--budget", type=float, default=None, help="seconds of GPU time this window has")
+    parser.add_argument("--resume", action="store_true", help="finish the run in --out (another window)")
     default_out = KAGGLE_WORKING if KAGGLE_WORKING.is_dir() else Path("gpu-run")
     parser.add_argument("--out", default=CONFIG.get("out", str(default_out)), help="where everything goes")
     parser.add_argument("--workdir", default=None, help="where to clone (default: a new temporary folder)")
     parser.add_argument("--lessons", nargs="*", default=CONFIG.get("lessons", []), metavar="NN")
-    parser.add_argument("--unit-tests", nargs="*", default=CONFIG.get("unit_tests", []), metavar="PATH")
+    parser.add_argument("--unit-tests", nargs="*", default=CONFIG.get("unit_tests"), metavar="PATH")
     parser.add_argument(
         "--bench",
         nargs="*",
-        default=CONFIG.get("bench", []),
+        default=CONFIG.get("bench"),
         metavar="NAME",
         help="only these benchmarks (default: all)",
     )
     options = vars(parser.parse_args(argv))
-    if not options["repo"] or not options["sha"]:
-        parser.error("--repo and --sha are needed (make gpu-kaggle fills them in for a Kaggle kernel)")
+    if options["checkout"] and options["repo"]:
+        parser.error("--checkout or --repo, not both")
+    if not options["checkout"] and (not options["repo"] or not options["sha"]):
+        parser.error("--repo and --sha are needed, or --checkout (make gpu-kaggle fills them in for a Kaggle kernel)")
     return options
 
 

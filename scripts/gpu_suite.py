@@ -1,20 +1,30 @@
-"""GPU suite: the evidence that the course works on a real NVIDIA GPU.
+"""GPU suite: the evidence that the course works on a real NVIDIA GPU, in the windows of GPU time there are.
 
 Runs, with REQUIRE_CUDA=1 (so nothing can silently fall back to the CPU), and writes a run folder (--out,
-build/gpu-run by default) that `make import-gpu-run RUN=<folder>` brings into the course:
-  1. `colab_gpu doctor`   the GPU, driver and versions;
-  2. the unit tests       the `@gpu` tests included (junit/unit.xml);
-  3. nbval                every lesson's and student version's cells run and checked (junit/nbval.xml);
-  4. the lessons          each lesson top to bottom, timed, its executed notebook kept (notebooks/NN_topic.ipynb);
-  5. `colab_gpu bench`    the measured ratios (bench/);
-then report.md and report.json: every figure, every target met or not, every test and notebook cell.
-Each step's output goes to logs/ in the run folder as well as to the terminal.
+build/gpu-run by default) that `make import-gpu-run RUN=<folder>` brings into the course. Its parts, in order:
+  1. the unit tests       the package's tests (tests/, not tests/tooling): in parallel, then the `@gpu` tests alone,
+                          so their timings and memory figures share the GPU with no neighbour (junit/);
+  2. each lesson          its nbval pair (the lesson and its student version, scripts/nbval_pairs.py) executed ONCE:
+                          nbval's verdict, the lesson's time, its executed notebook (notebooks/NN_topic.ipynb) and
+                          its figures all come from that one run (scripts/suite_lessons.py); each has a timeout;
+  3. each bench experiment `colab_gpu bench` (bench/): one process, bench.json rewritten after each experiment.
+`colab_gpu doctor` (the GPU, driver and versions) opens every window. report.md and report.json are written after
+every part (scripts/suite_report.py), so a run that is killed leaves a valid report of what it did.
 
-Usage on a GPU machine: `make gpu-suite` (USE_SYSTEM_PYTHON=1 on a preinstalled image).
+GPU time comes in windows (a Colab session, a Kaggle quota, a node's job limit):
+  --budget SECONDS    plan the window: a part whose expected time (an earlier run's, see `estimates`) does not fit in
+                      what is left is "not run (budget)"; the part running when the budget ends is stopped, "cut".
+  --resume RUN_DIR    run, into RUN_DIR, only what it did not finish (not run, cut or failed) and merge the results:
+                      two windows give one report, each part saying which window ran it.
+A lesson cell past the lesson's timeout, or a kernel that dies, fails that lesson only; the next one runs.
+
+Usage on a GPU machine: `make gpu-suite` (USE_SYSTEM_PYTHON=1 on a preinstalled image), or scripts/gpu_runner.py.
 `--refresh-notebooks` also writes the executed lessons over the committed notebooks (and their student versions).
-`--lessons 01 04`, `--unit-tests tests/test_device.py` and `--bench-only resident` limit the run, and `--allow-cpu`
-makes it a CPU dry run (scripts/gpu_runner.py's local test uses them; `make import-gpu-run` refuses a CPU run).
-Exits non-zero when there is no GPU (without --allow-cpu) or anything failed.
+`--lessons 01 04`, `--unit-tests tests/test_device.py` and `--bench-only resident` limit the run (`--unit-tests` or
+`--bench-only` with nothing after it: none), and `--allow-cpu` makes it a CPU dry run (`make import-gpu-run` refuses
+a CPU run). A resumed run keeps the parts its first window chose.
+Exits 0 when every part passed, 1 when one failed or there is no GPU (without --allow-cpu), 3 when parts are left
+for --resume.
 """
 
 from __future__ import annotations
@@ -23,201 +33,38 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
+import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import nbformat
-from course import COURSE_TARGET, Lesson, lesson_timings
-from nbtools import (
-    BUILD,
-    NOTEBOOKS,
-    ROOT,
-    course_config,
-    device_label,
-    execute,
-    git_commit,
-    lesson_sources,
-    read_lesson,
-    strip_machine_paths,
-    write_paired,
-    write_student_versions,
-)
+from nbtools import BUILD, ROOT, course_config, device_label, git_commit, lesson_sources, write_student_versions
 from nbval_pairs import write_pairs
+from suite_lessons import kernel_env, run_lesson
+from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_targets: the suite's public names)
+    CUT,
+    ENDED,
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    evaluate_targets,
+    gpu_title,
+    junit_rows,
+    new_state,
+    slug,
+    write_report,
+)
 
-from colab_gpu.bench import TARGETS
+from colab_gpu.bench import EXPERIMENTS
+from colab_gpu.references import FIGURES_ENV
 
 RUN_DIR = BUILD / "gpu-run"
-NBVAL = ["--nbval-lax", "--nbval-current-env", "--nbval-sanitize-with", "nbval_sanitize.cfg"]
-
-
-def run(name: str, command: list[str], env: dict[str, str], logs: Path) -> tuple[int, float, str]:
-    """Run a command from the repository root, echoing its output and keeping it in logs/<name>.log.
-
-    Returns (exit code, seconds, stdout)."""
-    print("$", " ".join(command), flush=True)
-    start = time.perf_counter()
-    proc = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    print(proc.stdout, flush=True)
-    logs.mkdir(parents=True, exist_ok=True)
-    (logs / f"{slug(name)}.log").write_text(proc.stdout)
-    return proc.returncode, time.perf_counter() - start, proc.stdout
-
-
-def junit_rows(path: Path) -> list[tuple[str, str, float]]:
-    """(test id, outcome, seconds) for every test case in a JUnit XML file."""
-    if not path.exists():
-        return []
-    rows = []
-    for case in ET.parse(path).getroot().iter("testcase"):
-        outcome = "passed"
-        for child, word in (("failure", "FAILED"), ("error", "ERROR"), ("skipped", "skipped")):
-            if case.find(child) is not None:
-                outcome = word
-        rows.append((f"{case.get('classname')}::{case.get('name')}", outcome, float(case.get("time", 0))))
-    return rows
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
-def evaluate_targets(bench_rows: list[dict], course_seconds: float | None) -> list[dict]:
-    """Every target (bench.TARGETS, then the course's) with its measured value and whether it was met.
-
-    The bench rows carry their verdict (``met``, judged on the GPU that measured them); a target whose row is
-    missing or skipped is listed as not measured, so a report never silently drops a promise."""
-    rows = {row["key"]: row for row in bench_rows if row.get("status") == "ok"}
-    results = [
-        {
-            "key": key,
-            "target": target.promise,
-            "reason": target.reason,
-            "value": rows.get(key, {}).get("ratio"),
-            "met": rows.get(key, {}).get("met"),
-        }
-        for key, target in TARGETS.items()
-    ]
-    met = None if course_seconds is None else COURSE_TARGET.met(course_seconds)
-    return results + [
-        {
-            "key": "course",
-            "target": COURSE_TARGET.promise,
-            "reason": COURSE_TARGET.reason,
-            "value": course_seconds,
-            "met": met,
-        }
-    ]
-
-
-def gpu_title(doctor: dict) -> str:
-    """ "Tesla T4 x2" for two T4s, "NVIDIA H100 80GB HBM3" for one: what a report and its folder are named after."""
-    names = [gpu["name"] for gpu in doctor["gpus"]]
-    if not names:
-        return "CPU dry run (no GPU)"
-    return names[0] + (f" x{len(names)}" if len(names) > 1 else "")
-
-
-def write_report(
-    out: Path,
-    doctor: dict,
-    steps: dict,
-    bench_rows: list[dict],
-    targets: list[dict],
-    lessons: dict,
-    tests: list[tuple[str, str, float]],
-    lesson_figures: dict | None = None,
-    commit: str | None = None,
-) -> tuple[Path, Path]:
-    """report.md (for people) and report.json (for scripts/import_gpu_run.py) in the run folder ``out``."""
-    gpu = doctor["gpus"][0] if doctor["gpus"] else {"compute_capability": "-", "total_memory_gib": "-"}
-    today = dt.date.today().isoformat()
-    lines = [
-        f"# GPU suite: {gpu_title(doctor)}, {today}",
-        "",
-        f"- GPU: {gpu_title(doctor)}, compute capability {gpu['compute_capability']}, "
-        f"{gpu['total_memory_gib']} GiB each",
-        f"- PyTorch {doctor['torch']}, CUDA {doctor['cuda_runtime']}, cuDNN {doctor['cudnn']}, "
-        f"driver {doctor['driver']}, Python {doctor['python']}, {doctor['cpu_count']} CPU cores",
-        f"- Commit: {commit or 'unknown'}",
-        "",
-        "## Steps",
-        "",
-        "| step | result | seconds |",
-        "|---|---|---:|",
-        *[
-            f"| {name} | {'passed' if code == 0 else 'FAILED'} | {seconds:.0f} |"
-            for name, (code, seconds) in steps.items()
-        ],
-        "",
-        "## Targets (colab_gpu/bench/ and scripts/course.py)",
-        "",
-        "| target | measured | met | why |",
-        "|---|---:|---|---|",
-        *[
-            f"| {t['target']} | {t['value'] if t['value'] is not None else 'not measured'} | "
-            f"{ {True: 'yes', False: 'NO', None: '-'}[t['met']] } | {t['reason']} |"
-            for t in targets
-        ],
-        "",
-        "## Benchmarks (`python -m colab_gpu bench`)",
-        "",
-        "| benchmark | result | details |",
-        "|---|---|---|",
-        *[
-            f"| {r['name']} | {r['ratio']} {r['unit']} | {r['note'] or ''} |"
-            if r["status"] == "ok"
-            else f"| {r['name']} | skipped | {r['note']} |"
-            for r in bench_rows
-        ],
-        "",
-        "## Lessons (each top to bottom, timed)",
-        "",
-        "| Lesson | Device | Seconds | Status |",
-        "|---|---|---:|---|",
-        *[
-            f"| {stem} | {lessons.get('device')} | {row['seconds']:.1f} | {row['status']} |"
-            for stem, row in lessons.get("lessons", {}).items()
-        ],
-        "",
-        "## Lesson figures (`cg.compare_with_references`; scripts/update_references.py ships them)",
-        "",
-        "| figure | value | device |",
-        "|---|---:|---|",
-        *[f"| {key} | {figure['value']:.3g} | {figure['device']} |" for key, figure in (lesson_figures or {}).items()],
-        "",
-        "## Every test and notebook cell",
-        "",
-        "| test or cell | outcome | seconds |",
-        "|---|---|---:|",
-        *[f"| {name} | {outcome} | {seconds:.2f} |" for name, outcome, seconds in tests],
-    ]
-    out.mkdir(parents=True, exist_ok=True)
-    md, js = out / "report.md", out / "report.json"
-    md.write_text("\n".join(lines) + "\n")
-    js.write_text(
-        json.dumps(
-            {
-                "date": today,
-                "commit": commit,
-                "gpu": gpu_title(doctor),
-                "runtime": doctor,
-                "steps": steps,
-                "targets": targets,
-                "bench": bench_rows,
-                "lessons": lessons,
-                "tests": tests,
-                "lesson_figures": lesson_figures or {},
-            },
-            indent=2,
-            default=str,
-        )
-        + "\n"
-    )
-    return md, js
+# Expected seconds per part, from the last GPU run (see the file); an imported run of the same GPU overrides them.
+TIMES = ROOT / "scripts" / "assets" / "gpu-suite-times.json"
+DEFAULT_SECONDS = {"tests": 120.0, "lesson": 60.0, "bench": 20.0}  # a part no run has timed yet
+RESERVE = 5.0  # seconds kept at the end of a budget for the report
+LESSON_TIMEOUT = {"gpu": 300, "cpu": 900}  # a lesson past this is broken, not slow (a CPU runs them 2-10x longer)
 
 
 def selected_lessons(numbers: list[str]) -> list[Path]:
@@ -229,27 +76,250 @@ def selected_lessons(numbers: list[str]) -> list[Path]:
     return sources
 
 
-def run_lessons(sources: list[Path], out: Path, refresh: bool) -> tuple[dict, bool]:
-    """Each lesson top to bottom, timed; its executed notebook in out/notebooks/ (and over the committed one
-    with ``refresh``). Returns the timings (build/timings.json's shape) and whether every lesson passed."""
-    device = device_label()
-    lessons = []
-    (out / "notebooks").mkdir(parents=True, exist_ok=True)
-    for source in sources:
-        done = execute(read_lesson(source), cwd=NOTEBOOKS, log=out / "logs" / f"{source.stem}.log")
-        lessons.append(Lesson(source, done.notebook, done.seconds, device, done.error))
-        print(
-            f"{source.stem:<24} {device}  {done.seconds:6.1f} s  {'ok' if done.error is None else 'FAILED'}", flush=True
+def parts_of(sources: list[Path], bench: list[str], unit_tests: bool = True) -> dict[str, dict]:
+    """Every part of a run, in the order it runs: the unit tests, each lesson, each bench experiment."""
+    unknown = sorted(set(bench) - set(EXPERIMENTS))
+    if unknown:
+        raise SystemExit(f"no bench experiment named {unknown}; experiments: {list(EXPERIMENTS)}")
+    parts = {"unit tests": {"kind": "tests"}} if unit_tests else {}
+    parts.update({f"lesson {s.stem}": {"kind": "lesson", "lesson": s.stem} for s in sources})
+    parts.update({f"bench {name}": {"kind": "bench", "experiment": name} for name in bench})
+    for part in parts.values():
+        part.update(status=NOT_RUN, seconds=None, window=None, timeout=None, error=None)
+    return parts
+
+
+def estimates(reports: list[Path], gpu: str) -> dict[str, float]:
+    """Expected seconds per part: TIMES, then every report in ``reports`` of the same GPU (later ones win).
+
+    A report's passed parts give their time; a part that was cut or failed gives at least the time it ran."""
+    seconds = json.loads(TIMES.read_text())["seconds"] if TIMES.exists() else {}
+    for path in reports:
+        report = json.loads(path.read_text()) if path.exists() else {}
+        if report.get("gpu") != gpu:
+            continue
+        for name, part in report.get("parts", {}).items():
+            if part.get("seconds") is not None:
+                ran = part["seconds"]
+                seconds[name] = ran if part["status"] == PASSED else max(ran, seconds.get(name, 0.0))
+    return seconds
+
+
+class Window:
+    """This window's clock: what is left of the budget, and whether a part's expected time fits in it."""
+
+    def __init__(self, budget: float | None):
+        self.start = time.monotonic()
+        self.deadline = None if budget is None else self.start + budget - RESERVE
+
+    def left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def fits(self, seconds: float) -> bool:
+        return self.deadline is None or time.monotonic() + seconds <= self.deadline
+
+
+def run_command(command: list[str], env: dict, log: Path, timeout: float | None) -> tuple[int | None, float]:
+    """Run ``command`` from the repository root, its output into ``log``; (exit code or None if cut, seconds).
+
+    It runs in its own process group, so a cut also stops what it started (pytest's workers, torchrun's children)."""
+    print("$", " ".join(command), flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log.open("a") as sink:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
         )
-        if done.error is not None:
-            print(done.traceback or done.error, flush=True)
-            continue  # a failed run never replaces a notebook
-        nbformat.write(strip_machine_paths(done.notebook), out / "notebooks" / f"{source.stem}.ipynb")
-        if refresh:
-            write_paired(done.notebook, source)
-    if refresh:
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
+    return code, time.monotonic() - start
+
+
+def unit_test_commands(python: str, paths: list[str], junit: Path) -> list[list[str]]:
+    """The package's tests in parallel without the `@gpu` ones, then the `@gpu` ones in one process."""
+    ignore = ["--ignore=tests/tooling"] if paths == ["tests"] else []
+    has_xdist = subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0
+    workers = ["-n", str(min(8, max(2, (os.cpu_count() or 2) // 2)))] if has_xdist else []
+    base = [python, "-m", "pytest", *paths, *ignore, "-p", "no:cacheprovider", "-q"]
+    return [
+        [*base, "-m", "not gpu", *workers, f"--junitxml={junit / 'unit.xml'}"],
+        [*base, "-m", "gpu", f"--junitxml={junit / 'unit-gpu.xml'}"],
+    ]
+
+
+def run_unit_tests(part: dict, python: str, paths: list[str], out: Path, env: dict, window: Window) -> None:
+    env = {key: value for key, value in env.items() if key != FIGURES_ENV}  # never the lessons' figures file
+    codes, seconds = [], 0.0
+    for command in unit_test_commands(python, paths, out / "junit"):
+        left = window.left()
+        code, took = run_command(command, env, out / "logs" / "unit-tests.log", None if left is None else max(1, left))
+        codes.append(code)
+        seconds += took
+        if code is None:
+            break
+    tests = junit_rows(out / "junit" / "unit.xml") + junit_rows(out / "junit" / "unit-gpu.xml")
+    passed = all(code in (0, 5) for code in codes)  # 5: no test collected (no `@gpu` test among the paths)
+    status = CUT if None in codes else PASSED if passed else FAILED
+    error = None if status == PASSED else "see logs/unit-tests.log" if status == FAILED else "the budget ended"
+    part.update(status=status, seconds=round(seconds, 1), tests=tests, error=error)
+
+
+def run_bench(parts: dict[str, dict], python: str, out: Path, env: dict, window: Window, number: int) -> None:
+    """The experiments of ``parts`` in one `colab_gpu bench` process; each part gets its rows or its fate."""
+    names = [part["experiment"] for part in parts.values()]
+    folder = out / "bench" / f"window-{number}"
+    left = window.left()
+    command = [python, "-m", "colab_gpu", "bench", "--out", str(folder), "--only", *names]
+    code, seconds = run_command(command, env, out / "logs" / f"bench-window-{number}.log", left and max(1, left))
+    found = json.loads((folder / "bench.json").read_text()) if (folder / "bench.json").exists() else {}
+    rows = {row["key"]: row for row in found.get("rows", [])}
+    measured = found.get("experiments", {})
+    stopped_in = next((name for name in names if name not in measured), None)
+    for part in parts.values():
+        name = part["experiment"]
+        if name in measured:
+            part.update(status=PASSED, seconds=measured[name]["seconds"], error=None)
+            part["rows"] = [rows[key] for key in measured[name]["keys"]]
+        elif name == stopped_in:
+            part.update(
+                status=CUT if code is None else FAILED,
+                seconds=round(seconds - sum(m["seconds"] for m in measured.values()), 1),
+            )
+            part["error"] = (
+                "the budget ended" if code is None else f"bench exited {code}: see logs/bench-window-{number}.log"
+            )
+        else:
+            part.update(status=NOT_RUN if code is None else FAILED, error="an earlier experiment stopped the bench")
+
+
+def load_or_start(args, out: Path, doctor: dict, sources: list[Path]) -> dict:
+    """The run's state: the resumed run's report (checked: same commit and GPU), or a new one."""
+    commit = git_commit()
+    if args.resume is None:
+        state = new_state(doctor, commit, device_label(), len(sources) == len(lesson_sources()))
+        bench = list(EXPERIMENTS) if args.bench_only is None else args.bench_only
+        state["parts"] = parts_of(sources, bench, unit_tests=bool(args.unit_tests))
+        return state
+    report = out / "report.json"
+    if not report.exists():
+        raise SystemExit(f"--resume {out}: no report.json there (a run folder is what --out wrote).")
+    state = json.loads(report.read_text())
+    if state.get("format") != 2:
+        raise SystemExit(f"--resume {out}: its report comes from an older suite, without parts: run it anew.")
+    if commit and state.get("commit") and commit != state["commit"]:
+        raise SystemExit(
+            f"--resume {out}: it ran commit {state['commit'][:12]}, this tree is {commit[:12]}: resume "
+            "with the same commit, or start a new run."
+        )
+    if state["gpu"] != gpu_title(doctor):
+        raise SystemExit(
+            f"--resume {out}: it ran on {state['gpu']}, this machine has {gpu_title(doctor)}: one "
+            "report holds one GPU's figures."
+        )
+    return state
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--refresh-notebooks", action="store_true", help="write the lessons' GPU outputs in place")
+    parser.add_argument("--out", type=Path, default=None, help="the run folder (default: build/gpu-run)")
+    parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help="finish this run (see above)")
+    parser.add_argument("--budget", type=float, default=None, metavar="SECONDS", help="this window's length")
+    parser.add_argument(
+        "--times", type=Path, nargs="*", default=[], metavar="REPORT", help="earlier reports to plan by"
+    )
+    parser.add_argument("--lesson-timeout", type=int, default=None, metavar="SECONDS", help="per lesson (300 on a GPU)")
+    parser.add_argument("--lessons", nargs="*", default=[], metavar="NN", help="only these lessons (default: all)")
+    parser.add_argument(
+        "--unit-tests", nargs="*", default=["tests"], metavar="PATH", help="(default: tests/; none: none)"
+    )
+    parser.add_argument("--bench-only", nargs="*", default=None, metavar="NAME", help="only these (none: no bench)")
+    parser.add_argument("--allow-cpu", action="store_true", help="a CPU dry run: REQUIRE_CUDA is not set")
+    args = parser.parse_args(argv)
+    window = Window(args.budget)
+    if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve():
+        parser.error("--resume writes into the run it resumes: leave out --out")
+    out = (args.resume or args.out or RUN_DIR).resolve()
+    sources = selected_lessons(args.lessons)
+    env = kernel_env(require_cuda=not args.allow_cpu)
+    python = sys.executable  # `make gpu-suite` runs this script with the environment's Python
+    doctor = doctor_report(python, env)
+    if doctor is None or not (doctor.get("gpus") or args.allow_cpu):
+        print("No CUDA GPU is visible (or the environment is not installed): no GPU report.", file=sys.stderr)
+        return 1
+    state = load_or_start(args, out, doctor, sources)
+    number = len(state["windows"]) + 1
+    record = {
+        "window": number,
+        "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "budget": args.budget,
+        "seconds": 0.0,
+        "parts": [],
+    }
+    state["windows"].append(record)
+    expected = estimates(
+        [*args.times, *sorted((ROOT / "reports" / "gpu").glob("*/report.json")), out / "report.json"], state["gpu"]
+    )
+    timeout = args.lesson_timeout or LESSON_TIMEOUT["gpu" if doctor.get("gpus") else "cpu"]
+    todo = [name for name, part in state["parts"].items() if part["status"] != PASSED]
+    lessons_todo = [state["parts"][name]["lesson"][:2] for name in todo if state["parts"][name]["kind"] == "lesson"]
+    pairs = {pair.stem: pair for pair in write_pairs(lessons_todo)} if lessons_todo else {}
+    bench_group: dict[str, dict] = {}
+
+    def save(name: str | None = None):
+        record["seconds"] = round(time.monotonic() - window.start, 1)
+        if name is not None:
+            record["parts"].append(name)
+        write_report(out, state)
+
+    for name in todo:
+        part = state["parts"][name]
+        guess = expected.get(name, DEFAULT_SECONDS[part["kind"]])
+        if part["kind"] == "bench":
+            guess += sum(expected.get(n, DEFAULT_SECONDS["bench"]) for n in bench_group)
+        if not window.fits(guess):
+            part.update(status=NOT_RUN, error=f"expected {guess:.0f} s, {window.left():.0f} s left", window=None)
+            continue
+        part.update(status=ENDED, window=number, error=None)
+        if part["kind"] == "bench":
+            bench_group[name] = part  # measured together below: one process, one CUDA start
+            continue
+        save()
+        print(f"--- {name}", flush=True)
+        if part["kind"] == "tests":
+            run_unit_tests(part, python, args.unit_tests, out, env, window)
+        else:
+            done = run_lesson(pairs[part["lesson"]], out, timeout, window.deadline, env, args.refresh_notebooks)
+            part.update(
+                status=done.status,
+                seconds=round(done.seconds, 1),
+                timeout=timeout,
+                error=done.error,
+                tests=done.checks,
+                figures=done.figures,
+            )
+        print(f"{name}: {part['status']} in {part['seconds']} s {part['error'] or ''}", flush=True)
+        save(name)
+    if bench_group:
+        save()
+        run_bench(bench_group, python, out, env, window, number)
+        for name in bench_group:
+            record["parts"].append(name)
+    if args.refresh_notebooks:
         write_student_versions(course_config())
-    return lesson_timings(lessons), all(lesson.error is None for lesson in lessons)
+    save()
+    md, js = out / "report.md", out / "report.json"
+    failed = [name for name, part in state["parts"].items() if part["status"] == FAILED]
+    left = [name for name, part in state["parts"].items() if part["status"] not in (PASSED, FAILED)]
+    print(
+        f"wrote {md} and {js}: {len(state['parts']) - len(failed) - len(left)} part(s) passed, "
+        f"{len(failed)} failed{f' ({failed})' if failed else ''}, {len(left)} left for --resume {out}"
+    )
+    return 1 if failed else 3 if left else 0
 
 
 def doctor_report(python: str, env: dict[str, str]) -> dict | None:
@@ -261,65 +331,6 @@ def doctor_report(python: str, env: dict[str, str]) -> dict | None:
         print(done.stdout + done.stderr, file=sys.stderr)
         return None
     return json.loads(done.stdout)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--refresh-notebooks", action="store_true", help="write the lessons' GPU outputs in place")
-    parser.add_argument("--out", type=Path, default=RUN_DIR, help="the run folder (default: build/gpu-run)")
-    parser.add_argument("--lessons", nargs="*", default=[], metavar="NN", help="only these lessons (default: all)")
-    parser.add_argument(
-        "--unit-tests",
-        nargs="*",
-        default=["tests"],
-        metavar="PATH",
-        help="pytest paths for the unit tests (default: tests)",
-    )
-    parser.add_argument("--bench-only", nargs="*", default=[], metavar="NAME", help="only these benchmarks")
-    parser.add_argument("--allow-cpu", action="store_true", help="a CPU dry run: REQUIRE_CUDA is not set")
-    args = parser.parse_args(argv)
-    out = args.out.resolve()
-    sources = selected_lessons(args.lessons)
-    figures_file = out / "lesson_figures.json"  # the lessons write their headline figures here
-    figures_file.unlink(missing_ok=True)
-    env = dict(
-        os.environ,
-        REQUIRE_CUDA="" if args.allow_cpu else "1",
-        PYTHONUNBUFFERED="1",
-        COLAB_GPU_FIGURES=str(figures_file),
-    )
-    python = sys.executable  # `make gpu-suite` runs this script with the environment's Python
-    doctor = doctor_report(python, env)
-    if doctor is None or not (doctor.get("gpus") or args.allow_cpu):
-        print("No CUDA GPU is visible (or the environment is not installed): no GPU report.", file=sys.stderr)
-        return 1
-    junit, logs = out / "junit", out / "logs"
-    workers = ["-n", "2"] if subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0 else []
-    # Each lesson with its student version, as `make nbval` runs them (scripts/nbval_pairs.py).
-    notebooks = [str(path.relative_to(ROOT)) for path in write_pairs([s.name[:2] for s in sources])]
-    steps = {}
-    for name, command in (
-        ("unit tests", [python, "-m", "pytest", *args.unit_tests, *workers, f"--junitxml={junit / 'unit.xml'}"]),
-        ("nbval", [python, "-m", "pytest", *NBVAL, *notebooks, f"--junitxml={junit / 'nbval.xml'}"]),
-    ):
-        steps[name] = run(name, command, env, logs)[:2]
-    start = time.perf_counter()
-    lessons, lessons_ok = run_lessons(sources, out, args.refresh_notebooks)
-    steps["lessons"] = (0 if lessons_ok else 1, time.perf_counter() - start)
-    only = ["--only", *args.bench_only] if args.bench_only else []
-    steps["colab_gpu bench"] = run(
-        "bench", [python, "-m", "colab_gpu", "bench", "--out", str(out / "bench"), *only], env, logs
-    )[:2]
-    bench_file = out / "bench" / "bench.json"
-    bench_rows = json.loads(bench_file.read_text())["rows"] if bench_file.exists() else []
-    every_lesson = len(sources) == len(lesson_sources())
-    course_seconds = sum(row["seconds"] for row in lessons["lessons"].values())
-    targets = evaluate_targets(bench_rows, course_seconds if lessons_ok and every_lesson else None)
-    tests = junit_rows(junit / "unit.xml") + junit_rows(junit / "nbval.xml")
-    figures = json.loads(figures_file.read_text()) if figures_file.exists() else {}
-    md, js = write_report(out, doctor, steps, bench_rows, targets, lessons, tests, figures, git_commit())
-    print(f"wrote {md} and {js}")
-    return 0 if all(code == 0 for code, _ in steps.values()) else 1
 
 
 if __name__ == "__main__":

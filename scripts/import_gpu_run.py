@@ -64,6 +64,11 @@ def read_run(run: Path) -> tuple[dict, dict]:
     manifest, report = (json.loads((run / name).read_text()) for name in ("manifest.json", "report.json"))
     if not manifest.get("gpus"):
         raise ImportRefused(f"{run} is a CPU dry run (no GPU in its manifest): only GPU runs are imported.")
+    if not manifest.get("sha"):
+        raise ImportRefused(
+            f"{run} does not say which commit it ran: run scripts/gpu_runner.py with --sha COMMIT (or from a "
+            "`git archive` tarball, which carries it)."
+        )
     if report.get("commit") and report["commit"] != manifest.get("sha"):
         raise ImportRefused(
             f"{run}: its report is of commit {report['commit']}, its manifest of "
@@ -103,6 +108,18 @@ def guide_timings(manifest: dict, report: dict) -> dict:
     }
 
 
+def window_lines(report: dict) -> list[str]:
+    """Which parts each window of GPU time ran, and what no window finished (a run merged by --resume)."""
+    parts = report.get("parts", {})
+    lines = [
+        f"window {w['window']} ({w['started']}, {w.get('seconds', 0):.0f} s): "
+        + (", ".join(name for name in parts if parts[name].get("window") == w["window"]) or "nothing")
+        for w in report.get("windows", [])
+    ]
+    left = [f"{name} ({part['status']})" for name, part in parts.items() if part["status"] != "passed"]
+    return lines + ([f"not finished in any window: {', '.join(left)}"] if left else [])
+
+
 def import_run(source: Path, root: Path = ROOT) -> str:
     """Import the run at ``source`` (a folder or a zip) into the course at ``root``; return what was done."""
     if not source.exists():
@@ -125,6 +142,7 @@ def import_run(source: Path, root: Path = ROOT) -> str:
         f"{target.relative_to(root)} ({len(lessons)} GPU-executed notebook(s))",
         f"refreshed {references.name}",
     ]
+    done.extend(window_lines(report))
     ran = set(report.get("lessons", {}).get("lessons", {}))
     if gpu_label(report["gpu"]) == GUIDE_GPU and ran >= {source.stem for source in lesson_sources()}:
         guide_times.fill_column("gpu", guide_timings(manifest, report), root / "docs" / "instructor_guide.md")

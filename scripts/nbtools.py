@@ -19,7 +19,7 @@ import nbformat
 import tomllib
 import torch
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"  # make course's output, the GPU suite's work folder
@@ -224,14 +224,34 @@ class Execution:
     error: str | None
     failed_cell: str | None = None  # the source of the cell that failed
     traceback: str | None = None  # its error as the notebook shows it, without colours
+    timed_out: bool = False  # a cell ran past the time left (``timeout``, or ``deadline``)
+    kernel_died: bool = False
 
 
-def git_commit() -> str | None:
-    """The full sha of the commit this checkout is at (a GPU run's report, the site's CPU label); None outside git."""
+COMMIT_FILE = ROOT / "scripts" / "COMMIT"  # "$Format:%H$" in git; `git archive` writes the commit (.gitattributes)
+COMMIT_ENV = "COLAB_GPU_COMMIT"  # scripts/gpu_runner.py sets it from --sha where the tree has neither git nor that
+SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def git_commit(root: Path = ROOT) -> str | None:
+    """The full sha of the commit this tree is (a GPU run's report, the site's CPU label); None when unknown.
+
+    In order: ``COLAB_GPU_COMMIT`` (the GPU runner's --sha), ``git rev-parse HEAD``, then scripts/COMMIT, which
+    a `git archive` tarball carries filled in (export-subst): a GPU node may have no git, or a tree without .git.
+    """
+    import os
     import subprocess
 
-    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() if done.returncode == 0 else None
+    if SHA.fullmatch(os.environ.get(COMMIT_ENV, "").strip()):
+        return os.environ[COMMIT_ENV].strip()
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+        if done.returncode == 0 and SHA.fullmatch(done.stdout.strip()):
+            return done.stdout.strip()
+    except FileNotFoundError:  # no git on this machine
+        pass
+    stamped = (root / COMMIT_FILE.relative_to(ROOT)).read_text().strip() if COMMIT_FILE.exists() else ""
+    return stamped if SHA.fullmatch(stamped) else None
 
 
 def device_label() -> str:
@@ -242,38 +262,79 @@ def device_label() -> str:
     return f"{device} ({cg.cpu_count()} cores)"
 
 
-def execute(notebook: nbformat.NotebookNode, cwd: Path, timeout: int = 600, log: Path | None = None) -> Execution:
-    """Run every cell top to bottom in a fresh kernel of this Python; never raises on cell errors.
+def _first_line(source: str) -> str:
+    return source.strip().splitlines()[0][:60] if source.strip() else ""
+
+
+def execute(
+    notebook: nbformat.NotebookNode,
+    cwd: Path,
+    timeout: int = 600,
+    log: Path | None = None,
+    env: dict[str, str] | None = None,
+    deadline: float | None = None,
+) -> Execution:
+    """Run every cell top to bottom in a fresh kernel of this Python; never raises on what a lesson does.
 
     The notebook's metadata records where it ran, so a committed notebook says which device
     produced its outputs. With ``log``, what the kernel process and the processes a lesson starts write
     to their own stdout and stderr (the kernel's transport warning, a child's traceback that the lesson
     provokes on purpose) goes to that file instead of the terminal; the notebook's outputs are unchanged.
+    ``timeout`` bounds each cell; ``deadline`` (a ``time.monotonic()`` value) bounds the whole notebook: the cell
+    running then is stopped. A cell error, a cell past its time and a kernel that dies all come back as
+    ``error``, with the cell: a GPU suite goes on to the next lesson. ``env`` is the kernel's environment.
     """
     notebook.metadata["colab_gpu"] = {"executed_on": device_label(), "torch": torch.__version__}
+
+    def time_left(cell) -> int:
+        left = timeout if deadline is None else min(timeout, deadline - time.monotonic())
+        return max(1, int(left))
+
+    running: dict[str, int] = {}
     client = NotebookClient(
         notebook,
         timeout=timeout,
+        timeout_func=time_left,
         kernel_name="python3",
         record_timing=False,
         resources={"metadata": {"path": str(cwd)}},
+        on_cell_execute=lambda cell, cell_index: running.update(index=cell_index),
     )
     start = time.perf_counter()
     run = Execution(notebook, 0.0, None)
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)
+    kernel = {"stdout": None, "stderr": None} if log is None else {}
     with open(log, "w") if log is not None else contextlib.nullcontext() as sink:
+        if sink:
+            kernel = {"stdout": sink, "stderr": sink}
+        if env is not None:
+            kernel["env"] = env
+        kernel = {key: value for key, value in kernel.items() if value is not None}
         try:
-            client.execute(**({"stdout": sink, "stderr": sink} if sink else {}))
+            client.execute(**kernel)
         except CellExecutionError as err:
             run.error = f"{err.ename}: {err.evalue}"
             for number, cell in enumerate(notebook.cells, start=1):
                 errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
                 if errors and "raises-exception" not in cell.metadata.get("tags", []):
-                    first_line = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
-                    run.error = f"cell {number} ({first_line[:60]!r}): {run.error}"
+                    run.error = f"cell {number} ({_first_line(cell.source)!r}): {run.error}"
                     run.failed_cell = cell.source
                     run.traceback = ANSI.sub("", "\n".join(errors[0].get("traceback", [])))
+        except (CellTimeoutError, DeadKernelError) as err:
+            run.timed_out = isinstance(err, CellTimeoutError)
+            run.kernel_died = not run.timed_out
+            cell = notebook.cells[running["index"]] if "index" in running else None
+            number = running.get("index", -1) + 1
+            what = (
+                "did not finish in the time it had (the notebook's timeout, or its deadline)"
+                if run.timed_out
+                else "killed the kernel (it died: out of host memory, a crash in native code, or os._exit)"
+            )
+            where = f"cell {number} ({_first_line(cell.source)!r})" if cell is not None else "the kernel's start"
+            run.error = f"{where} {what}: {type(err).__name__}"
+            run.failed_cell = cell.source if cell is not None else None
+            run.traceback = ANSI.sub("", str(err))[-2000:]
     run.seconds = time.perf_counter() - start
     return run
 

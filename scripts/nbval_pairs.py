@@ -26,6 +26,8 @@ import nbformat
 from nbtools import BUILD, SOLUTION_TAG, STUDENT, lesson_sources
 
 OUT = BUILD / "nbval"
+MARKER_ID = "nbval-student-version-ends"  # the markdown cell between the student version's rest and the lesson's
+STUDENT_SUFFIX = "-student"  # the id suffix of the student version's own cells
 
 
 def is_solution(cell) -> bool:
@@ -48,15 +50,34 @@ def combined(lesson: nbformat.NotebookNode, student: nbformat.NotebookNode, name
     for cell in copy.deepcopy(lesson.cells[first:]):
         if is_solution(cell):
             continue
-        cell.id = f"{cell.id}-student"  # ids are unique within a notebook
+        cell.id = f"{cell.id}{STUDENT_SUFFIX}"  # ids are unique within a notebook
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None  # as the student version stores it: no outputs
         student_rest.append(cell)
     marker = nbformat.v4.new_markdown_cell(
         "*(make nbval: the student version ends here; the lesson's own cells from its first solution on follow.)*"
     )
+    marker.id = MARKER_ID
     pair.cells = lesson.cells[:first] + student_rest + [marker] + lesson.cells[first:]
     return pair
+
+
+def lesson_part(pair: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The lesson alone, from an executed pair: its cells in order with the outputs this run gave them.
+
+    The GPU suite executes each pair once and keeps this as the lesson's executed notebook. Execution counts are
+    renumbered as if the lesson alone had run."""
+    lesson = copy.deepcopy(pair)
+    lesson.cells = [c for c in lesson.cells if c.id != MARKER_ID and not c.id.endswith(STUDENT_SUFFIX)]
+    count = 0
+    for cell in lesson.cells:
+        if cell.cell_type == "code" and cell.get("execution_count") is not None:
+            count += 1
+            cell.execution_count = count
+            for output in cell.outputs:
+                if "execution_count" in output:
+                    output.execution_count = count
+    return lesson
 
 
 def write_pairs(numbers: list[str], out: Path = OUT) -> list[Path]:

@@ -2,7 +2,8 @@
 
 Usage: python scripts/update_references.py   (`make import-gpu-run` runs it; then release)
 Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the
-newest run wins. Runs without lesson figures are skipped.
+newest run wins. Runs without lesson figures are skipped, and so is a figure measured on another device than its
+run's GPU (a unit test of the run that recorded a CPU figure): each such figure is named.
 """
 
 from __future__ import annotations
@@ -31,13 +32,33 @@ def collect(reports: Path = REPORTS) -> dict:
         data = json.loads(report.read_text())
         gpus = data.get("runtime", {}).get("gpus") or [{}]
         label = gpu_label(data.get("gpu") or gpus[0].get("name", ""))  # "Tesla T4 x2": the run's GPUs
-        lesson_figures = data.get("lesson_figures") or {}
-        if label is None or not lesson_figures:
+        if label is None:
             continue
-        for key, figure in lesson_figures.items():
-            figures.setdefault(key, {})[label] = figure["value"]
+        run = report.parent.relative_to(reports.parent.parent)  # reports/gpu/<date>-<gpu>
+        kept = figures_measured_on(label, data.get("lesson_figures") or {}, run)
+        if not kept:
+            continue
+        for key, value in kept.items():
+            figures.setdefault(key, {})[label] = value
         sources[label] = report.parent.name
     return {"about": ABOUT, "figures": figures, "sources": sources}
+
+
+def figures_measured_on(label: str, lesson_figures: dict, run: Path) -> dict[str, float]:
+    """{key: value} of the figures measured on the run's GPU ``label``; prints the others, which are left out.
+
+    Each figure records the device it was measured on: a unit test during the run can record one on the CPU, and
+    labelled with the run's GPU it would show learners a wrong figure for that GPU.
+    """
+    kept, skipped = {}, []
+    for key, figure in lesson_figures.items():
+        if gpu_label(figure.get("device") or "") == label:
+            kept[key] = figure["value"]
+        else:
+            skipped.append(f"{key} ({figure.get('device') or 'no device recorded'})")
+    if skipped:
+        print(f"skipped {len(skipped)} figure(s) of {run} measured on another device: {', '.join(skipped)}")
+    return kept
 
 
 def main(reports: Path = REPORTS, target: Path = TARGET) -> int:

@@ -49,6 +49,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def no_figures_file(monkeypatch):
+    """No test records into the figures file of a GPU run that runs the unit tests (the GPU suite sets the variable
+    for all its steps): its figures would be labelled with the run's GPU. Tests of the recording set their own."""
+    monkeypatch.delenv(cg.references.FIGURES_ENV, raising=False)
+
+
 def _index(device: int | str | torch.device) -> int:
     if isinstance(device, int):
         return device

@@ -1,6 +1,10 @@
 """Predict, then measure: lesson figures beside the course GPUs' figures from committed reports."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import torch
 import update_references
@@ -47,6 +51,22 @@ def test_before_any_gpu_run_the_course_gpus_take_one_line(capsys, monkeypatch):
     ]
 
 
+def test_a_figures_file_named_before_the_tests_start_gets_nothing_from_them(tmp_path):
+    # The GPU suite runs the unit tests with COLAB_GPU_FIGURES naming its report's figures file: a CPU figure of a
+    # test (this one shows 1.25 x on "cpu") was recorded there as the run's GPU figure. tests/conftest.py unsets it.
+    figures = tmp_path / "figures.json"
+    test = f"{Path(__file__)}::test_before_any_gpu_run_the_course_gpus_take_one_line"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", test, "-p", "no:cacheprovider", "-q"],
+        cwd=Path(__file__).resolve().parents[1],
+        env=dict(os.environ, **{references.FIGURES_ENV: str(figures)}),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not figures.exists()
+
+
 def test_a_figure_this_runtime_cannot_measure_is_said_so_and_not_recorded(capsys, monkeypatch, tmp_path):
     figures = tmp_path / "figures.json"
     monkeypatch.setenv(references.FIGURES_ENV, str(figures))
@@ -80,3 +100,27 @@ def test_update_references_takes_the_newest_report_per_gpu(tmp_path):
     target = tmp_path / "references.json"
     assert update_references.main(reports, target) == 0
     assert json.loads(target.read_text())["figures"] == data["figures"]
+
+
+def test_update_references_leaves_out_a_figure_measured_on_another_device_than_the_runs_gpu(tmp_path, capsys):
+    # A real H100 run held a CPU figure: a unit test of the run had recorded it into the suite's figures file.
+    reports = tmp_path / "reports" / "gpu"
+    (reports / "2026-12-02-h100").mkdir(parents=True)
+    figures = {
+        "02.matmul_gpu_vs_cpu": {"value": 150.0, "device": "NVIDIA H100 80GB HBM3"},
+        "02.x": {"value": 1.25, "device": "cpu"},
+        "02.y": {"value": 3.0},  # from before figures recorded their device
+    }
+    report = {"gpu": "NVIDIA H100 80GB HBM3", "lesson_figures": figures}
+    (reports / "2026-12-02-h100" / "report.json").write_text(json.dumps(report))
+    (reports / "2026-12-03-t4").mkdir()  # a run whose every figure is from another device adds nothing
+    report = {"gpu": "Tesla T4 x2", "lesson_figures": {"02.x": {"value": 1.5, "device": "cpu"}}}
+    (reports / "2026-12-03-t4" / "report.json").write_text(json.dumps(report))
+    data = update_references.collect(reports)
+    assert data["figures"] == {"02.matmul_gpu_vs_cpu": {"H100": 150.0}}
+    assert data["sources"] == {"H100": "2026-12-02-h100"}
+    assert capsys.readouterr().out.splitlines() == [
+        "skipped 2 figure(s) of reports/gpu/2026-12-02-h100 measured on another device: "
+        "02.x (cpu), 02.y (no device recorded)",
+        "skipped 1 figure(s) of reports/gpu/2026-12-03-t4 measured on another device: 02.x (cpu)",
+    ]

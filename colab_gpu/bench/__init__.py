@@ -11,6 +11,7 @@ the lessons call: lesson or bench -> experiment -> the primitives in colab_gpu/t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -133,19 +134,30 @@ EXPERIMENTS: dict[str, Experiment] = {
 TARGETS: dict[str, Target] = {key: t for e in EXPERIMENTS.values() for key, t in e.targets.items()}
 
 
-def run_benchmarks(device: torch.device, names: list[str] | None = None) -> list[Row]:
-    """Run the named benchmarks (all by default) on ``device``, printing each row as it lands."""
+def run_benchmarks(
+    device: torch.device,
+    names: list[str] | None = None,
+    on_experiment: Callable[[str, list[Row], float], None] | None = None,
+) -> list[Row]:
+    """Run the named benchmarks (all by default) on ``device``, printing each row as it lands.
+
+    ``on_experiment(name, rows, seconds)`` is called after each experiment: the CLI writes bench.json there, so a
+    run stopped part-way (the GPU suite's budget) keeps every experiment it finished."""
     unknown = sorted(set(names or []) - set(EXPERIMENTS))
     if unknown:
         raise ValueError(f"Unknown benchmark(s) {unknown}; available: {sorted(EXPERIMENTS)}.")
     rows = []
     for name in names or list(EXPERIMENTS):
+        start = time.perf_counter()
         result = EXPERIMENTS[name].run(device)
-        for row in result if isinstance(result, list) else [result]:
+        measured = result if isinstance(result, list) else [result]
+        for row in measured:
             target = TARGETS.get(row.key)  # the promise travels with the row; met only counts on a GPU
             row.target = target.promise if target else ""
             row.met = target.met(row.ratio) if target and row.status == "ok" and device.type == "cuda" else None
             shown = f"{row.ratio} {row.unit}" if row.status == "ok" else f"skipped ({row.note})"
             print(f"{row.name} on {row.device}: {shown}", flush=True)
-            rows.append(row)
+        rows.extend(measured)
+        if on_experiment is not None:
+            on_experiment(name, measured, time.perf_counter() - start)
     return rows

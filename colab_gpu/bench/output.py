@@ -63,13 +63,22 @@ def plot_ratios(rows: list[Row], path: Path, title: str) -> Path:
     return path
 
 
-def write_results(rows: list[Row], out_dir: str | Path) -> tuple[Path, Path, Path]:
-    """Write ``bench.json``, ``bench.md`` and ``bench.png`` into ``out_dir``; return their paths."""
+def write_json(rows: list[Row], out_dir: str | Path, experiments: dict | None = None) -> Path:
+    """``bench.json``: the runtime, the rows, and (from the CLI) each experiment's seconds and row keys."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    data = {"runtime": runtime_report(), "rows": [asdict(r) for r in rows], "experiments": experiments or {}}
+    partial = out / "bench.json.partial"
+    partial.write_text(json.dumps(data, indent=2) + "\n")
+    return partial.replace(out / "bench.json")  # atomic: a reader never sees half a file
+
+
+def write_results(rows: list[Row], out_dir: str | Path, experiments: dict | None = None) -> tuple[Path, Path, Path]:
+    """Write ``bench.json``, ``bench.md`` and ``bench.png`` into ``out_dir``; return their paths."""
+    out = Path(out_dir)
+    json_path = write_json(rows, out, experiments)
     report = runtime_report()
-    json_path, md_path = out / "bench.json", out / "bench.md"
-    json_path.write_text(json.dumps({"runtime": report, "rows": [asdict(r) for r in rows]}, indent=2) + "\n")
+    md_path = out / "bench.md"
     md_path.write_text(to_markdown(rows, report) + "\n![ratios](bench.png)\n")
     gpu = report["gpus"][0]["name"] if report["gpus"] else "CPU only"
     png_path = plot_ratios(rows, out / "bench.png", f"colab_gpu bench: {gpu}")

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import gpu_kaggle
@@ -121,10 +122,34 @@ def test_the_kernel_folder_is_checked_field_by_field(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("scenario", "message"),
+    [
+        ("push-error", "gpu-kaggle: Kaggle refused the kernel: Notebook not found"),  # printed with exit code 0
+        ("session-limit", "at most 2 GPU sessions at once per account and yours are all busy"),  # exit code 0 too
+        ("offline", "failed: requests.exceptions.ConnectionError: HTTPSConnectionPool(host='www.kaggle.com'"),
+    ],
+)
+def test_a_failed_push_ends_at_once_without_deleting_a_kernel_that_was_never_created(
+    kaggle, course, capsys, monkeypatch, scenario, message
+):
+    waits = []
+    monkeypatch.setattr(gpu_kaggle, "pause", waits.append)  # each retry of the delete offline waited 20 s and more
+    started = time.monotonic()
+    code, out, err, calls, deleted = kaggle(scenario, course, capsys)
+    assert code == 1
+    assert message in err
+    assert [c[:2] for c in calls] == [["config", "view"], ["kernels", "push"]]  # no status, no delete
+    assert deleted is None and waits == []
+    assert "the push failed, so no kernel was created on Kaggle: nothing to delete" in out.splitlines()
+    assert "delete it at kaggle.com" not in out + err
+    assert out.strip().splitlines()[-1].startswith("gpu-kaggle FAILED:")
+    assert time.monotonic() - started < 30  # two calls of the fake CLI: seconds on a loaded machine
+    assert not list((course / "reports" / "gpu").iterdir())
+
+
+@pytest.mark.parametrize(
     ("scenario", "extra", "message"),
     [
-        ("push-error", {}, "Kaggle refused the kernel: Notebook not found"),
-        ("session-limit", {}, "at most 2 GPU sessions at once"),
         ("http-down", {}, "failed after 4 tries: requests.exceptions.HTTPError: 500 Server Error"),
         ("stuck", {"KAGGLE_DEADLINE_S": "0.3", "KAGGLE_TIMEOUT_S": "1"}, "still RUNNING after"),
         ("error", {}, "ended in ERROR (the GPU suite failed (nbval)"),
@@ -190,7 +215,7 @@ def test_repository_comes_from_pyproject():
 
 
 def test_a_cancelled_job_still_deletes_the_kernel(kaggle, course, capsys, monkeypatch):
-    """GitHub cancels a job with SIGTERM: it must leave through the `finally` that deletes the kernel."""
+    """GitHub cancels a job with SIGTERM: it must leave through the block that deletes the kernel."""
     import signal
 
     def cancelled(seconds):  # what the installed handler does when SIGTERM arrives while it waits

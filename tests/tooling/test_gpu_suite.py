@@ -1,7 +1,11 @@
 import json
+import sys
 
 import gpu_suite
 import pytest
+import suite_report
+
+from colab_gpu.bench import TARGETS
 
 
 def test_reads_junit_outcomes(tmp_path):
@@ -55,7 +59,7 @@ def test_targets_met_missed_and_unmeasured():
     assert results["course"]["met"] is True and results["course"]["value"] == 240.0
     assert gpu_suite.evaluate_targets(BENCH, course_seconds=None)[-1]["met"] is None
     assert gpu_suite.evaluate_targets(BENCH, course_seconds=400.0)[-1]["met"] is False
-    assert [t["key"] for t in results.values()][:-1] == list(gpu_suite.TARGETS)  # every bench target, in order
+    assert [t["key"] for t in results.values()][:-1] == list(TARGETS)  # every bench target, in order
     assert all(t["reason"] for t in results.values())
 
 
@@ -69,32 +73,74 @@ def test_report_lists_everything(tmp_path):
         "python": "3.12.3",
         "cpu_count": 4,
     }
-    steps = {"unit tests": (0, 200.0), "lessons": (0, 240.0), "colab_gpu bench": (0, 60.0)}
-    targets = gpu_suite.evaluate_targets(BENCH, 240.0)
+    state = suite_report.new_state(doctor, "abc1234", "cuda:0 (Tesla T4)", all_lessons=False)
+    state["windows"] = [
+        {
+            "window": 1,
+            "started": "2026-11-26T10:00:00+00:00",
+            "budget": 540,
+            "seconds": 300.0,
+            "parts": ["unit tests", "lesson 01_enable_gpu_runtime", "bench amp"],
+        }
+    ]
     figures = {"02.matmul_gpu_vs_cpu": {"value": 123.4, "device": "Tesla T4"}}
-    lessons = {"device": "cuda:0 (Tesla T4)", "lessons": {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok"}}}
-    md, js = gpu_suite.write_report(
-        tmp_path / "run",
-        doctor,
-        steps,
-        BENCH,
-        targets,
-        lessons,
-        [("tests::t", "passed", 0.1)],
-        figures,
-        commit="abc1234",
-    )
+    state["parts"] = {
+        "unit tests": {
+            "kind": "tests",
+            "status": "passed",
+            "seconds": 200.0,
+            "window": 1,
+            "timeout": None,
+            "error": None,
+            "tests": [("tests::t", "passed", 0.1)],
+        },
+        "lesson 01_enable_gpu_runtime": {
+            "kind": "lesson",
+            "lesson": "01_enable_gpu_runtime",
+            "status": "passed",
+            "seconds": 3.0,
+            "window": 1,
+            "timeout": 300,
+            "error": None,
+            "figures": figures,
+        },
+        "lesson 02_tensors_on_device": {
+            "kind": "lesson",
+            "lesson": "02_tensors_on_device",
+            "status": "not run (budget)",
+            "seconds": None,
+            "window": None,
+            "timeout": None,
+            "error": "expected 60 s, 20 s left",
+        },
+        "bench amp": {
+            "kind": "bench",
+            "experiment": "amp",
+            "status": "passed",
+            "seconds": 9.0,
+            "window": 1,
+            "timeout": None,
+            "error": None,
+            "rows": BENCH,
+        },
+    }
+    md, js = suite_report.write_report(tmp_path / "run", state)
     text, data = md.read_text(), json.loads(js.read_text())
     assert (md.name, js.name, md.parent.name) == ("report.md", "report.json", "run")
     assert text.startswith("# GPU suite: Tesla T4 x2, ") and data["gpu"] == "Tesla T4 x2"
     assert "| 01_enable_gpu_runtime | cuda:0 (Tesla T4) | 3.0 | ok |" in text
-    assert data["lessons"] == lessons and data["commit"] == "abc1234" and "- Commit: abc1234" in text
+    assert data["lessons"]["lessons"] == {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok"}}
+    assert data["commit"] == "abc1234" and "- Commit: abc1234" in text
     assert "| 02.matmul_gpu_vs_cpu | 123 | Tesla T4 |" in text
     assert data["lesson_figures"] == figures  # what scripts/update_references.py reads
     assert "compute capability 7.5" in text and "| unit tests | passed | 200 |" in text
     assert "| AMP MLP training reaches at least 50% of the measured half-precision matmul peak | 0.41 | NO |" in text
     assert "| resident | skipped | no GPU |" in text and "| tests::t | passed |" in text
-    assert data["targets"][0]["key"] == "cnn_cpu_gpu"
+    assert "| lesson 02_tensors_on_device | not run (budget) |  |  |  | expected 60 s, 20 s left |" in text
+    assert "| lessons | incomplete | 3 |" in text and "3 of 4 parts passed; `scripts/gpu_suite.py --resume" in text
+    assert data["steps"]["lessons"] == [3, 3.0] and data["complete"] is False
+    assert data["targets"][0]["key"] == "cnn_cpu_gpu" and data["targets"][-1]["value"] is None
+    assert not list((tmp_path / "run").glob("*.partial"))  # written whole, then moved into place
 
 
 def test_one_gpu_is_named_without_a_count():
@@ -107,3 +153,138 @@ def test_lessons_are_selected_by_number():
     assert len(gpu_suite.selected_lessons([])) == len(gpu_suite.lesson_sources())
     with pytest.raises(SystemExit, match=r"no lesson numbered \['99'\]"):
         gpu_suite.selected_lessons(["99"])
+
+
+# --- budget, resume, timeouts: the suite in-process on small synthetic lessons (a CPU dry run) ---
+
+CPU_DOCTOR = {
+    "gpus": [],
+    "torch": "x",
+    "cuda_runtime": None,
+    "cudnn": None,
+    "driver": None,
+    "python": "3",
+    "cpu_count": 2,
+}
+
+
+@pytest.fixture
+def lessons(tmp_path, monkeypatch):
+    """Return a function that makes the suite's lessons these synthetic ones: {stem: [cell source, ...]}."""
+    import nbformat
+
+    def install(cells_by_stem: dict[str, list[str]]) -> None:
+        pairs = {}
+        for stem, cells in cells_by_stem.items():
+            pair = tmp_path / "pairs" / f"{stem}.ipynb"
+            pair.parent.mkdir(exist_ok=True)
+            nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells]), pair)
+            pairs[stem] = pair
+        sources = [tmp_path / f"{stem}.py" for stem in cells_by_stem]
+        monkeypatch.setattr(gpu_suite, "selected_lessons", lambda numbers: sources)
+        monkeypatch.setattr(gpu_suite, "write_pairs", lambda numbers: [p for s, p in pairs.items() if s[:2] in numbers])
+        monkeypatch.setattr(gpu_suite, "doctor_report", lambda python, env: CPU_DOCTOR)
+
+    return install
+
+
+def planned(tmp_path, seconds: dict[str, float]) -> str:
+    """A report of an earlier run on this "GPU" whose part times the suite plans the budget by."""
+    report = tmp_path / "earlier.json"
+    parts = {name: {"status": "passed", "seconds": s} for name, s in seconds.items()}
+    report.write_text(json.dumps({"gpu": "CPU dry run (no GPU)", "parts": parts}))
+    return str(report)
+
+
+def suite(out, *options):
+    return gpu_suite.main(["--allow-cpu", "--unit-tests", "--bench-only", *options, "--out", str(out)])
+
+
+def statuses(out):
+    return {name: part["status"] for name, part in json.loads((out / "report.json").read_text())["parts"].items()}
+
+
+def test_a_budget_that_cuts_after_the_second_lesson_leaves_the_rest_not_run_and_resume_completes_it(lessons, tmp_path):
+    lessons({"01_a": ["print(1)"], "02_b": ["print(2)"], "03_c": ["print(3)"]})
+    times = planned(tmp_path, {"lesson 01_a": 1, "lesson 02_b": 1, "lesson 03_c": 10_000})
+    out = tmp_path / "run"
+    assert suite(out, "--budget", "120", "--times", times) == 3  # 3: parts left for --resume
+    assert statuses(out) == {"lesson 01_a": "passed", "lesson 02_b": "passed", "lesson 03_c": "not run (budget)"}
+    report = json.loads((out / "report.json").read_text())
+    assert report["parts"]["lesson 03_c"]["error"].startswith("expected 10000 s")
+    assert "not run (budget)" in (out / "report.md").read_text() and not report["complete"]
+    assert gpu_suite.main(["--allow-cpu", "--resume", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert set(statuses(out).values()) == {"passed"} and report["complete"]
+    assert [w["parts"] for w in report["windows"]] == [["lesson 01_a", "lesson 02_b"], ["lesson 03_c"]]
+    assert [report["parts"][f"lesson {s}"]["window"] for s in ("01_a", "02_b", "03_c")] == [1, 1, 2]
+    assert list(report["lessons"]["lessons"]) == ["01_a", "02_b", "03_c"]  # what import_gpu_run and the guide read
+    assert sorted(p.name for p in (out / "notebooks").iterdir()) == ["01_a.ipynb", "02_b.ipynb", "03_c.ipynb"]
+
+
+def test_the_lesson_running_when_the_budget_ends_is_cut_and_resume_runs_it_again(lessons, tmp_path):
+    lessons({"01_slow": ["print(1)", "import time; time.sleep(60)"]})
+    out = tmp_path / "run"
+    assert suite(out, "--budget", "15", "--times", planned(tmp_path, {"lesson 01_slow": 1})) == 3
+    part = json.loads((out / "report.json").read_text())["parts"]["lesson 01_slow"]
+    assert part["status"] == "cut (budget)" and "cell 2" in part["error"] and part["seconds"] < 15
+
+
+def test_a_cell_past_the_lessons_timeout_fails_that_lesson_and_the_next_lesson_still_runs(lessons, tmp_path):
+    lessons({"01_sleeps": ["import time; time.sleep(60)"], "02_fine": ["print('fine')"]})
+    out = tmp_path / "run"
+    assert suite(out, "--lesson-timeout", "5") == 1
+    report = json.loads((out / "report.json").read_text())
+    assert statuses(out) == {"lesson 01_sleeps": "failed", "lesson 02_fine": "passed"}
+    error = report["parts"]["lesson 01_sleeps"]["error"]
+    assert "cell 1 ('import time; time.sleep(60)')" in error and "timeout is 5 s" in error
+    assert report["parts"]["lesson 01_sleeps"]["timeout"] == 5 and "| 5 |" in (out / "report.md").read_text()
+
+
+def test_a_kernel_that_dies_fails_that_lesson_with_its_cell_and_the_next_lesson_still_runs(lessons, tmp_path):
+    lessons({"01_dies": ["print(1)", "import os; os._exit(1)"], "02_fine": ["print('fine')"]})
+    out = tmp_path / "run"
+    assert suite(out) == 1
+    assert statuses(out) == {"lesson 01_dies": "failed", "lesson 02_fine": "passed"}
+    error = json.loads((out / "report.json").read_text())["parts"]["lesson 01_dies"]["error"]
+    assert "cell 2 ('import os; os._exit(1)') killed the kernel" in error
+
+
+def test_a_checked_cell_that_prints_something_else_fails_as_nbval_would(tmp_path):
+    import nbformat
+    import suite_lessons
+
+    cell = nbformat.v4.new_code_cell("# NBVAL_CHECK_OUTPUT\nprint('took 3 ms at 0xdead')")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="took 9.5 s at 0xbeef\n")]
+    pair = tmp_path / "01_x.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), pair)
+    run = suite_lessons.run_lesson(pair, tmp_path / "run", 60, None, suite_lessons.kernel_env(False), refresh=False)
+    assert run.status == "passed"  # timings and addresses are sanitized, as nbval_sanitize.cfg says
+    cell.source = "# NBVAL_CHECK_OUTPUT\nprint('something else')"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), pair)
+    run = suite_lessons.run_lesson(pair, tmp_path / "run", 60, None, suite_lessons.kernel_env(False), refresh=False)
+    assert run.status == "failed" and "'stdout' differs" in run.error and "something else" in run.error
+    assert ("01_x::cell 1 (NBVAL_CHECK_OUTPUT)", "FAILED", 0.0) in run.checks
+
+
+def test_the_lessons_figures_reach_the_report_and_never_the_unit_tests(monkeypatch, tmp_path):
+    monkeypatch.setenv("COLAB_GPU_FIGURES", str(tmp_path / "leaked.json"))
+    import suite_lessons
+
+    assert "COLAB_GPU_FIGURES" not in suite_lessons.kernel_env(True)
+    commands = gpu_suite.unit_test_commands(sys.executable, ["tests"], tmp_path)
+    assert [c[-1].rsplit("/", 1)[-1] for c in commands] == ["unit.xml", "unit-gpu.xml"]
+    assert "--ignore=tests/tooling" in commands[0] and ["-m", "gpu"] == commands[1][-3:-1]
+    assert "-n" not in commands[1]  # the @gpu tests alone: no neighbour shares their timings and memory
+
+
+def test_resume_refuses_another_commit_or_gpu(lessons, tmp_path, monkeypatch):
+    lessons({"01_a": ["print(1)"]})
+    out = tmp_path / "run"
+    assert suite(out) == 0
+    report = json.loads((out / "report.json").read_text())
+    report["commit"] = "0" * 40
+    (out / "report.json").write_text(json.dumps(report))
+    monkeypatch.setattr(gpu_suite, "git_commit", lambda: "1" * 40)
+    with pytest.raises(SystemExit, match="it ran commit 000000000000, this tree is 111111111111"):
+        gpu_suite.main(["--allow-cpu", "--resume", str(out)])

@@ -17,6 +17,8 @@ def stamp(run, sha=SHA, gpu="Tesla T4", count=2, started="2026-11-21T08:00:00+00
     report = json.loads((run / "report.json").read_text())
     manifest.update(sha=sha, gpus=[gpu] * count, started=started)
     report.update(commit=sha, gpu=gpu + (f" x{count}" if count > 1 else ""), runtime={"gpus": [{"name": gpu}] * count})
+    for figure in report["lesson_figures"].values():  # measured on the run's GPU, or update_references skips it
+        figure["device"] = gpu
     (run / "manifest.json").write_text(json.dumps(manifest))
     (run / "report.json").write_text(json.dumps(report))
     return run
@@ -86,3 +88,28 @@ def test_a_run_of_some_lessons_leaves_the_guides_column_alone(run_folder, course
     guide = (course / "docs" / "instructor_guide.md").read_text()
     done = import_gpu_run.import_run(run_folder, course)
     assert "did not cover every lesson" in done and (course / "docs" / "instructor_guide.md").read_text() == guide
+
+
+def test_a_run_merged_from_two_windows_says_which_parts_each_window_ran(run_folder, course):
+    stamp(run_folder, gpu="NVIDIA H100 80GB HBM3", count=1)
+    report = json.loads((run_folder / "report.json").read_text())
+    report["windows"] = [
+        {"window": 1, "started": "2026-11-21T08:00:00+00:00", "seconds": 530.0},
+        {"window": 2, "started": "2026-11-21T09:00:00+00:00", "seconds": 410.0},
+    ]
+    report["parts"] = {
+        "unit tests": {"status": "passed", "window": 1},
+        f"lesson {LESSON}": {"status": "passed", "window": 2},
+        "bench speedrun": {"status": "not run (budget)", "window": None},
+    }
+    (run_folder / "report.json").write_text(json.dumps(report))
+    done = import_gpu_run.import_run(run_folder, course)
+    assert "window 1 (2026-11-21T08:00:00+00:00, 530 s): unit tests" in done
+    assert f"window 2 (2026-11-21T09:00:00+00:00, 410 s): lesson {LESSON}" in done
+    assert "not finished in any window: bench speedrun (not run (budget))" in done
+
+
+def test_a_run_that_does_not_know_its_commit_is_refused_with_the_fix(run_folder, course):
+    stamp(run_folder, sha=None, gpu="NVIDIA H100 80GB HBM3", count=1)
+    with pytest.raises(import_gpu_run.ImportRefused, match="--sha COMMIT"):
+        import_gpu_run.import_run(run_folder, course)
