@@ -36,7 +36,7 @@ NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cf
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 
 .PHONY: test course lint unit tooling nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
-	release test-wheel
+	release test-wheel gpu-wheels
 
 # --no-compile: Python compiles (and caches, see above) what it imports on first use; compiling all of torch up
 # front costs ~40 s here.
@@ -121,6 +121,14 @@ gpu-suite: $(ENV_READY)
 # must be pushed), through the `kaggle` CLI on PATH; a passing run is imported (scripts/gpu_kaggle.py, README "GPU CI").
 gpu-kaggle: $(ENV_READY)
 	$(PY) scripts/gpu_kaggle.py $(GPU_KAGGLE_ARGS)
+
+# make gpu-wheels PYTHON_VERSION=3.12 [IMAGE_FREEZE=file]: into .whl/, the wheels of the notebook tooling and of its
+# dependencies that a GPU image (its `pip freeze`, by default scripts/assets/gpu-image-freeze.txt) lacks, for that
+# image's CPython on Linux x86-64: what `scripts/gpu_runner.py --wheels .whl` installs there with no index. Never
+# torch, torchvision, numpy or pytest (scripts/gpu_wheels.py).
+gpu-wheels: $(ENV_READY)
+	@test -n "$(PYTHON_VERSION)" || { echo "usage: make gpu-wheels PYTHON_VERSION=3.12 [IMAGE_FREEZE=FILE]"; exit 2; }
+	$(PY) scripts/gpu_wheels.py --python-version $(PYTHON_VERSION)$(if $(IMAGE_FREEZE), --image-freeze "$(IMAGE_FREEZE)")
 
 # make import-gpu-run RUN=<run folder or zip>: a GPU run into reports/gpu/, references.json, the instructor guide.
 import-gpu-run: $(ENV_READY)
