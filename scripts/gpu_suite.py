@@ -16,6 +16,7 @@ GPU time comes in windows (a Colab session, a Kaggle quota, a node's job limit):
                       what is left is "not run (budget)"; the part running when the budget ends is stopped, "cut".
   --resume RUN_DIR    run, into RUN_DIR, only what it did not finish (not run, cut or failed) and merge the results:
                       two windows give one report, each part saying which window ran it.
+  --merge RUN OTHER   merge runs of one commit and GPU made in separate folders (windows on fresh machines) into RUN.
 A lesson cell past the lesson's timeout, or a kernel that dies, fails that lesson only; the next one runs.
 
 Usage on a GPU machine: `make gpu-suite` (USE_SYSTEM_PYTHON=1 on a preinstalled image), or scripts/gpu_runner.py.
@@ -42,6 +43,7 @@ from pathlib import Path
 from nbtools import BUILD, ROOT, course_config, device_label, git_commit, lesson_sources, write_student_versions
 from nbval_pairs import write_pairs
 from suite_lessons import kernel_env, run_lesson
+from suite_merge import merge
 from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_targets: the suite's public names)
     CUT,
     ENDED,
@@ -228,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refresh-notebooks", action="store_true", help="write the lessons' GPU outputs in place")
     parser.add_argument("--out", type=Path, default=None, help="the run folder (default: build/gpu-run)")
     parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR", help="finish this run (see above)")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="RUN", help="RUN OTHER...: merge runs (suite_merge)")
     parser.add_argument("--budget", type=float, default=None, metavar="SECONDS", help="this window's length")
     parser.add_argument(
         "--times", type=Path, nargs="*", default=[], metavar="REPORT", help="earlier reports to plan by"
@@ -240,6 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-only", nargs="*", default=None, metavar="NAME", help="only these (none: no bench)")
     parser.add_argument("--allow-cpu", action="store_true", help="a CPU dry run: REQUIRE_CUDA is not set")
     args = parser.parse_args(argv)
+    if args.merge:
+        if len(args.merge) < 2:
+            parser.error("--merge RUN OTHER [OTHER ...]: the run to merge into, then the runs to merge into it")
+        state = merge(args.merge[0].resolve(), [run.resolve() for run in args.merge[1:]])
+        left = [name for name, part in state["parts"].items() if part["status"] != PASSED]
+        print(
+            f"merged {len(args.merge) - 1} run(s) into {args.merge[0]}: {len(state['windows'])} window(s), "
+            f"{len(state['parts']) - len(left)} of {len(state['parts'])} parts passed"
+        )
+        return 0 if not left else 1 if any(state["parts"][n]["status"] == FAILED for n in left) else 3
     window = Window(args.budget)
     if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve():
         parser.error("--resume writes into the run it resumes: leave out --out")
@@ -301,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                 error=done.error,
                 tests=done.checks,
                 figures=done.figures,
+                slowest=done.slowest,
             )
         print(f"{name}: {part['status']} in {part['seconds']} s {part['error'] or ''}", flush=True)
         save(name)

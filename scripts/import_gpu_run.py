@@ -30,7 +30,8 @@ from nbtools import ROOT, lesson_sources
 
 from colab_gpu.references import gpu_label
 
-RUN_FILES = ("manifest.json", "report.md", "report.json")
+MANIFEST = "manifest.json"
+RUN_FILES = (MANIFEST, "report.md", "report.json")
 GUIDE_GPU = "T4"  # the GPU whose lesson times the instructor guide shows: the free Colab one
 
 
@@ -39,29 +40,52 @@ class ImportRefused(Exception):
 
 
 def find_run(folder: Path) -> Path:
-    """The folder holding manifest.json: ``folder`` itself, or the one folder a zip wrapped it in."""
-    if (folder / "manifest.json").exists():
-        return folder
-    inner = [p.parent for p in folder.glob("*/manifest.json")]
-    if len(inner) == 1:
-        return inner[0]
+    """The folder holding manifest.json (or, from the suite alone, report.json): ``folder`` itself, or the one folder
+    a zip wrapped it in."""
+    for name in ("manifest.json", "report.json"):
+        if (folder / name).exists():
+            return folder
+        inner = [p.parent for p in folder.glob(f"*/{name}")]
+        if len(inner) == 1:
+            return inner[0]
     found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
     raise ImportRefused(
-        f"{folder} holds no manifest.json (it has: {found or 'nothing'}); a run is what "
-        "scripts/gpu_runner.py writes: its --out folder, or the zip of it."
+        f"{folder} holds no manifest.json or report.json (it has: {found or 'nothing'}); a run is what "
+        "scripts/gpu_runner.py or scripts/gpu_suite.py writes: its --out folder, or the zip of it."
     )
+
+
+def manifest_of_suite_run(report: dict) -> dict:
+    """What a run of the suite alone (`make gpu-suite`, a self-hosted runner, no gpu_runner.py) says of itself in
+    its report, in the manifest's terms."""
+    windows = report.get("windows") or [{"started": f"{report.get('date')}T00:00:00+00:00"}]
+    return {
+        "format": 1,
+        "sha": report.get("commit"),
+        "status": "passed" if report.get("complete") else "incomplete",
+        "failures": [],
+        "started": windows[0]["started"],
+        "gpus": [gpu["name"] for gpu in report.get("runtime", {}).get("gpus", [])],
+        "image": {},
+        "from": "scripts/gpu_suite.py alone (no gpu_runner.py manifest): read from report.json",
+    }
 
 
 def read_run(run: Path) -> tuple[dict, dict]:
     """(manifest, report) of a run, checked: a GPU run, and one commit."""
-    missing = [name for name in RUN_FILES if not (run / name).exists()]
+    if not (run / "manifest.json").exists() and (run / "report.json").exists():
+        manifest = manifest_of_suite_run(json.loads((run / "report.json").read_text()))
+    else:
+        manifest = None
+    missing = [name for name in RUN_FILES if not (run / name).exists() and not (name == MANIFEST and manifest)]
     if missing:
         manifest = json.loads((run / "manifest.json").read_text())
         why = "; ".join(manifest.get("failures", [])) or "see its logs/"
         raise ImportRefused(
             f"{run} has no {', '.join(missing)}: the run stopped before the suite wrote its report ({why})."
         )
-    manifest, report = (json.loads((run / name).read_text()) for name in ("manifest.json", "report.json"))
+    manifest = manifest or json.loads((run / MANIFEST).read_text())
+    report = json.loads((run / "report.json").read_text())
     if not manifest.get("gpus"):
         raise ImportRefused(f"{run} is a CPU dry run (no GPU in its manifest): only GPU runs are imported.")
     if not manifest.get("sha"):
@@ -86,12 +110,14 @@ def run_folder(reports: Path, manifest: dict, report: dict) -> Path:
     return folder
 
 
-def copy_run(run: Path, target: Path) -> list[str]:
+def copy_run(run: Path, target: Path, manifest: dict) -> list[str]:
     """The run's report, manifest and notebooks into ``target``; returns the lessons whose notebook came along."""
     shutil.rmtree(target, ignore_errors=True)
     (target / "notebooks").mkdir(parents=True)
     for name in RUN_FILES:
-        shutil.copyfile(run / name, target / name)
+        if name != MANIFEST:
+            shutil.copyfile(run / name, target / name)
+    (target / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")  # the run's, or read from its report
     lessons = []
     for notebook in sorted((run / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         shutil.copyfile(notebook, target / "notebooks" / notebook.name)
@@ -134,7 +160,7 @@ def import_run(source: Path, root: Path = ROOT) -> str:
         run = find_run(source)
         manifest, report = read_run(run)
         target = run_folder(root / "reports" / "gpu", manifest, report)
-        lessons = copy_run(run, target)
+        lessons = copy_run(run, target, manifest)
     references = root / "colab_gpu" / "references.json"
     update_references.main(root / "reports" / "gpu", references)
     done = [
@@ -149,7 +175,7 @@ def import_run(source: Path, root: Path = ROOT) -> str:
         done.append("filled the instructor guide's GPU column")
     elif gpu_label(report["gpu"]) == GUIDE_GPU:  # one header names the column's run: a part of one would mislabel it
         done.append("left the instructor guide's GPU column as it was (the run did not cover every lesson)")
-    return "; ".join(done)
+    return "\n".join(done)
 
 
 def main(argv: list[str] | None = None) -> int:

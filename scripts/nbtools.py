@@ -11,7 +11,7 @@ import contextlib
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jupytext
@@ -226,6 +226,7 @@ class Execution:
     traceback: str | None = None  # its error as the notebook shows it, without colours
     timed_out: bool = False  # a cell ran past the time left (``timeout``, or ``deadline``)
     kernel_died: bool = False
+    cell_seconds: list[tuple[int, str, float]] = field(default_factory=list)  # (number, first line, seconds)
 
 
 COMMIT_FILE = ROOT / "scripts" / "COMMIT"  # "$Format:%H$" in git; `git archive` writes the commit (.gitattributes)
@@ -296,7 +297,7 @@ def execute(
         timeout=timeout,
         timeout_func=time_left,
         kernel_name="python3",
-        record_timing=False,
+        record_timing=True,  # each cell's seconds for the GPU suite's report; removed from the notebook below
         resources={"metadata": {"path": str(cwd)}},
         on_cell_execute=lambda cell, cell_index: running.update(index=cell_index),
     )
@@ -336,7 +337,25 @@ def execute(
             run.failed_cell = cell.source if cell is not None else None
             run.traceback = ANSI.sub("", str(err))[-2000:]
     run.seconds = time.perf_counter() - start
+    run.cell_seconds = cell_seconds(notebook)
     return run
+
+
+def cell_seconds(notebook: nbformat.NotebookNode) -> list[tuple[int, str, float]]:
+    """(cell number, first line, seconds) of every cell that ran, from nbclient's timing metadata, which it then
+    removes: a committed notebook carries no timestamps."""
+    from datetime import datetime
+
+    times = []
+    for number, cell in enumerate(notebook.cells, start=1):
+        stamps = cell.metadata.pop("execution", {})
+        if "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
+            began, ended = (
+                datetime.fromisoformat(stamps[k].replace("Z", "+00:00"))
+                for k in ("iopub.execute_input", "shell.execute_reply")
+            )
+            times.append((number, _first_line(cell.source), round((ended - began).total_seconds(), 2)))
+    return times
 
 
 def without_machine_paths(text: str) -> str:

@@ -55,6 +55,7 @@ class LessonRun:
     failed_cell: str | None = None
     checks: list[tuple[str, str, float]] = field(default_factory=list)  # (name, outcome, seconds) for the report
     figures: dict = field(default_factory=dict)
+    slowest: list[tuple[int, str, float]] = field(default_factory=list)  # its three slowest cells: why it takes long
 
 
 def is_checked(cell) -> bool:
@@ -142,6 +143,7 @@ def run_lesson(
     )
     run = LessonRun(stem, "passed", done.seconds, timeout, done.error, done.failed_cell)
     run.figures = json.loads(figures_file.read_text()) if figures_file.exists() else {}
+    run.slowest = sorted(done.cell_seconds, key=lambda cell: -cell[2])[:3]
     checks = compare_checked_cells(expected, done.notebook, stem)
     run.checks = [(name, "passed" if difference is None else "FAILED", 0.0) for name, difference in checks]
     differences = [f"{name}: {difference}" for name, difference in checks if difference is not None]

@@ -22,6 +22,7 @@ PASSED, FAILED = "passed", "failed"
 NOT_RUN = "not run (budget)"  # the budget had no room for it: --resume runs it
 CUT = "cut (budget)"  # started, stopped when the budget ended: --resume runs it again
 ENDED = "cut (the run ended while it ran)"  # what a killed run leaves on the part it was running
+SLOW_LESSON = 60  # seconds on a GPU: a lesson above it names its slowest cells (issue 42's goal for an H100)
 
 
 def slug(name: str) -> str:
@@ -121,6 +122,9 @@ def _parts_table(state: dict) -> list[str]:
         seconds = "" if part.get("seconds") is None else f"{part['seconds']:.1f}"
         limit = "" if part.get("timeout") is None else f"{part['timeout']}"
         detail = (part.get("error") or "").replace("|", "/").replace("\n", " ")[:300]
+        if part.get("seconds") and part["seconds"] > SLOW_LESSON and part.get("slowest"):
+            cells = ", ".join(f"cell {n} ({line!r}) {seconds:.0f} s" for n, line, seconds in part["slowest"])
+            detail = f"{detail} slowest: {cells}".strip().replace("|", "/")
         rows.append(f"| {name} | {part['status']} | {seconds} | {part.get('window') or ''} | {limit} | {detail} |")
     return rows
 

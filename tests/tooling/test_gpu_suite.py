@@ -220,6 +220,8 @@ def test_a_budget_that_cuts_after_the_second_lesson_leaves_the_rest_not_run_and_
     assert [report["parts"][f"lesson {s}"]["window"] for s in ("01_a", "02_b", "03_c")] == [1, 1, 2]
     assert list(report["lessons"]["lessons"]) == ["01_a", "02_b", "03_c"]  # what import_gpu_run and the guide read
     assert sorted(p.name for p in (out / "notebooks").iterdir()) == ["01_a.ipynb", "02_b.ipynb", "03_c.ipynb"]
+    assert report["parts"]["lesson 01_a"]["slowest"][0][:2] == [1, "print(1)"]  # why a lesson is slow, per cell
+    assert "execution" not in json.loads((out / "notebooks" / "01_a.ipynb").read_text())["cells"][0]["metadata"]
 
 
 def test_the_lesson_running_when_the_budget_ends_is_cut_and_resume_runs_it_again(lessons, tmp_path):
@@ -288,3 +290,20 @@ def test_resume_refuses_another_commit_or_gpu(lessons, tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_suite, "git_commit", lambda: "1" * 40)
     with pytest.raises(SystemExit, match="it ran commit 000000000000, this tree is 111111111111"):
         gpu_suite.main(["--allow-cpu", "--resume", str(out)])
+
+
+def test_runs_made_in_separate_folders_merge_into_one_and_another_commit_is_refused(lessons, tmp_path, monkeypatch):
+    lessons({"01_a": ["print(1)"], "02_b": ["print(2)"]})
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert suite(first, "--budget", "120", "--times", planned(tmp_path, {"lesson 02_b": 10_000})) == 3
+    monkeypatch.setattr(gpu_suite, "selected_lessons", lambda numbers: [tmp_path / "02_b.py"])
+    assert suite(second) == 0  # a fresh machine without the first folder: lesson 02 alone
+    assert gpu_suite.main(["--merge", str(first), str(second)]) == 0
+    report = json.loads((first / "report.json").read_text())
+    assert set(statuses(first).values()) == {"passed"} and report["complete"]
+    assert [w["window"] for w in report["windows"]] == [1, 2] and report["parts"]["lesson 02_b"]["window"] == 2
+    assert (first / "notebooks" / "02_b.ipynb").exists() and (first / "logs" / "02_b.log").exists()
+    other = json.loads((second / "report.json").read_text())
+    (second / "report.json").write_text(json.dumps(dict(other, commit="f" * 40)))
+    with pytest.raises(SystemExit, match=f"ran commit {'f' * 40}, the run it would join ran"):
+        gpu_suite.main(["--merge", str(first), str(second)])

@@ -55,7 +55,7 @@ def test_a_second_commit_the_same_day_gets_its_own_folder(run_folder, course):
     [
         (lambda run: (run / "report.json").unlink(), "has no report.json: the run stopped before"),
         (lambda run: stamp(run, count=0), "CPU dry run"),
-        (lambda run: (run / "manifest.json").unlink(), "holds no manifest.json"),
+        (lambda run: [(run / n).unlink() for n in ("manifest.json", "report.json")], "holds no manifest.json or"),
     ],
 )
 def test_what_cannot_be_imported_says_why(run_folder, course, change, message):
@@ -113,3 +113,21 @@ def test_a_run_that_does_not_know_its_commit_is_refused_with_the_fix(run_folder,
     stamp(run_folder, sha=None, gpu="NVIDIA H100 80GB HBM3", count=1)
     with pytest.raises(import_gpu_run.ImportRefused, match="--sha COMMIT"):
         import_gpu_run.import_run(run_folder, course)
+
+
+def test_a_run_of_the_suite_alone_is_imported_from_its_report(run_folder, course):
+    """`make gpu-suite` on a self-hosted runner (ci.yml's gpu job) or by hand writes no manifest: its report says
+    the commit, the GPU and when its first window started."""
+    stamp(run_folder, gpu="NVIDIA H100 80GB HBM3", count=1)
+    (run_folder / "manifest.json").unlink()
+    report = json.loads((run_folder / "report.json").read_text())
+    report.update(format=2, complete=False, windows=[{"window": 1, "started": "2026-11-22T07:00:00+00:00"}])
+    (run_folder / "report.json").write_text(json.dumps(report))
+    done = import_gpu_run.import_run(run_folder, course)
+    target = course / "reports" / "gpu" / "2026-11-22-nvidia-h100-80gb-hbm3"
+    assert f"imported the incomplete run of {SHA[:7]} on NVIDIA H100 80GB HBM3 into" in done
+    manifest = json.loads((target / "manifest.json").read_text())
+    assert (
+        manifest["sha"] == SHA and manifest["gpus"] == ["NVIDIA H100 80GB HBM3"] and "report.json" in manifest["from"]
+    )
+    assert not (run_folder / "manifest.json").exists()  # the run itself is left as it was

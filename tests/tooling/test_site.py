@@ -51,9 +51,10 @@ GPU_RUN = "2026-11-20-tesla-t4-x2"
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    """The committed reports, plus an imported GPU run of lesson 01's current source (its committed notebook)."""
+    """The committed reports, but in place of the imported GPU runs one of lesson 01's current source alone (its
+    committed notebook): each lesson page then shows a GPU run or the CPU's, whatever runs the course has."""
     reports = tmp_path_factory.mktemp("reports") / "reports"
-    shutil.copytree(ROOT / "reports", reports)
+    shutil.copytree(ROOT / "reports", reports, ignore=lambda folder, names: names if Path(folder).name == "gpu" else [])
     run = reports / "gpu" / GPU_RUN
     (run / "notebooks").mkdir(parents=True)
     shutil.copyfile(
