@@ -13,11 +13,14 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 05 feeding: ``loaders`` (workers, pinned memory, DeviceLoader, EncodedImages), ``feeding`` (each measured),
   ``augment.per_sample_flip``;
 - 06 mixed precision: ``precision`` (from ``capability``'s rule), ``workloads`` (the AMP experiment's models);
-- 07 memory: ``memory``, ``activations`` (what autograd keeps, on any device);
+- 07 memory: ``memory``, ``batch_size`` (the largest batch that fits), ``activations`` (what autograd keeps, on
+  any device);
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
 - 09 errors: ``errors`` (shows_error), ``atlas`` (the errors learners meet), ``explain`` (cg.explain and
   ``%load_ext colab_gpu``);
-- 10 profiler: ``profiling`` (a profile reduced to what to fix, and which lesson fixes it);
+- 10 profiler: ``profiling`` (a profile reduced to its regime: input-, launch-, GPU- or CPU-bound, what helps and
+  what cannot: ``regimes``), ``profile_events`` (a profile's events as spans),
+  ``timing.compare_steps`` (two ways of running a short step, timed against each other);
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
 - 12 capstone: ``speedrun_ladder`` (the rungs, each measured; ``speedrun_ladder.speedrun``, the last one),
   ``augment`` (crops and flips per image on the CPU or per batch on the device);
@@ -40,6 +43,7 @@ from . import atlas, checks, feeding, llm_memory, speedrun_ladder, workloads
 from .activations import measure_activations
 from .archives import copy_and_extract, time_file_reads
 from .augment import per_sample_flip, random_crop
+from .batch_size import find_max_batch_size
 from .capability import attention_backend, cudnn_attention_first, kernels_for
 from .checkpoint import atomic_save, default_checkpoint_dir, save_checkpoint
 from .compiling import GraphCounter, compile_model, compile_support
@@ -62,7 +66,6 @@ from .memory import (
     allocator_settings,
     cleanup,
     clear_notebook_references,
-    find_max_batch_size,
     format_memory,
     measure_peak,
 )
@@ -70,11 +73,11 @@ from .models import count_parameters, mlp, small_cnn, speed_net
 from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch_torchrun, rank0_print
 from .plots import bar_seconds, plot_bandwidth, plot_history, plot_memory_timeline, show_figure, show_images
 from .precision import choose_precision, restored_backend_settings, set_tf32, tf32_enabled, tf32_mode
-from .profiling import ProfileSummary, profile_training_steps, summarize_profile
+from .profiling import ProfileSummary, profile_step, profile_training_steps, summarize_profile
 from .references import compare_with_references
 from .runtime import cpu_count, print_runtime_report, runtime_report
 from .speedrun_ladder import run_ladder, speedrun
-from .timing import benchmark, format_seconds, speedup
+from .timing import benchmark, compare_steps, format_seconds, speedup
 from .tiny_lm import TinyDecoder, generate
 from .train import evaluate, predict, train_epoch, train_step
 from .workloads import time_conv_step_fresh, time_train_epoch, time_train_step
@@ -103,6 +106,7 @@ __all__ = [
     "choose_precision",
     "cleanup",
     "clear_notebook_references",
+    "compare_steps",
     "compare_with_references",
     "compile_model",
     "compile_support",
@@ -145,6 +149,7 @@ __all__ = [
     "plot_memory_timeline",
     "predict",
     "print_runtime_report",
+    "profile_step",
     "profile_training_steps",
     "random_crop",
     "rank0_print",

@@ -16,7 +16,7 @@ ENTRIES = (
         "Smaller batch (cg.find_max_batch_size), mixed precision, gradient accumulation; free what the "
         "notebook keeps (cg.cleanup). Much 'reserved but unallocated': PYTORCH_CUDA_ALLOC_CONF="
         "expandable_segments:True before CUDA starts (torch 2.10's message names PYTORCH_ALLOC_CONF, which "
-        "2.9.1-2.11 ignore for this key). While generating text, the KV cache grows with tokens x batch: "
+        "torch 2.9.x ignores for this key). While generating text, the KV cache grows with tokens x batch: "
         "compute it before (cg.llm_memory.kv_cache_bytes) and cap the length or the batch.",
         "lesson 07; lesson 09, memory; lesson 14, sections 3-4",
     ),

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .capability import TRITON_MIN, gpu_capability
+from .timing import BenchResult, format_seconds
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,12 @@ def _missing_piece(device: torch.device) -> str | None:
 _SMOKE_TESTED: dict[tuple, str | None] = {}
 
 
+def first_line(error: BaseException) -> str:
+    """An error as one line, its type and the first line of its message: what a fallback to eager prints."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+
+
 def _two_operations(x: torch.Tensor) -> torch.Tensor:
     return torch.sin(x) + 1
 
@@ -94,7 +101,7 @@ def _smoke_test(device: torch.device) -> str | None:
                 torch._inductor.compile(torch.fx.symbolic_trace(_two_operations), example)(*example)
             _SMOKE_TESTED[key] = None
         except Exception as error:  # noqa: BLE001 - every failure means "cannot compile here"; its text says why
-            _SMOKE_TESTED[key] = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}"
+            _SMOKE_TESTED[key] = first_line(error)
         finally:
             quiet.level = level
     return _SMOKE_TESTED[key]
@@ -168,3 +175,43 @@ class GraphCounter:
             values = [node.meta.get("example_value") for node in placeholders]
             shapes.append([tuple(v.shape) for v in values if isinstance(v, torch.Tensor)])
         return shapes
+
+
+@dataclass(frozen=True)
+class CompileComparison:
+    """One workload's training step, eager and through ``torch.compile`` in each mode, timed against each other.
+
+    ``steps`` holds "eager" and each mode that ran: seconds per step from ``timing.compare_steps`` (K steps per
+    sample, the sides interleaved); ``first_call_s`` each side's first call (a compiled mode's: capture and compile);
+    ``peak_mib`` the allocator peak of one step (GPU only); ``failed`` each mode that could not run here, and why (it
+    then trains eagerly: no compiler, a GPU Triton does not support, a Triton error at the first call). Made by
+    ``workloads.compare_compiled``; lesson 11 prints it, the bench's compile rows read it.
+    """
+
+    workload: str
+    precision: str
+    steps: dict[str, BenchResult]
+    first_call_s: dict[str, float]
+    peak_mib: dict[str, float | None]
+    failed: dict[str, str]
+
+    def speedup(self, mode: str = "default") -> float | None:
+        """Eager's median step over ``mode``'s: above 1 the compiled step is faster; None where ``mode`` did not run."""
+        return self.steps["eager"].median / self.steps[mode].median if mode in self.steps else None
+
+    def __str__(self) -> str:
+        eager = self.steps["eager"]
+        lines = [
+            f"{self.workload}, {self.precision}: K={eager.steps_per_sample} steps per sample, "
+            f"{len(eager.times)} samples, the sides interleaved"
+        ]
+        for mode, result in self.steps.items():
+            gain = (
+                f" ({self.speedup(mode):.2f}x eager; first call {self.first_call_s[mode]:.1f} s)"
+                if mode != "eager"
+                else ""
+            )
+            peak = "" if self.peak_mib.get(mode) is None else f", peak {self.peak_mib[mode]:,.0f} MiB"
+            lines.append(f"  {mode + ':':<17}{format_seconds(result.median)} per step{peak}{gain}")
+        lines += [f"  {mode + ':':<17}not run, eager only: {why}" for mode, why in self.failed.items()]
+        return "\n".join(lines)

@@ -64,6 +64,16 @@ def download_problem(error: BaseException) -> str:
     return f"the download failed: {text.splitlines()[-1][:120] if text else type(error).__name__}"
 
 
+def host_reachable(host: str, timeout_s: float = 5.0) -> bool:
+    """Whether this runtime can open a connection to ``host`` (port 443, HTTPS) within ``timeout_s``: offline, the
+    answer comes in seconds, where a download would retry or print that it started. Lessons 13 and 14."""
+    try:
+        socket.create_connection((host, 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def download_timeout(seconds: float = DOWNLOAD_TIMEOUT_S):
     """Give every socket opened inside the block ``seconds`` to answer (an unreachable server must not hang a

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import linecache
+import logging
 import os
 import re
 import sys
@@ -95,26 +96,50 @@ def _first_lines(text: str, limit: int = 6) -> str:
     return "\n".join(lines[:limit] + (["..."] if len(lines) > limit else []))
 
 
+def _console_log_handlers() -> list[logging.StreamHandler]:
+    """The logging handlers that write to this process's stdout or stderr as they were when the handler was made.
+
+    Such a handler keeps the stream object itself: in a notebook, the kernel's, which neither a file-descriptor
+    redirect nor ``redirect_stderr`` reaches: ``mp.spawn``'s "Terminating process ... via signal SIGTERM" warning
+    went that way, through the ``torch`` logger's handler in torch 2.11."""
+    consoles = {id(stream) for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__)}
+    loggers = [logging.getLogger()] + [
+        logger for logger in list(logging.Logger.manager.loggerDict.values()) if isinstance(logger, logging.Logger)
+    ]
+    return [
+        handler
+        for logger in loggers
+        for handler in logger.handlers
+        if isinstance(handler, logging.StreamHandler)
+        and not isinstance(handler, logging.FileHandler)
+        and "stream" in vars(handler)  # a stream of its own, not a property that follows sys.stderr
+        and id(handler.stream) in consoles
+    ]
+
+
 @contextmanager
 def _output_captured() -> Iterator[list[str]]:
     """Capture what this process and its children write to stdout and stderr, at the file-descriptor level.
 
     Child processes inherit file descriptors 1 and 2, so their tracebacks bypass ``sys.stderr``; the list
-    receives the lines once the block ends.
+    receives the lines once the block ends. Log records this process writes to the console are captured too.
     """
     lines: list[str] = []
     saved = [os.dup(1), os.dup(2)]
     python_level = io.StringIO()
-    with tempfile.TemporaryFile(mode="w+b") as sink:
+    with tempfile.TemporaryFile(mode="w+b") as sink, contextlib.ExitStack() as logs:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
         os.dup2(sink.fileno(), 1)
         os.dup2(sink.fileno(), 2)
+        for handler in _console_log_handlers():
+            logs.callback(handler.setStream, handler.setStream(python_level))
         try:
             with contextlib.redirect_stdout(python_level), contextlib.redirect_stderr(python_level):
                 yield lines
         finally:
+            logs.close()
             os.dup2(saved[0], 1)
             os.dup2(saved[1], 2)
             for fd in saved:

@@ -1,7 +1,7 @@
 """Recognise an error of the atlas and say what to do: `explain`, and the ``%load_ext colab_gpu`` extension.
 
-An error the atlas does not know passes through untouched: `explain` returns None and prints nothing, and
-the extension shows IPython's usual traceback and nothing else. Taught in lesson 09.
+An error the atlas does not know passes through untouched: `explain` prints nothing (``show=False``: returns None),
+and the extension shows IPython's usual traceback and nothing else. Taught in lesson 09.
 """
 
 from __future__ import annotations
@@ -32,18 +32,21 @@ def find_entry(error: BaseException | str) -> AtlasEntry | None:
 
 
 def explain(error: BaseException | str, *, show: bool = True) -> AtlasEntry | None:
-    """Print the cause and the fix of a known error (an exception, or its message pasted as text) and return
-    its atlas entry; for an unknown error print nothing and return None. Taught in lesson 09.
+    """Print the cause and the fix of a known error (an exception, or its message pasted as text); for an unknown
+    error print nothing. Like ``print``, it returns None, so a notebook cell that ends with it shows the explanation
+    and nothing after it. ``show=False`` prints nothing and returns the error's atlas entry instead (None for an
+    unknown error), to check which one it is. Taught in lesson 09.
 
     Example:
-        >>> entry = explain("RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3072 and 784x10)", show=False)
-        >>> entry.key
+        >>> explain("RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x3072 and 784x10)", show=False).key
         'shapes-multiplied'
     """
     entry = find_entry(error)
-    if entry is not None and show:
+    if not show:
+        return entry
+    if entry is not None:
         print(f"colab_gpu explains: {entry.format()}")
-    return entry
+    return None
 
 
 def extension_loaded() -> bool:

@@ -15,15 +15,15 @@ random weights and no tokenizer, and one printed line says so, as `finetune.load
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
-import socket
 from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from .capability import release_of
-from .downloads import download_problem, download_timeout
+from .downloads import download_problem, download_timeout, host_reachable
 
 HUB_HOST = "huggingface.co"
 #: The oldest transformers with ``dtype=`` (``torch_dtype=`` before; an unknown keyword is silently ignored there,
@@ -60,11 +60,7 @@ class LanguageModel(NamedTuple):
 def hub_reachable(timeout_s: float = 5.0) -> bool:
     """Whether this runtime can open a connection to the Hub (a failed attempt answers in seconds, where
     transformers would retry for about a minute)."""
-    try:
-        socket.create_connection((HUB_HOST, 443), timeout=timeout_s).close()
-        return True
-    except OSError:
-        return False
+    return host_reachable(HUB_HOST, timeout_s)
 
 
 def transformers_module():
@@ -144,6 +140,20 @@ def load_language_model(name: str, *, dtype: torch.dtype, device: torch.device |
         "stands in, so the text below is token ids, not words (the memory figures are the real model's)."
     )
     config = transformers.AutoConfig.for_model(**OFFLINE_CONFIGS[name])
-    with torch.device(device):  # built on the device, then cast there: never a full fp32 copy in the runtime's RAM
+    with built_in(dtype, device):  # each weight created on the device in dtype, as from_pretrained loads them
         model = transformers.AutoModelForCausalLM.from_config(config)
-    return LanguageModel(ready_to_generate(model.to(dtype)), None, False)
+    return LanguageModel(ready_to_generate(model), None, False)
+
+
+@contextlib.contextmanager
+def built_in(dtype: torch.dtype, device: torch.device):
+    """Create the tensors of a model built inside the block on ``device`` in ``dtype`` (torch's default device and
+    floating-point dtype, restored after): no fp32 copy first, which would take twice a 16-bit model's memory.
+    transformers' ``from_config(config, dtype=...)`` does the same with the dtype."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            yield
+    finally:
+        torch.set_default_dtype(previous)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from .capability import worker_rule
 from .device import Batch
@@ -34,16 +34,37 @@ class WorkerAdvice:
         return f"num_workers={self.num_workers}: {self.reason}"
 
 
-def suggest_num_workers(cores: int | None = None) -> WorkerAdvice:
+PLATEAU = 0.9  # a worker count delivering at least this share of a sweep's fastest rate is on the plateau
+
+
+def suggest_num_workers(cores: int | None = None, *, measured: dict[int, float] | None = None) -> WorkerAdvice:
     """How many DataLoader worker processes to use on this runtime, with the reason.
 
-    The rule is capability.py's: one worker per core the process may use, capped at 8 (workers beyond the
-    core count only compete for the same cores; Colab has 2 vCPUs). Lesson 05.
+    Without ``measured``, the rule is capability.py's: one worker per core the process may use, capped at 8 (workers
+    beyond the core count only compete for the same cores; Colab has 2 vCPUs). Given ``measured``, a sweep's
+    samples/s per worker count (`sweep_workers`), the measurement decides: the fewest workers within 10% of the
+    fastest rate, where the curve's plateau starts (more workers cost memory and start-up time for nothing).
+    Lesson 05.
 
     Example:
         >>> suggest_num_workers(cores=2).num_workers
         2
+        >>> suggest_num_workers(measured={0: 100.0, 2: 190.0, 4: 200.0}).num_workers
+        2
     """
+    if measured:
+        fastest = max(measured, key=measured.get)
+        top = measured[fastest]
+        chosen = min(n for n, rate in measured.items() if rate >= PLATEAU * top)
+        why = f"measured here, {measured[chosen]:,.0f} samples/s"
+        if chosen != fastest:
+            why += (
+                f", within {1 - PLATEAU:.0%} of the fastest ({fastest} workers, {top:,.0f}): the plateau starts here, "
+                "and more workers only cost memory and start-up time"
+            )
+        else:
+            why += ", the fastest rate of the sweep"
+        return WorkerAdvice(chosen, why + ".")
     return WorkerAdvice(*worker_rule(cpu_count() if cores is None else cores))
 
 
@@ -57,6 +78,7 @@ def worker_loader(
     persistent_workers: bool = True,
     prefetch_factor: int | None = None,
     seed: int = 0,
+    samples: int | None = None,
 ) -> DataLoader:
     """A DataLoader with checked settings: pinned memory on GPUs, persistent workers by default.
 
@@ -64,6 +86,8 @@ def worker_loader(
         persistent_workers: keep worker processes alive between epochs instead of forking new
             ones every epoch (ignored with 0 workers).
         prefetch_factor: batches each worker prepares ahead (PyTorch's default is 2).
+        samples: samples per epoch, drawn in random order; more than the data set repeats it, a new order each
+            pass (`sweep_workers` times enough batches this way). None: the data set once.
 
     Taught in lesson 05.
     """
@@ -83,13 +107,22 @@ def worker_loader(
         extra = {"persistent_workers": persistent_workers, "prefetch_factor": prefetch_factor or 2}
     elif prefetch_factor is not None:
         raise ValueError("prefetch_factor needs num_workers > 0: with 0 workers nothing is prefetched.")
+    generator = torch.Generator().manual_seed(seed)
+    if samples is not None:
+        if samples < batch_size or not shuffle:
+            raise ValueError(
+                f"samples={samples} asks for a random draw of at least one batch: use samples >= batch_size "
+                f"({batch_size}) with shuffle=True, or samples=None for the data set once."
+            )
+        extra["sampler"] = RandomSampler(dataset, num_samples=samples, generator=generator)
+        shuffle = False  # the sampler shuffles
     return DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=shuffle,
         num_workers=num_workers,
         pin_memory=torch.device(device).type == "cuda",
-        generator=torch.Generator().manual_seed(seed),
+        generator=generator,
         **extra,
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -187,102 +187,3 @@ def cleanup(device: str | torch.device | None = None, *, notebook: bool = True) 
         torch.cuda.empty_cache()  # hand cached, unused blocks back to the driver
         return before - memory_report(device)["reserved"]
     return None
-
-
-@dataclass(frozen=True)
-class BatchSizeSearch:
-    """What `find_max_batch_size` found. Use ``suggested``: ``largest_fit`` sits on the out-of-memory edge.
-
-    Taught in lesson 07.
-    """
-
-    largest_fit: int  # the largest batch size that ran
-    first_oom: int | None  # the smallest size that ran out of memory (None: ``limit`` was reached)
-    suggested: int  # largest_fit less the safety margin, rounded down to a multiple of 8
-    margin: float
-    tries: int
-
-    def __str__(self) -> str:
-        edge = (
-            f"first out-of-memory at {self.first_oom:,}"
-            if self.first_oom is not None
-            else "the search limit was reached without running out of memory"
-        )
-        return (
-            f"largest batch that ran: {self.largest_fit:,} ({edge}, {self.tries} tries); "
-            f"suggested: {self.suggested:,}, {self.margin:.0%} below, because memory use varies from step to "
-            "step (fragmentation, cuDNN workspaces, a longer sequence) and a batch on the edge fails later"
-        )
-
-
-def find_max_batch_size(
-    try_batch: Callable[[int], object],
-    device: str | torch.device,
-    *,
-    start: int = 1,
-    limit: int = 2**16,
-    resolution: float = 1 / 16,
-    margin: float = 0.1,
-) -> BatchSizeSearch:
-    """Search the largest batch size for which ``try_batch(batch_size)`` runs without running out of memory.
-
-    Doubles from ``start`` until the first out-of-memory error (or ``limit``), then bisects between
-    the last size that fitted and the first that did not, until they are within ``resolution``
-    (a fraction of the size: 1/16 stops after about four bisections instead of ~16, and each try
-    at a large batch is a full training step). After every try the memory is cleaned up, so the
-    search leaves the device as it found it. Returns the edge and a ``suggested`` size ``margin``
-    below it. Taught in lesson 07.
-
-    Example:
-        >>> def step(batch_size):
-        ...     if batch_size > 1000:
-        ...         raise torch.OutOfMemoryError("pretend")
-        >>> found = find_max_batch_size(step, "cpu", start=64)
-        >>> 1000 * 15 / 16 <= found.largest_fit <= 1000, found.suggested <= 0.9 * found.largest_fit
-        (True, True)
-
-    Raises:
-        ValueError: bad bounds, resolution or margin.
-        RuntimeError: even ``start`` does not fit.
-    """
-    if start < 1 or limit < start:
-        raise ValueError(f"find_max_batch_size needs 1 <= start <= limit, got start={start}, limit={limit}.")
-    if not 0 < resolution < 1 or not 0 <= margin < 1:
-        raise ValueError(
-            f"find_max_batch_size needs 0 < resolution < 1 and 0 <= margin < 1, got "
-            f"resolution={resolution}, margin={margin}."
-        )
-    tries = 0
-
-    def fits(batch_size: int) -> bool:
-        nonlocal tries
-        tries += 1
-        try:
-            try_batch(batch_size)
-            return True
-        except torch.OutOfMemoryError:
-            return False
-        finally:
-            cleanup(device, notebook=False)
-
-    if not fits(start):
-        raise RuntimeError(
-            f"Even batch_size={start} runs out of memory on {device}: use a smaller model, "
-            "mixed precision (lesson 06) or activation checkpointing."
-        )
-    good, bad = start, None
-    while bad is None and good < limit:
-        candidate = min(good * 2, limit)
-        if fits(candidate):
-            good = candidate
-        else:
-            bad = candidate
-    while bad is not None and bad - good > max(1, int(resolution * good)):
-        middle = (good + bad) // 2
-        if fits(middle):
-            good = middle
-        else:
-            bad = middle
-    suggested = int(good * (1 - margin))
-    suggested = max(start, suggested - suggested % 8 if suggested >= 8 else suggested)
-    return BatchSizeSearch(largest_fit=good, first_oom=bad, suggested=min(suggested, good), margin=margin, tries=tries)

@@ -102,6 +102,44 @@ def speed_net(in_channels: int = 3, classes: int = 10, width: int = 64) -> nn.Se
     )
 
 
+class ResidualBlock(nn.Module):
+    """A transformer's MLP block: ``x + Dropout(Linear(Dropout(GELU(Linear(LayerNorm(x))))))``, 4x wide inside.
+
+    Two matmuls with chains of element-wise work around them (normalize, activate, drop, add back), each chain a
+    separate memory-bound kernel per operator in eager mode, and the chains ``torch.compile`` fuses (lesson 11).
+    """
+
+    def __init__(self, features: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(features)
+        self.up = nn.Linear(features, 4 * features)
+        self.down = nn.Linear(4 * features, features)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        hidden = self.drop(nn.functional.gelu(self.up(self.norm(x))))  # (rows, 4 x features)
+        return x + self.drop(self.down(hidden))  # (rows, features): the residual stream
+
+
+def residual_mlp(features: int, blocks: int, classes: int = 10) -> nn.Sequential:
+    """``blocks`` `ResidualBlock` of width ``features`` on rows of ``features`` values, a LayerNorm and a linear head.
+
+    Example:
+        >>> import torch
+        >>> residual_mlp(16, blocks=2)(torch.zeros(3, 16)).shape
+        torch.Size([3, 10])
+
+    The GPU-bound model of lesson 11 (and of the bench's "compile" row).
+    """
+    if features < 1 or blocks < 1 or classes < 2:
+        raise ValueError(
+            f"residual_mlp needs features >= 1, blocks >= 1 and classes >= 2; got "
+            f"features={features}, blocks={blocks}, classes={classes}."
+        )
+    layers: list[nn.Module] = [ResidualBlock(features) for _ in range(blocks)]
+    return nn.Sequential(*layers, nn.LayerNorm(features), nn.Linear(features, classes))
+
+
 def count_parameters(model: nn.Module) -> int:
     """Number of trainable parameters. Taught in lesson 03."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -2,10 +2,10 @@
 
 `ladder(device)` (speedrun_rungs.py) lists the rungs: each adds one technique from an earlier lesson to the rung
 below it, and says why it is skipped where it only pays on a GPU (its technique then stays off above it too).
-`run_rung` trains
-one rung's `Recipe` for a fixed number of epochs and measures seconds per epoch (the median of the epochs after
-the first, which pays for starting workers and, from rung 3 on a GPU, cuDNN's autotuning), images/s and test
-accuracy. `speedrun` is the last rung as one call. The techniques are the published ones (GPU-resident data,
+`run_rung` trains one rung's `Recipe` for a fixed number of epochs and measures seconds per epoch (the median of the
+epochs after the first, which pays for starting workers and, from rung 3 on a GPU, cuDNN's autotuning), images/s and
+test accuracy, and on request profiles a few of its steps for its regime (lesson 10's rule: which levers can pay).
+`speedrun` is the last rung as one call. The techniques are the published ones (GPU-resident data,
 GPU augmentation, channels_last, half precision, large batches with a per-batch schedule, label smoothing,
 test-time flips).
 """
@@ -16,18 +16,18 @@ import copy
 import statistics
 import time
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
-from .augment import AugmentedDeviceLoader, CpuAugmentedImages, FlipAveraged
+from .augment import AugmentedDeviceLoader, FlipAveraged
 from .data import ImageData
 from .device import synchronize
-from .models import small_cnn, speed_net
 from .precision import make_scaler, resolve_precision, restored_backend_settings
-from .speedrun_rungs import Recipe, Rung, ladder, ladder_size
-from .train import evaluate, train_epoch
+from .profiling import ProfileSummary, Regime, profile_step
+from .speedrun_rungs import Recipe, Rung, _model, _optimizer, _train_loader, ladder, ladder_size, without_levers
+from .train import evaluate, train_epoch, train_step
 
 
 @dataclass
@@ -39,6 +39,12 @@ class RungResult:
     images: int = 0
     test_acc: float | None = None
     warmup_s: float = 0.0  # compiling, before the timed epochs
+    profile: ProfileSummary | None = None  # a few of its steps profiled after training (`run_rung(profile=True)`)
+
+    @property
+    def regime(self) -> Regime | None:
+        """What bounds this rung's step on this runtime (lesson 10's rule), when it was profiled."""
+        return self.profile.regime if self.profile is not None else None
 
     @property
     def seconds_per_epoch(self) -> float:
@@ -64,49 +70,6 @@ def seeds_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, devi
     return images
 
 
-def _model(recipe: Recipe, data: ImageData, width: int, device: torch.device) -> nn.Module:
-    channels, classes = data.image_shape[0], len(data.classes)
-    model = speed_net(channels, classes, width) if recipe.net == "speed_net" else small_cnn(channels, classes, 32)
-    return model.to(device, memory_format=torch.channels_last if recipe.channels_last else torch.contiguous_format)
-
-
-def _train_loader(recipe: Recipe, data: ImageData, device: torch.device, seed: int, mean, std):
-    if recipe.resident:
-        return AugmentedDeviceLoader(
-            data.train_images,
-            data.train_labels,
-            recipe.batch_size,
-            device=device,
-            mean=mean,
-            std=std,
-            augment=True,
-            channels_last=recipe.channels_last,
-            seed=seed,
-        )
-    return DataLoader(
-        CpuAugmentedImages(data.train_images, data.train_labels, mean, std),
-        recipe.batch_size,
-        shuffle=True,
-        num_workers=recipe.workers,
-        pin_memory=recipe.pinned and device.type == "cuda",
-        persistent_workers=recipe.workers > 0,
-        generator=torch.Generator().manual_seed(seed),
-    )
-
-
-def _optimizer(model: nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.SGD:
-    fused = recipe.schedule and device.type == "cuda"  # one kernel for every parameter's update
-    optimizer = torch.optim.SGD(
-        model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=recipe.schedule, weight_decay=5e-4, fused=fused or None
-    )
-    if fused:
-        # A fused SGD's first step allocates its momentum uninitialized, and a step GradScaler skips (fp16
-        # overflow) leaves it so: start from zeros, which is what a first step computes anyway.
-        for parameter in model.parameters():
-            optimizer.state[parameter]["momentum_buffer"] = torch.zeros_like(parameter)
-    return optimizer
-
-
 def _warm_up_compiled(compiled: nn.Module, model: nn.Module, loader, precision, device: torch.device) -> float:
     """Compile before the clock starts: two throwaway steps, then the initial weights back (airbench does this)."""
     start, initial = time.perf_counter(), copy.deepcopy(model.state_dict())
@@ -123,10 +86,55 @@ def _warm_up_compiled(compiled: nn.Module, model: nn.Module, loader, precision, 
     return time.perf_counter() - start
 
 
+def _rung_step(trained: nn.Module, loader, optimizer, recipe: Recipe, precision, loss_fn, scaler, device):
+    """One training step of a rung as its epochs run it, its batch's fetching labelled "data" (for `profile_step`).
+    The schedule is not stepped: it ended with the last epoch."""
+    from torch.profiler import record_function
+
+    batches = chain.from_iterable(repeat(loader))  # the loader's batches, epoch after epoch
+
+    def step() -> None:
+        with record_function("data"):
+            inputs, labels = next(batches)
+            inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+        if recipe.item_every_step:  # seeds_epoch's step
+            loss = nn.functional.cross_entropy(trained(inputs), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss.item()
+        else:
+            train_step(
+                trained,
+                inputs,
+                labels,
+                optimizer,
+                loss_fn=loss_fn,
+                autocast_dtype=precision.dtype,
+                scaler=scaler,
+                check_shapes=False,
+            )
+
+    return step
+
+
+PROFILED_STEPS = 5  # per rung, after its epochs: the regime of its step
+
+
 def run_rung(
-    rung: Rung, data: ImageData, device: str | torch.device, *, epochs: int, width: int = 64, seed: int = 0
+    rung: Rung,
+    data: ImageData,
+    device: str | torch.device,
+    *,
+    epochs: int,
+    width: int = 64,
+    seed: int = 0,
+    profile: bool = False,
 ) -> RungResult:
     """Train a fresh model with ``rung.recipe`` for ``epochs`` epochs; measure every epoch and the test accuracy.
+
+    With ``profile``, a few more of its steps are then profiled (`profile_step`), for the regime of this rung on
+    this runtime (``result.regime``): a lever that makes kernels cheaper pays only on a GPU-bound rung.
 
     Taught in lesson 12.
     """
@@ -175,6 +183,9 @@ def run_rung(
         result.test_acc = evaluate(
             FlipAveraged(model) if recipe.flip_test else model, test, device, autocast_dtype=precision.dtype
         ).accuracy
+        if profile:  # after the accuracy: these steps train on, and nothing reads the model afterwards
+            step = _rung_step(trained, loader, optimizer, recipe, precision, loss_fn, scaler, device)
+            result.profile = profile_step(step, device, steps=PROFILED_STEPS)
     return result
 
 
@@ -217,10 +228,12 @@ def run_ladder(
     epochs: int | None = None,
     numbers: list[int] | None = None,
     verbose: bool = True,
+    profile: bool = False,
 ) -> list[RungResult]:
     """Train every rung that runs on ``device`` (or those in ``numbers``), printing a line per rung.
 
-    Skipped rungs come back with no epochs and their reason in ``rung.skip``. Taught in lesson 12.
+    Skipped rungs come back with no epochs and their reason in ``rung.skip``. With ``profile``, each rung's step is
+    profiled after its epochs, and its line ends with its regime (``result.regime``). Taught in lesson 12.
     """
     device, size = torch.device(device), ladder_size(device)
     results = []
@@ -232,13 +245,14 @@ def run_ladder(
             if verbose:
                 print(f"rung {rung.number} {rung.name}: skipped here, {rung.skip}")
             continue
-        result = run_rung(rung, data, device, epochs=epochs or size.epochs, width=size.width)
+        result = run_rung(rung, data, device, epochs=epochs or size.epochs, width=size.width, profile=profile)
         results.append(result)
         if verbose:
             compiled = f", compiling {result.warmup_s:.1f} s before" if result.warmup_s else ""
+            regime = f"; {result.regime.name}" if result.regime else ""
             print(
                 f"rung {rung.number} {rung.name}: {result.seconds_per_epoch:.2f} s/epoch, "
-                f"{result.images_per_s:,.0f} images/s, test accuracy {result.test_acc:.1%}{compiled}",
+                f"{result.images_per_s:,.0f} images/s, test accuracy {result.test_acc:.1%}{compiled}{regime}",
                 flush=True,
             )
     return results
@@ -265,3 +279,12 @@ def speedrun(
             f"({result.seconds_per_epoch:.2f} s/epoch), test accuracy {result.test_acc:.1%}"
         )
     return result
+
+
+def run_without_levers(
+    rung: Rung, data: ImageData, device: str | torch.device, *, epochs: int, width: int = 64
+) -> list[RungResult]:
+    """Train `without_levers` of ``rung`` (compile off, then mixed precision off too), each profiled, and return
+    their results: set beside ``rung``'s own, they show what each lever pays on its step. Empty where ``rung`` uses
+    neither (a CPU runtime skips both rungs). Taught in lesson 12."""
+    return [run_rung(v, data, device, epochs=epochs, width=width, profile=True) for v in without_levers(rung)]

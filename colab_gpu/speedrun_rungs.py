@@ -2,7 +2,8 @@
 
 `ladder(device)` lists the rungs: each adds one technique from an earlier lesson to the rung below it, as a field of
 its `Recipe`, and says why it is skipped where it only pays on a GPU (its technique then stays off above it too).
-`ladder_size` is how much each rung trains on this device. speedrun_ladder.py trains and measures them.
+`ladder_size` is how much each rung trains on this device; `_model`, `_train_loader` and `_optimizer` build what a
+recipe trains with. speedrun_ladder.py trains and measures them.
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
+from torch import nn
+from torch.utils.data import DataLoader
 
+from .augment import AugmentedDeviceLoader, CpuAugmentedImages
 from .compiling import compile_support
+from .data import ImageData
 from .loaders import suggest_num_workers
+from .models import small_cnn, speed_net
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,49 @@ class LadderSize:
     width: int  # speed_net's width
     train_images: int  # images per epoch when the data set is a small offline fallback
     speedrun_epochs: int  # `speedrun`'s full length (the GPU figure aims at 93% on CIFAR-10; not yet measured)
+
+
+def _model(recipe: Recipe, data: ImageData, width: int, device: torch.device) -> nn.Module:
+    channels, classes = data.image_shape[0], len(data.classes)
+    model = speed_net(channels, classes, width) if recipe.net == "speed_net" else small_cnn(channels, classes, 32)
+    return model.to(device, memory_format=torch.channels_last if recipe.channels_last else torch.contiguous_format)
+
+
+def _train_loader(recipe: Recipe, data: ImageData, device: torch.device, seed: int, mean, std):
+    if recipe.resident:
+        return AugmentedDeviceLoader(
+            data.train_images,
+            data.train_labels,
+            recipe.batch_size,
+            device=device,
+            mean=mean,
+            std=std,
+            augment=True,
+            channels_last=recipe.channels_last,
+            seed=seed,
+        )
+    return DataLoader(
+        CpuAugmentedImages(data.train_images, data.train_labels, mean, std),
+        recipe.batch_size,
+        shuffle=True,
+        num_workers=recipe.workers,
+        pin_memory=recipe.pinned and device.type == "cuda",
+        persistent_workers=recipe.workers > 0,
+        generator=torch.Generator().manual_seed(seed),
+    )
+
+
+def _optimizer(model: nn.Module, recipe: Recipe, device: torch.device) -> torch.optim.SGD:
+    fused = recipe.schedule and device.type == "cuda"  # one kernel for every parameter's update
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=recipe.lr, momentum=0.9, nesterov=recipe.schedule, weight_decay=5e-4, fused=fused or None
+    )
+    if fused:
+        # A fused SGD's first step allocates its momentum uninitialized, and a step GradScaler skips (fp16
+        # overflow) leaves it so: start from zeros, which is what a first step computes anyway.
+        for parameter in model.parameters():
+            optimizer.state[parameter]["momentum_buffer"] = torch.zeros_like(parameter)
+    return optimizer
 
 
 def ladder_size(device: str | torch.device) -> LadderSize:
@@ -122,3 +171,19 @@ def ladder(device: str | torch.device) -> list[Rung]:
             recipe = replace(recipe, **changes)
         rungs.append(Rung(number, name, adds, recipe, skip))
     return rungs
+
+
+def without_levers(rung: Rung) -> list[Rung]:
+    """``rung`` with the levers that make kernels cheaper taken off one after the other: compiling ("eager"), then
+    mixed precision ("fp32"). Each comes back as a rung of the same number, its name saying what it lacks; levers
+    ``rung`` does not use are left out (a CPU's last rung uses neither). Lesson 12 trains them beside the ladder's
+    last rung: what each lever pays on that step, and in which regime."""
+    variants, recipe, name = [], rung.recipe, rung.name
+    for suffix, lever, off, used in (
+        ("eager", "torch.compile", {"compiled": False}, recipe.compiled),
+        ("fp32", "mixed precision", {"precision": "fp32"}, recipe.precision != "fp32"),
+    ):
+        if used:
+            recipe, name = replace(recipe, **off), f"{name}, {suffix}"
+            variants.append(replace(rung, name=name, adds=f"{lever} off", recipe=recipe))
+    return variants

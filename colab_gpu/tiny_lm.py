@@ -4,29 +4,74 @@
 through ``scaled_dot_product_attention``, a gated MLP, RMSNorm, and an output layer tied to the embedding, so its
 `shape` is an `llm_memory.ModelShape` whose formulas hold for it exactly. Its forward takes and returns a KV
 cache: the keys and values of the tokens seen so far, per layer. `generate` decodes greedily with or without it.
+
+A generation step of a small model waits on the host, which launches one GPU kernel per operation, so the step does
+each thing once: the rotary angles and the attention mask are built once per forward and shared by the layers (as
+transformers' Llama does), the ids are read (a host-device synchronization) once per `generate`, not per token, and
+generation asks for the logits of the last position only, the one it reads (nanoGPT's ``x[:, [-1], :]``).
 """
 
 from __future__ import annotations
+
+import functools
+from typing import NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .capability import attention_backend
 from .llm_memory import ModelShape
 
 #: One layer's cached keys and values, each (batch, KV heads, tokens, head dim).
 LayerCache = tuple[torch.Tensor, torch.Tensor]
+#: Llama's rotary base (``rope_theta``): the slowest pair of features turns once every ~60,000 positions.
+ROPE_BASE = 10_000.0
 
 
-def rotate(x: torch.Tensor, positions: torch.Tensor, base: float = 10_000.0) -> torch.Tensor:
-    """Rotary position embedding: turn each pair of features of ``x`` (batch, heads, tokens, head dim) by an angle
-    that grows with the token's position, so attention scores depend on how far apart two tokens are."""
+def rotary_angles(positions: torch.Tensor, head_dim: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """The cos and sin, each (tokens, head_dim / 2), of the angles that rotary embedding turns each pair of features
+    by: the angle grows with the token's position, at a different rate for each pair. Every layer uses the same
+    ones, so `TinyDecoder` computes them once per forward."""
+    half = head_dim // 2
+    frequencies = ROPE_BASE ** (-torch.arange(half, device=positions.device, dtype=torch.float32) / half)
+    angles = positions.float()[:, None] * frequencies  # (tokens, half), in fp32: a 16-bit angle loses its position
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Turn each pair of features of ``x`` (batch, heads, tokens, head dim) by its angle (`rotary_angles`), so that
+    attention scores depend on how far apart two tokens are."""
     half = x.shape[-1] // 2
-    frequencies = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) / half)
-    angles = positions.float()[:, None] * frequencies  # (tokens, half)
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     first, second = x[..., :half], x[..., half:]
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
+
+@functools.cache
+def sdpa_groups_heads(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether the kernel ``scaled_dot_product_attention`` picks here pairs several query heads with one key/value
+    head itself (``enable_gqa=True``, torch 2.5+; the package needs 2.7).
+
+    The CPU's flash kernel and the GPU's flash and cuDNN kernels do. The memory-efficient kernel, which a T4 and
+    fp32 on any GPU run, refuses fewer key/value heads in the torch releases learners have, and the math kernel
+    that PyTorch takes instead writes the whole score matrix: there `TinyDecoder` repeats the key/value heads
+    first. Elsewhere (ROCm, other devices) it repeats them too: that works with every kernel.
+    """
+    if device.type == "cpu":
+        return True
+    if device.type != "cuda" or torch.version.hip is not None:
+        return False
+    return attention_backend(torch.cuda.get_device_capability(device), dtype, head_dim) == "flash"
+
+
+class StepConstants(NamedTuple):
+    """What every layer of one forward shares, computed once by `TinyDecoder`."""
+
+    cos: torch.Tensor  # rotary angles of the new tokens' positions, (tokens, head_dim / 2)
+    sin: torch.Tensor
+    is_causal: bool  # no cache: each token sees itself and the tokens before it
+    mask: torch.Tensor | None  # several new tokens after a cache; one new token sees everything: no mask
+    grouped: bool  # the kernel pairs query heads with key/value heads itself (`sdpa_groups_heads`)
 
 
 class DecoderLayer(nn.Module):
@@ -46,26 +91,40 @@ class DecoderLayer(nn.Module):
         self.up = nn.Linear(shape.hidden, shape.intermediate, bias=False)
         self.down = nn.Linear(shape.intermediate, shape.hidden, bias=False)
 
-    def forward(self, x: torch.Tensor, cache: LayerCache | None) -> tuple[torch.Tensor, LayerCache]:
-        batch, tokens, _ = x.shape
-        seen = 0 if cache is None else cache[0].shape[2]
-        positions = torch.arange(seen, seen + tokens, device=x.device)
-        h = self.attention_norm(x)
-        q = rotate(self.q(h).view(batch, tokens, self.heads, self.head_dim).transpose(1, 2), positions)
-        k = rotate(self.k(h).view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2), positions)
+    def forward(
+        self, x: torch.Tensor, cache: LayerCache | None, step: StepConstants
+    ) -> tuple[torch.Tensor, LayerCache]:
+        attended, cache = self.attention(self.attention_norm(x), cache, step)
+        x = x + attended
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h)), cache
+
+    def attention(
+        self, h: torch.Tensor, cache: LayerCache | None, step: StepConstants
+    ) -> tuple[torch.Tensor, LayerCache]:
+        batch, tokens, _ = h.shape
+        # (batch, tokens, heads x head_dim) -> (batch, heads, tokens, head_dim): one attention per head
+        q = self.q(h).view(batch, tokens, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(h).view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
         v = self.v(h).view(batch, tokens, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rotary(q, step.cos, step.sin), apply_rotary(k, step.cos, step.sin)
         if cache is not None:  # the new tokens attend to every earlier one: keep their keys and values
             k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
-        group = self.heads // self.kv_heads  # query heads per key/value head
-        keys, values = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        if seen == 0:
-            out = F.scaled_dot_product_attention(q, keys, values, is_causal=True)
-        else:  # new token i sees the cache and the new tokens up to itself
-            mask = torch.ones(tokens, seen + tokens, dtype=torch.bool, device=x.device).tril(seen)
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask)
-        x = x + self.o(out.transpose(1, 2).reshape(batch, tokens, -1))
-        h = self.mlp_norm(x)
-        return x + self.down(F.silu(self.gate(h)) * self.up(h)), (k, v)
+        group = self.heads // self.kv_heads  # query heads per key/value head (query head i reads kv head i // group)
+        if tokens == 1:
+            # One new token: the `group` query heads of a key/value head are `group` queries of the same keys, with
+            # no mask between them, so they go side by side as (batch, kv_heads, group, head_dim): no copy of the
+            # cache, and every kernel takes it (transformers does the same)
+            out = F.scaled_dot_product_attention(q.reshape(batch, self.kv_heads, group, self.head_dim), k, v)
+        elif step.grouped:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=step.mask, is_causal=step.is_causal, enable_gqa=group > 1
+            )
+        else:  # a kernel that needs as many key/value heads as query heads: a copy of them, for this step only
+            keys, values = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=step.mask, is_causal=step.is_causal)
+        # (batch, heads, tokens, head_dim) -> (batch, tokens, heads x head_dim), the output projection's input
+        return self.o(out.reshape(batch, self.heads, tokens, self.head_dim).transpose(1, 2).flatten(2)), (k, v)
 
 
 class TinyDecoder(nn.Module):
@@ -86,10 +145,21 @@ class TinyDecoder(nn.Module):
         self.norm = nn.RMSNorm(shape.hidden)
 
     def forward(
-        self, tokens: torch.Tensor, cache: list[LayerCache] | None = None
+        self, tokens: torch.Tensor, cache: list[LayerCache] | None = None, *, last_only: bool = False
     ) -> tuple[torch.Tensor, list[LayerCache]]:
         """Logits (batch, tokens, vocab) for ``tokens`` (batch, tokens) following the ``cache``d ones, and the
-        cache extended by them."""
+        cache extended by them. ``last_only``: the last position's logits only, (batch, 1, vocab), all that
+        generation reads; training needs them all (the default).
+
+        Without a cache, the ids come from you: they are checked, which reads them back from the device (one
+        host-device synchronization). With a cache, the new ids are the model's own choices and are not read."""
+        self.check_tokens(tokens, read_ids=cache is None)
+        return self.forward_unchecked(tokens, cache, last_only=last_only)
+
+    def check_tokens(self, tokens: torch.Tensor, *, read_ids: bool = True) -> None:
+        """Raise a clear error for ids that are not a (batch, tokens) int64 tensor on the model's device (free: it
+        reads only shapes) or, with ``read_ids``, not in 0..vocab-1 (one read of the device: do it once per prompt,
+        never once per generated token)."""
         if tokens.dtype != torch.long or tokens.ndim != 2:
             raise ValueError(
                 f"tokens must be a (batch, tokens) tensor of int64 ids, got {tuple(tokens.shape)} {tokens.dtype}."
@@ -99,12 +169,31 @@ class TinyDecoder(nn.Module):
                 f"tokens are on {tokens.device}, the model on {self.embed.weight.device}: create them there, or move "
                 f"them with tokens.to('{self.embed.weight.device}')."
             )
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.shape.vocab):
-            raise ValueError(f"token ids must be in 0..{self.shape.vocab - 1}, got {tokens.min()}..{tokens.max()}.")
-        x, new_cache = self.embed(tokens), []
+        if read_ids and tokens.numel():
+            low, high = torch.aminmax(tokens)
+            if (low < 0) | (high >= self.shape.vocab):  # one host read; an id out of range stops a GPU for good
+                raise ValueError(f"token ids must be in 0..{self.shape.vocab - 1}, got {low.item()}..{high.item()}.")
+
+    def forward_unchecked(
+        self, tokens: torch.Tensor, cache: list[LayerCache] | None = None, *, last_only: bool = False
+    ) -> tuple[torch.Tensor, list[LayerCache]]:
+        """`forward` without reading the ids: for loops that checked them once (`generate`)."""
+        batch, length = tokens.shape
+        seen = 0 if cache is None else cache[0][0].shape[2]
+        x = self.embed(tokens)
+        positions = torch.arange(seen, seen + length, device=tokens.device)
+        cos, sin = rotary_angles(positions, self.shape.head_dim, x.dtype)
+        mask = None
+        if seen and length > 1:  # new token i sees the cache and the new tokens up to itself
+            mask = torch.ones(length, seen + length, dtype=torch.bool, device=tokens.device).tril(seen)
+        grouped = mask is None and sdpa_groups_heads(x.device, x.dtype, self.shape.head_dim)
+        step = StepConstants(cos, sin, is_causal=seen == 0 and length > 1, mask=mask, grouped=grouped)
+        new_cache = []
         for i, layer in enumerate(self.layers):
-            x, layer_cache = layer(x, None if cache is None else cache[i])
+            x, layer_cache = layer(x, None if cache is None else cache[i], step)
             new_cache.append(layer_cache)
+        if last_only:
+            x = x[:, -1:]  # (batch, 1, hidden): the output layer is the largest matrix product of a decode step
         return self.norm(x) @ self.embed.weight.T, new_cache  # the output layer is the embedding, transposed
 
 
@@ -113,15 +202,18 @@ def generate(model: TinyDecoder, prompt: torch.Tensor, new_tokens: int, *, use_c
     """``prompt`` (batch, tokens) followed by ``new_tokens`` tokens chosen greedily (the most likely each step).
 
     With the cache, each step runs the model on the one new token; without it, on the whole sequence so far: the
-    same tokens, for work that grows with the square of the length. Taught in lesson 14."""
+    same tokens, for work that grows with the square of the length. Either way the prompt's ids are checked once,
+    and each step computes the logits of the last position only. Taught in lesson 14."""
     if new_tokens < 0:
         raise ValueError(f"new_tokens must be 0 or more, got {new_tokens}.")
-    tokens, cache = prompt, None
-    step_input = prompt
+    model.check_tokens(prompt)  # the one read of the device: every later id is the model's own argmax
+    tokens, cache, step_input = prompt, None, prompt
     for _ in range(new_tokens):
-        logits, new_cache = model(step_input, cache) if use_cache else model(tokens)
+        if use_cache:
+            logits, cache = model.forward_unchecked(step_input, cache, last_only=True)
+        else:
+            logits, _ = model.forward_unchecked(tokens, last_only=True)
         next_token = logits[:, -1].argmax(dim=-1, keepdim=True)
         tokens = torch.cat([tokens, next_token], dim=1)
-        if use_cache:
-            cache, step_input = new_cache, next_token
+        step_input = next_token
     return tokens

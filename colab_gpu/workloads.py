@@ -12,12 +12,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .compiling import CompileComparison, compile_support, first_line
 from .device import synchronize
 from .memory import measure_peak
-from .models import mlp, small_cnn
-from .precision import make_scaler, resolve_precision, restored_backend_settings, set_tf32
-from .timing import BenchResult, benchmark
-from .train import _autocast, train_epoch, train_step
+from .models import mlp, residual_mlp, small_cnn
+from .precision import Precision, make_scaler, resolve_precision, restored_backend_settings, set_tf32, tf32_mode
+from .timing import MIN_SAMPLES, BenchResult, benchmark, compare_steps, matmul_tflops
+from .train import train_epoch, train_step
 
 
 def time_train_step(
@@ -90,7 +91,7 @@ def _conv_step_child(
     channels_last: bool,
     cudnn_benchmark: bool,
     repeat: int,
-) -> tuple[float, tuple[float, ...]]:
+) -> tuple[float, tuple[float, ...], int]:
     # Runs in a spawned process: nothing cached by the caller (cuDNN plans, autotuning) exists here.
     torch.backends.cudnn.benchmark = cudnn_benchmark
     torch.manual_seed(0)
@@ -104,7 +105,9 @@ def _conv_step_child(
         train_step(model, inputs, labels, optimizer)
 
     first = benchmark(step, device=device, warmup=0, repeat=1).median  # the one-off costs, synchronized
-    return first, benchmark(step, device=device, warmup=2, repeat=repeat).times
+    # A step of a few ms: K steps per sample between two synchronizations, as a training loop queues them.
+    steady = compare_steps({"step": step}, device=device, samples=max(repeat, MIN_SAMPLES), warmup=2)["step"]
+    return first, steady.times, steady.steps_per_sample
 
 
 def time_conv_step_fresh(
@@ -119,6 +122,9 @@ def time_conv_step_fresh(
 ) -> ConvStepTiming:
     """Time a `small_cnn` training step on random ``shape`` inputs in a fresh Python process. Lesson 04.
 
+    The first step is timed alone (its one-off costs); the steady steps with `compare_steps`, K steps per sample
+    between two synchronizations, ``repeat`` samples (at least 7).
+
     Why a fresh process: cuDNN caches the plan it picked for each convolution shape, and that
     cache is keyed without the ``cudnn.benchmark`` flag. Timed one after the other in one
     process, the "benchmark on" run reuses the "off" run's plans and the comparison measures
@@ -127,10 +133,10 @@ def time_conv_step_fresh(
     device = torch.device(device)
     # spawn, not fork: a forked child of a process that already used CUDA cannot use CUDA.
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        first, times = pool.submit(
+        first, times, k = pool.submit(
             _conv_step_child, str(device), width, tuple(shape), classes, channels_last, cudnn_benchmark, repeat
         ).result()
-    return ConvStepTiming(first, BenchResult(times))
+    return ConvStepTiming(first, BenchResult(times, k))
 
 
 @dataclass(frozen=True)
@@ -171,40 +177,58 @@ def _repeats(device: torch.device) -> int:
     return 5 if device.type == "cuda" else 3
 
 
-@dataclass(frozen=True)
-class CompiledStep:
-    """A compiled training step: the first call (capture and compile, seconds), then its steady step time."""
-
-    mode: str
-    first_call_s: float
-    step: BenchResult
-    peak_mib: float | None
-
-
-def time_compiled_step(
-    workload: Workload, device: torch.device, mode: str = "default", precision: str = "fp32", *, tf32: bool = False
-) -> CompiledStep:
-    """The first call and the steady step time of ``torch.compile(model, mode=mode)`` (lesson 11; bench rows).
-
-    Compare ``step`` with `time_step` of the same workload and settings: same model, batch and SGD step, eager.
-    The first call (forward and backward, in ``precision``) compiles both; the steps after it reuse them.
-    """
+def workload_step(
+    workload: Workload, device: torch.device, precision: Precision | str = "fp32", compile_mode: str | None = None
+) -> Callable[[], object]:
+    """One SGD training step of a fresh, seeded ``workload`` model per call, in ``precision``, through
+    ``torch.compile(mode=compile_mode)`` when a mode is given: what `compare_compiled` times and ``cg.profile_step``
+    profiles to name the step's regime. Lesson 11."""
     model, inputs, labels = _prepared(workload, device)
-    compiled = torch.compile(model, mode=None if mode == "default" else mode)
+    if compile_mode is not None:
+        model = torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+    chosen = resolve_precision(precision, inputs.device)
+    optimizer, scaler = torch.optim.SGD(model.parameters(), lr=1e-3), make_scaler(chosen, inputs.device)
+    return lambda: train_step(model, inputs, labels, optimizer, autocast_dtype=chosen.dtype, scaler=scaler)
+
+
+def compare_compiled(
+    workload: Workload, device: torch.device, modes: tuple[str, ...] = ("default",), precision: Precision | str = "fp32"
+) -> CompileComparison:
+    """``workload``'s training step eager and compiled in each of ``modes``, timed against each other with
+    `compare_steps`; each mode's first call (from nothing compiled: ``torch._dynamo.reset()``); one step's peak (GPU).
+
+    A mode that cannot run here is left out with the reason instead of raising: no compiler or Triton
+    (`compile_support`), CUDA graphs without a GPU, an error at the first call (Triton on a T4). float32 matmuls may
+    use TF32 where the GPU has it, eager and compiled alike, as lesson 06 trains (Inductor warns when it compiles
+    them with TF32 off); the caller's settings come back afterwards. Lesson 11; the bench's compile rows.
+    """
+    device = torch.device(device)
+    chosen = resolve_precision(precision, device)
+    support = compile_support(device)
+    torch._dynamo.reset()
+    steps, first_call_s, peak_mib, failed = {}, {}, {}, {}
     with restored_backend_settings():
-        set_tf32(tf32)  # the settings the steps are timed with: the first call compiles for them
-        synchronize(inputs.device)
-        start = time.perf_counter()
-        with _autocast(inputs.device, resolve_precision(precision, inputs.device).dtype):
-            loss = nn.functional.cross_entropy(compiled(inputs), labels)
-        loss.backward()
-        synchronize(inputs.device)
-        first_call_s = time.perf_counter() - start
-    model.zero_grad(set_to_none=True)
-    step, peak = time_train_step(
-        compiled, inputs, labels, precision=precision, tf32=tf32, repeat=_repeats(inputs.device)
-    )
-    return CompiledStep(mode, first_call_s, step, peak)
+        set_tf32(True)  # the first calls compile for the settings the steps are timed with
+        for mode in ("eager", *modes):
+            no_graphs = mode == "reduce-overhead" and device.type != "cuda"
+            if mode != "eager" and (not support or no_graphs):
+                failed[mode] = "CUDA graphs replay CUDA kernels: they need a CUDA GPU." if no_graphs else support.reason
+                continue
+            step = workload_step(workload, device, chosen, None if mode == "eager" else mode)
+            synchronize(device)
+            start = time.perf_counter()
+            try:
+                step()
+                synchronize(device)
+            except Exception as error:  # noqa: BLE001 - any failure to compile means: train eagerly, and say why
+                failed[mode] = f"it failed at its first call ({first_line(error)})"
+                continue
+            first_call_s[mode] = time.perf_counter() - start  # compiling, for a compiled mode
+            with measure_peak(device) as peak:
+                step()
+            steps[mode], peak_mib[mode] = step, peak.peak_mib
+        timed = compare_steps(steps, device=device)
+    return CompileComparison(workload.name, chosen.name, timed, first_call_s, peak_mib, failed)
 
 
 def hand_loop_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.Optimizer, device: torch.device) -> None:
@@ -220,7 +244,7 @@ def hand_loop_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.O
     synchronize(device)
 
 
-MLP_STEP = Workload("MLP 784-512-512-10", lambda: mlp(784, hidden=512), (256, 1, 28, 28))
+MLP_STEP = Workload("MLP 784-512-512-10, batch 256", lambda: mlp(784, hidden=512), (256, 1, 28, 28))
 CNN_STEP = Workload("small CNN, width 32", lambda: small_cnn(3, 10, width=32), (256, 3, 32, 32))
 #: Launch-bound: eight narrow layers on 32 samples, microseconds of math per kernel (CUDA graphs' best case).
 TINY_STEP = Workload("tiny MLP 64-64x8, batch 32", lambda: mlp(64, hidden=64, depth=8), (32, 64))
@@ -239,9 +263,38 @@ def amp_workloads(device: torch.device) -> dict[str, Workload]:
     }
 
 
-def compile_workloads(device: torch.device) -> dict[str, Workload]:
-    """Lesson 11's models for compiled vs eager: the MLP and the CNN on a GPU; on a CPU the MLP only, smaller
-    (compiling the CNN's forward and backward for a CPU takes more than half a minute on two cores)."""
-    if torch.device(device).type == "cuda":
-        return {"MLP": MLP_STEP, "CNN": CNN_STEP}
-    return {"MLP": Workload("MLP 784-256-256-10, batch 128", lambda: mlp(784, hidden=256), (128, 1, 28, 28))}
+def fusion_workload(device: torch.device) -> Workload:
+    """Lesson 11's GPU-bound model (the bench's "compile" row): `residual_mlp` blocks, whose element-wise chains eager
+    mode runs one memory-bound kernel per operator, on a batch that keeps the GPU busy (the kernels, not a step's
+    ~150 launches, take the time): 2^20 rows from 40 GiB, 2^19 from 12 GiB (a T4), else 2^17. Width 64 keeps even its
+    matmuls memory-bound, far below any GPU's matmul peak. On a CPU: one block, batch 256 (compiling is slow there)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return Workload("residual MLP, 1 block of width 64, batch 256", lambda: residual_mlp(64, 1), (256, 64))
+    gib = torch.cuda.get_device_properties(device).total_memory / 2**30
+    rows = 2**20 if gib >= 40 else 2**19 if gib >= 12 else 2**17
+    return Workload(f"residual MLP, 4 blocks of width 64, batch {rows:,}", lambda: residual_mlp(64, 4), (rows, 64))
+
+
+def training_flops(workload: Workload) -> float:
+    """Floating-point operations of one training step of ``workload``: its matmuls and convolutions, forward and
+    backward, as ``torch.utils.flop_counter`` counts them on the meta device (no memory, no time). Lesson 11."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.device("meta"):
+        model = workload.make_model()
+        inputs, labels = torch.randn(workload.shape), torch.zeros(workload.shape[0], dtype=torch.long)
+    with FlopCounterMode(display=False) as counter:
+        nn.functional.cross_entropy(model(inputs), labels).backward()
+    return float(counter.get_total_flops())
+
+
+def matmul_peak(device: torch.device, precision: Precision | str = "fp32", *, tf32: bool = True) -> float | None:
+    """This GPU's measured matmul TFLOP/s in ``precision`` (the best of n = 4096 and 8192; float32 with TF32 when
+    ``tf32``): what ``cg.profile_step`` compares a step's achieved TFLOP/s with. None on a CPU. Lesson 11."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return None
+    dtype = resolve_precision(precision, device).dtype or torch.float32
+    with tf32_mode(tf32):
+        return max(matmul_tflops(n, dtype, device) for n in (4096, 8192))

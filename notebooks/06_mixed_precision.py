@@ -372,6 +372,15 @@ cg.compare_with_references("06.amp_mlp_speedup", amp_gain if tensor_cores else N
                            prediction=my_prediction, what="MLP training step, mixed precision vs fp32, speed-up")
 
 # %% [markdown]
+# **Reading the peaks.** The MLP's peak is weights, gradients and activations, and AMP's 16-bit
+# activations take half the bytes. The CNN's fp32 peak is mostly something else: for every
+# convolution, cuDNN picks a fast algorithm that fits in the free memory, and in float32 that can
+# be an FFT convolution whose scratch *workspace* takes hundreds of MiB, allocated for the call
+# and counted in the peak. On the H100 run the CNN peaked at 688 MiB in fp32 and 153 MiB with
+# AMP, far more than halving its activations explains. So a peak is what a step asked of the
+# allocator, workspaces included; lesson 07 shows how to count the activations alone.
+
+# %% [markdown]
 # `cg.fit` takes the same choice: `cg.fit(..., precision="auto")` uses `cg.choose_precision`,
 # and creates a GradScaler for fp16. `max_norm=` clips the gradients in every step, after
 # `scaler.unscale_` as in section 4.

@@ -23,7 +23,10 @@
 # **What you will learn**
 # - to profile a few training steps with `torch.profiler`: CPU and CUDA activities, a
 #   `schedule`, and `record_function` labels for data, forward, backward and the optimizer step;
-# - to read `key_averages()` sorted the useful way, and to open a trace in Perfetto;
+# - to read `key_averages()` as two views, the kernels the GPU ran and the operators that
+#   launched them, and to open a trace in Perfetto;
+# - to name a step's **regime** from the profiler's events: input-bound, launch-bound,
+#   GPU-bound (or CPU-bound on a CPU runtime), and which fixes can pay in each;
 # - to see the classic bottlenecks in a profile (a slow input pipeline, a host-device sync
 #   every step, many tiny operations) and fix each, measured before and after;
 # - to find the bottleneck of a loop you did not write, fix it, and measure the fix;
@@ -129,7 +132,7 @@ print(f"ran {wait + warmup + active} steps of {loader.batch_size} JPEG images on
 # (On a CPU runtime with PyTorch's CUDA build, the profiler may print a line about
 # `gpuGetDeviceCount`: it looked for a GPU and found none. It is harmless.)
 #
-# ## 3. Read the table
+# ## 3. Read the table: operators and kernels
 #
 # `prof.key_averages()` groups the events by name. Sort by **self** time (the time spent in
 # an operator itself, not in the operators it calls) on the device that matters: the GPU's
@@ -137,24 +140,39 @@ print(f"ran {wait + warmup + active} steps of {loader.batch_size} JPEG images on
 # so our four labels and `ProfilerStep*` sit at the top of a total-time sort and hide the
 # operators.
 #
-# On a GPU one more step is needed. The profiler also draws each `record_function` label on the
-# GPU timeline (a "gpu_user_annotation" row, so that the trace shows the phases over the
-# kernels), from the phase's first kernel to its last, idle gaps included. In the table those
-# are separate rows, and their "self" GPU time is that whole span: sorted by self GPU time,
-# "forward", "backward", "step" and "data" would come above every kernel, and the "Self CUDA %"
-# column would add up to far more than 100%. The table's list can be filtered like any list:
-# keep the rows that are not labels on the GPU.
+# On a GPU the table mixes two kinds of rows, and they count the same time twice:
+# - **operators** the CPU called (`aten::convolution_backward`): an operator's "Self CUDA" time
+#   is the time of the kernels it launched;
+# - **kernels** the GPU ran (`void cudnn::bn_bw_1C11_kernel_new...`), each a row of its own.
+#
+# So one table's "Self CUDA %" column adds up to more than 100% (127% in the top 12 rows on an
+# H100). Read it as two views: the kernels (what the GPU ran; they add up to 100%) and the
+# operators (which line of your code launched them). The profiler also draws each
+# `record_function` label on the GPU timeline (a "gpu_user_annotation" row, so that the trace
+# shows the phases over the kernels), spanning the phase with its idle gaps: those rows are
+# neither view. The rows of `key_averages()` filter like any list: on a GPU the cell below
+# prints each view's top rows; a CPU runtime runs no kernels, so there it prints the one table.
 
 # %%
 from torch.autograd import DeviceType
 
 averages = prof.key_averages()
-averages[:] = [row for row in averages if not (row.is_user_annotation and row.device_type != DeviceType.CPU)]
-sort_by = "self_device_time_total" if on_gpu else "self_cpu_time_total"
-print(averages.table(sort_by=sort_by, row_limit=12))
-if on_gpu:  # the most expensive row is now a kernel (or an operator), not one of our labels
-    top = max(averages, key=lambda row: row.self_device_time_total)
-    assert top.key not in ("data", "forward", "backward", "step") and not top.key.startswith("ProfilerStep")
+kernels = [row for row in averages if row.device_type != DeviceType.CPU and not row.is_user_annotation]
+operators = [row for row in averages if row.key.startswith("aten::")]
+if on_gpu:  # each row's self CUDA time, as a share of the kernels' time; the CPU columns would be empty for kernels
+    kernel_us = sum(row.self_device_time_total for row in kernels)
+    for view, rows in (("kernels (and copies) the GPU ran", kernels), ("operators that launched them", operators)):
+        print(f"{view}, by self CUDA time:")
+        for row in sorted(rows, key=lambda row: row.self_device_time_total, reverse=True)[:8]:
+            print(f"  {row.key[:56]:<56} {row.self_device_time_total / 1e3:8.2f} ms "
+                  f"{row.self_device_time_total / kernel_us:6.1%}  ({row.count} calls)")
+        total = sum(row.self_device_time_total for row in rows) / kernel_us
+        print(f"  all {len(rows)} rows together: {total:.1%} of the kernels' time")
+    operator_us = sum(row.self_device_time_total for row in operators)
+    assert operator_us <= 1.01 * kernel_us  # each kernel belongs to one operator: no view counts it twice
+else:  # a CPU runtime runs no kernels: one view, what the CPU did
+    print(averages.table(sort_by="self_cpu_time_total", row_limit=12))
+    assert not kernels
 
 # %% [markdown]
 # ## 4. The trace: the two timelines
@@ -174,18 +192,64 @@ prof.export_chrome_trace(str(trace))
 print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://ui.perfetto.dev")
 
 # %% [markdown]
-# ## 5. A profile as a few numbers
+# ## 5. The regime: what does the step wait on?
 #
-# The table has hundreds of rows. `cg.summarize_profile` reduces a profile to what a learner
-# can act on: time per step; the share of each label; **host reads** of tensor values per
-# step (`.item()`, `print(loss)`, `if loss < x:`: on a GPU each one waits for every queued
-# kernel, lesson 03); operator calls per step; and on a GPU the kernel launches per step and
-# the share of the step time the GPU was busy. It names the biggest bottleneck and the
-# lesson that fixes it.
+# The table has hundreds of rows; one question decides what to fix: what does each step
+# wait on? Which fixes can pay depends on the answer, the step's **regime**:
+#
+# - **input-bound**: "data" takes >= 30% of the step while the GPU has nothing to run. Helps:
+#   workers, pinned memory, the data on the GPU (lesson 05). Cannot help: a faster model.
+# - **launch-bound**: the GPU is busy < 50% of the step, waiting for the CPU to launch the next
+#   kernel. Helps: a bigger batch; CUDA graphs (`torch.compile(mode="reduce-overhead")`, lesson
+#   11); fused or foreach optimizers; fewer host syncs (lesson 03). Cannot help: default
+#   `torch.compile`, AMP, TF32, channels_last, `cudnn.benchmark`: they make kernels cheaper,
+#   and the step does not wait on kernels.
+# - **GPU-bound**: the GPU is busy most of the step. Near its matmul peak, precision (AMP,
+#   TF32) and layouts help (lesson 06); far below it, the kernels are memory-bound element-wise
+#   chains and fusion helps (default `torch.compile`, lesson 11). Cannot help: CUDA graphs and
+#   fused optimizers: the launches already hide behind busy kernels.
+# - **CPU-bound**: a CPU runtime, where the CPU does the math. Helps: a GPU runtime.
+#
+# A small model's step is often launch-bound on a GPU: on the course's H100, each operator
+# cost 20-40 µs of host time, while a 784-512-512-10 MLP step at batch 256 does about 25 µs of
+# math. The profiler's events say which regime a step is in, in plain PyTorch: the steps'
+# wall time (`ProfilerStep#N`), the time under the "data" label, the kernels' time on the GPU
+# timeline, the kernel launches (`cudaLaunchKernel`) and the waits for the GPU
+# (`cudaStreamSynchronize`, what a host read such as `.item()` calls).
+
+# %%
+events = [e for e in prof.events() if not (e.is_user_annotation and e.device_type != DeviceType.CPU)]
+steps = [e for e in events if e.name.startswith("ProfilerStep")]
+step_us = sum(e.time_range.elapsed_us() for e in steps)
+data_share = sum(e.time_range.elapsed_us() for e in events if e.name == "data") / step_us
+print(f"{len(steps)} steps of {step_us / len(steps) / 1e3:.1f} ms, 'data' {data_share:.0%} of each")
+if on_gpu:
+    busy = sum(e.time_range.elapsed_us() for e in events if e.device_type != DeviceType.CPU) / step_us
+    launches = sum(e.name.startswith(("cudaLaunchKernel", "cuLaunchKernel")) for e in events) / len(steps)
+    waits = sum(e.name == "cudaStreamSynchronize" for e in events) / len(steps)
+    print(f"GPU busy {busy:.0%} of the step (kernels' time / the steps' wall time); per step: "
+          f"{launches:g} kernel launches, {waits:g} waits for the GPU")
+if data_share >= 0.3:
+    regime = "input-bound"
+elif not on_gpu:
+    regime = "CPU-bound"
+else:
+    regime = "launch-bound" if busy < 0.5 else "GPU-bound"
+print("regime:", regime)
+
+# %% [markdown]
+# `cg.summarize_profile` reads the same events (`cg.profile_step(step, device)` profiles any
+# step and returns the same summary). It adds the host reads per step (`.item()`,
+# `print(loss)`, `if loss < x:`), the operator calls per step, and, given the step's
+# floating-point work and this GPU's measured matmul peak, the TFLOP/s it reaches (section 7).
+# Its "data" rule counts only the time the GPU had nothing to run: a batch fetched while the
+# GPU computes the previous step costs nothing. Then it names the regime, why, what helps and
+# what cannot.
 
 # %%
 first = cg.summarize_profile(prof)
 print(first)
+assert first.regime.name == regime
 
 # %% [markdown]
 # ## 6. Bottleneck 1: the input pipeline
@@ -212,7 +276,8 @@ decoded = images.float() / 255  # decoded once: the uint8 images scaled to 0..1
 resident = cg.DeviceLoader(decoded, labels, batch_size=128, device=device)
 slow, fast = profile_with(loader), profile_with(resident)
 for name, summary in (("JPEG DataLoader", slow), ("DeviceLoader", fast)):
-    print(f"{name:>15}: {summary.step_ms:7.2f} ms per step, data {summary.shares.get('data', 0):.0%} of it")
+    print(f"{name:>15}: {summary.step_ms:7.2f} ms per step, data {summary.shares.get('data', 0):.0%} of it; "
+          f"{summary.regime.name}")
 cg.compare_with_references("10.data_share_after_fix", 100 * fast.shares.get("data", 0), device,
                            prediction=my_prediction, unit="% of the step", what="the data share after the fix")
 # Decoding 128 JPEGs costs far more than slicing a tensor that is already there, on any runtime. (The step
@@ -222,22 +287,113 @@ assert fast.shares.get("data", 0) < slow.shares["data"]
 # %% [markdown]
 # ## 7. Bottleneck 2: a host-device sync every step
 #
-# Lesson 03's mistake: `losses.append(loss.item())` in the loop. On a GPU the CPU stops at
-# every `.item()` until the GPU has finished the step, so it can no longer queue the next
-# step's kernels ahead. The profile counts those reads exactly, on every runtime; the cost in
-# time shows on a GPU.
+# Lesson 03's mistake: `losses.append(loss.item())` in the loop. On a GPU the CPU only
+# queues kernels; `.item()` needs the value, so the CPU stops (in `cudaStreamSynchronize`)
+# until the GPU has run everything queued. What does that cost? Only what the CPU could have
+# done ahead of a **busy** GPU. Without the read, the CPU prepares batch n + 1 while the GPU
+# computes step n; with it, they take turns, and a step costs the CPU's part plus the GPU's
+# instead of the larger of the two. On a launch-bound step the GPU keeps up anyway, so a read
+# costs little; on a CPU runtime there is no queue at all (one processor does both), and
+# the two loops take the same time.
+#
+# So the step below keeps a GPU busy: 4096-wide layers at batch 512 on a GPU (smaller on a
+# CPU), fed by batches picked, flipped and scaled on the CPU, as a DataLoader without workers
+# does, then copied from pinned memory without waiting (lesson 05). The two loops are timed
+# against each other outside the profiler (it adds its own cost to every event):
+# `cg.compare_steps` times K steps between two synchronizations per sample, so the CPU can
+# queue ahead as in a real loop, and interleaves the two sides (here for 15 samples each).
+# **Predict first:** on a GPU, how many times slower is the loop with `.item()`?
 
 # %%
-reading = profile_with(resident, read_loss_every_step=True)
-print(f"loss.item() every step: {reading.host_reads_per_step:g} host read(s) per step, {reading.step_ms:.2f} ms")
-print(f"summed on the device:   {fast.host_reads_per_step:g} host read(s) per step, {fast.step_ms:.2f} ms")
-assert reading.host_reads_per_step == 1 and fast.host_reads_per_step == 0
-print("advice:", reading.advice())
+from torch.nn import functional as F
+
+my_prediction = None  # your guess: time per step with .item() / without, on a GPU, e.g. 1.5
+
+width, batch = (4096, 512) if on_gpu else (256, 128)
+torch.manual_seed(0)
+busy_model = cg.mlp(3 * 32 * 32, hidden=width).to(device)
+busy_adam = torch.optim.Adam(busy_model.parameters(), lr=1e-4)
+losses, loss_sum = [], torch.zeros((), device=device)
+
+
+def next_batch():
+    """A batch made on the CPU, as a DataLoader without workers makes it: picked, flipped, scaled, then pinned."""
+    with record_function("data"):
+        picked = torch.randint(0, len(images), (batch,))
+        inputs, targets = images[picked].flip(-1).float().div_(255), labels[picked]
+        if on_gpu:  # pinned memory: the copies below run in the background, without a sync
+            inputs, targets = inputs.pin_memory(), targets.pin_memory()
+        return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+
+
+def busy_step(read_loss: bool) -> None:
+    inputs, targets = next_batch()
+    loss = F.cross_entropy(busy_model(inputs), targets)
+    busy_adam.zero_grad(set_to_none=True)
+    loss.backward()
+    busy_adam.step()
+    if read_loss:
+        losses.append(loss.item())  # the CPU waits here until the GPU has finished this step
+    else:
+        loss_sum.add_(loss.detach())  # stays on the device: read once, at the end
+
+
+timings = cg.compare_steps({"loss.item() every step": lambda: busy_step(True),
+                            "summed on the device": lambda: busy_step(False)}, device=device, samples=15)
+with_item, on_device = timings.values()
+print(f"K = {on_device.steps_per_sample} steps per sample, 15 samples per side, interleaved:")
+for name, result in timings.items():
+    print(f"  {name:<23} {result}")
+item_cost = with_item.median / on_device.median
+cg.compare_with_references("10.item_cost_busy_gpu", item_cost, device, prediction=my_prediction,
+                           what="time per step with loss.item() every step, relative to summing on the device")
+# A read never makes a loop faster: only noise can (a busy neighbour on a shared machine), so the medians get a 25%
+# allowance. How much slower it makes the loop depends on how much CPU work a busy GPU could hide: printed.
+assert item_cost > 0.75
 if not on_gpu:
-    print("On a CPU the two step times differ by noise only (either may come out ahead): with no GPU queue, a "
-          ".item() has nothing to wait for. The cost is a GPU's, where every read stalls the queue:")
-cg.compare_with_references("10.item_every_step_cost", reading.step_ms / fast.step_ms, device,
-                           what="step time with loss.item() every step, relative to summing on the device")
+    print("On a CPU runtime there is no queue to wait for: both loops do the same work, one after the other.")
+
+# %% [markdown]
+# The mechanism, in a profile of the loop with `.item()`: the read is `aten::item`, which calls
+# `aten::_local_scalar_dense` to copy the value to the CPU, which on a GPU waits in
+# `cudaStreamSynchronize` until the queued kernels have run. That wait is CPU time spent idle,
+# the time the loop without reads spends preparing the next batch. (`aten::item` also counts
+# Adam's reads of its step counters, one per parameter tensor: those live on the CPU and wait
+# for nothing. On a GPU the loss is the one read that synchronizes.)
+
+# %%
+with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+             acc_events=True) as reads:
+    for _ in range(5):
+        busy_step(read_loss=True)
+        reads.step()
+rows = {row.key: row for row in reads.key_averages()}
+for name in ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize"):
+    if name in rows:
+        print(f"{name:<26} {rows[name].count / 3:g} call(s) per step, "
+              f"{rows[name].cpu_time_total / 3 / 1e3:7.3f} ms of CPU time per step")
+assert rows["aten::item"].count >= 3  # the loss, once per profiled step (and Adam's counters)
+if on_gpu:  # each loss read waits for the GPU
+    assert rows["cudaStreamSynchronize"].count >= 3
+
+# %% [markdown]
+# `cg.profile_step` profiles each loop's step and names its regime. Give it the step's
+# floating-point work (6 per weight per sample for a training step: 2 forward, 4 backward) and
+# this GPU's matmul peak, measured as lesson 06 measures it, and it also says how near the
+# peak the step runs.
+
+# %%
+n = 4096 if on_gpu else 1024
+a = torch.randn(n, n, device=device)
+peak = 2 * n**3 / cg.benchmark(lambda: a @ a, device=device).median / 1e12
+weights = sum(layer.weight.numel() for layer in busy_model if isinstance(layer, torch.nn.Linear))
+print(f"measured matmul peak ({n} x {n}, float32): {peak:.3g} TFLOP/s")
+summaries = {read: cg.profile_step(lambda read=read: busy_step(read), device, flops_per_step=6 * weights * batch,
+                                   peak_tflops=peak) for read in (True, False)}
+for read, summary in summaries.items():
+    print(f"{'with' if read else 'without'} .item(): {summary.host_reads_per_step:g} host read(s) per step, "
+          f"{summary.achieved_tflops:.3g} TFLOP/s; {summary.regime}")
+assert summaries[True].host_reads_per_step == 1 and summaries[False].host_reads_per_step == 0
 
 # %% [markdown]
 # ## 8. Bottleneck 3: many tiny operations
@@ -258,35 +414,69 @@ print(f"{tensors} parameter tensors; operator calls per step: foreach=False {per
 if on_gpu:
     print(f"kernel launches per step: {per_tensor.launches_per_step:g} vs {grouped.launches_per_step:g}; "
           f"GPU busy {per_tensor.gpu_busy:.0%} vs {grouped.gpu_busy:.0%}")
+    print(f"foreach=False: {per_tensor.regime}\nforeach=True:  {grouped.regime}")
 assert grouped.ops_per_step < per_tensor.ops_per_step
 
 # %% [markdown]
-# Lesson 11's `torch.compile` goes further: it fuses the operators of the forward and backward
-# passes into fewer, larger kernels.
+# On a GPU, print each one's regime: when the step is launch-bound, fewer launches are what
+# pays: a `foreach` or `fused=True` optimizer, a bigger batch, or CUDA graphs (lesson 11's
+# `torch.compile(mode="reduce-overhead")`), which replay the whole step as one launch. Default
+# `torch.compile` fuses element-wise kernels into fewer, cheaper ones: that pays on a
+# GPU-bound step, not on a GPU that waits for the CPU.
 #
 # ## 9. GPU utilisation from outside, and why it is not efficiency
 #
 # In a terminal (Colab: **Terminal** in the left bar; Kaggle: a second notebook cell that you
 # stop), `nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv -l 1` prints the
 # "GPU utilisation" every second; Colab's **Resources** panel plots the same counter. It is the
-# share of time **at least one kernel** was running, over its own sampling period: close to the
-# `gpu_busy` figure above, which is measured over the profiled steps only and also counts the
-# copies between host and GPU. A single tiny kernel that occupies 1 of a GPU's streaming
-# multiprocessors (an H100 SXM has 132) counts as busy. High
-# utilisation means the GPU is never idle, not that it is working at its speed: compare your
-# model's FLOP/s with the matmul peak (lesson 06) for that.
+# share of time **at least one kernel** was running, over the driver's last sampling period
+# (1/6 s to 1 s): asked once after the training ended, it says 0%. So ask it while the steps
+# run: the cell below reads it every 0.1 s in a background thread while the section 7 loop
+# (no reads) trains for two seconds, and prints the mean. It is close to the profile's
+# GPU-busy share. A single tiny kernel that occupies 1 of a GPU's streaming multiprocessors
+# (an H100 SXM has 132) counts as busy: high utilisation means the GPU is never idle, not that
+# it works at its speed. The achieved TFLOP/s against the matmul peak (section 7) says that.
 
 # %%
-if on_gpu:
-    import subprocess
+import shutil
 
-    query = ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv"]
-    smi = subprocess.run(query, capture_output=True, text=True)
-    print(smi.stdout or smi.stderr)
-    print(f"profiled GPU-busy share with the DeviceLoader: {fast.gpu_busy:.0%}")
+if on_gpu and shutil.which("nvidia-smi"):
+    import subprocess
+    import threading
+    import time
+
+    query = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
+    readings, done = [], threading.Event()
+
+    def read_utilisation():
+        """Sample nvidia-smi every 0.1 s until done (the busiest GPU, when the runtime has several)."""
+        while not done.is_set():
+            smi = subprocess.run(query, capture_output=True, text=True)
+            values = [int(v) for v in smi.stdout.split() if v.isdigit()]
+            if values:
+                readings.append(max(values))
+            done.wait(0.1)
+
+    sampler = threading.Thread(target=read_utilisation)
+    sampler.start()
+    end = time.perf_counter() + 2.0
+    while time.perf_counter() < end:
+        busy_step(read_loss=False)
+    torch.cuda.synchronize(device)
+    done.set()
+    sampler.join()
+    if readings:
+        print(f"nvidia-smi while the steps ran: {sum(readings) / len(readings):.0f}% on average over "
+              f"{len(readings)} readings")
+    else:
+        print("nvidia-smi gave no utilisation figure on this runtime (some virtual GPUs answer [N/A])")
+    print(f"profiled GPU-busy share of the same step: {summaries[False].gpu_busy:.0%}, at "
+          f"{summaries[False].share_of_peak:.0%} of the matmul peak")
+elif on_gpu:
+    print("This runtime has no nvidia-smi command: the profiled GPU-busy share above is the figure to read.")
 else:
-    print("CPU runtime: no nvidia-smi here. On a GPU runtime this cell prints the utilisation counter, and "
-          "every summary above adds kernel launches per step and the share of the step the GPU was busy.")
+    print("CPU runtime: no nvidia-smi here. On a GPU runtime this cell samples the utilisation counter while "
+          "the section 7 loop trains, and prints its mean beside the profiled GPU-busy share.")
 
 # %% [markdown]
 # ## 10. Common error: "Profiler must be initialized before getting key averages"
@@ -416,13 +606,20 @@ cg.checks.bottleneck_fix(their_steps, my_steps, device)
 # - Profile a few steps, not a whole epoch: `profile(activities=[CPU, CUDA],
 #   schedule=schedule(wait=1, warmup=1, active=3, repeat=1))`, `prof.step()` after each step,
 #   `record_function("...")` around data, forward, backward and step.
-# - `key_averages().table(sort_by="self_device_time_total")` on a GPU (`"self_cpu_time_total"`
-#   on a CPU); `export_chrome_trace` and <https://ui.perfetto.dev> for the two timelines.
-# - `cg.summarize_profile(prof)`: time per step, the share of each label, host reads and
-#   operator calls per step, on a GPU launches and the busy share, and which lesson fixes the
-#   biggest cost.
-# - Slow data: lesson 05. A `.item()` per step: lesson 03. Many tiny operations: `foreach`
-#   and fused optimizers, larger batches, `torch.compile` (lesson 11).
-# - "GPU utilisation" is the share of time some kernel runs, not how fast it runs.
+# - `key_averages()` on a GPU: two views, the kernels and the operators that launched them,
+#   each by self CUDA time (in one table they count each kernel twice); on a CPU,
+#   `.table(sort_by="self_cpu_time_total")`. `export_chrome_trace` and
+#   <https://ui.perfetto.dev> for the two timelines.
+# - Name the regime before you fix anything: input-bound ("data" while the GPU idles: lesson
+#   05), launch-bound (the GPU busy < 50%: a bigger batch, CUDA graphs with
+#   `mode="reduce-overhead"`, fused or foreach optimizers, fewer host syncs) or GPU-bound
+#   (near the matmul peak: AMP, TF32, layouts; far below it: fusion with `torch.compile`).
+#   A fix from another regime cannot pay. `cg.summarize_profile(prof)` and
+#   `cg.profile_step(step, device)` name it, with the numbers behind it.
+# - A `.item()` per step costs what the CPU could have done ahead of a busy GPU: time such
+#   comparisons with `cg.compare_steps` (K steps per sample, interleaved), outside the profiler.
+# - "GPU utilisation" is the share of time some kernel runs, not how fast it runs: sample it
+#   while the steps run.
 #
-# Next: lesson 11, `torch.compile`, which fuses many small operators into fewer kernels.
+# Next: lesson 11, `torch.compile`: CUDA graphs for a launch-bound step, fusion for a
+# GPU-bound one.

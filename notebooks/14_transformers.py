@@ -126,7 +126,7 @@ assert difference < tolerance
 capability = torch.cuda.get_device_capability(device) if on_gpu else None
 cudnn_first = on_gpu and cg.cudnn_attention_first(capability, torch.backends.cudnn.version(), torch.__version__)
 names = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
-for candidate in (dtype, torch.bfloat16):
+for candidate in (torch.float16, torch.bfloat16):
     x = torch.randn(1, heads, length, head_dim, device=device, dtype=candidate)
     predicted = cg.attention_backend(capability, candidate, head_dim, cudnn_first=cudnn_first, key_length=length)
     actual = names[torch._fused_sdp_choice(x, x, x)]
@@ -286,8 +286,10 @@ assert weights == expected
 # most likely next token, append it, repeat. Without a cache, step `t` recomputes the keys and
 # values of all `t` tokens again. With a **KV cache**, each layer keeps the keys and values it
 # computed, and each step runs the model on the one new token. The loop, in plain PyTorch
-# (`TinyDecoder` takes the cache and returns it extended; `cg.generate` is this loop). The model
-# is untrained, so expect one token over and over: the point here is the mechanics.
+# (`TinyDecoder` takes the cache and returns it extended; `cg.generate` is this loop). Greedy
+# decoding reads the logits of the last position only, so the loop asks for those alone
+# (`last_only=True`): the output layer is the largest matrix product of a step. The model is
+# untrained, so expect one token over and over: the point here is the mechanics.
 
 # %%
 model = model.float()  # in place: the same weights, in fp32 (why, below)
@@ -295,7 +297,7 @@ prompt = torch.randint(0, shape.vocab, (1, 32), device=device)
 tokens, cache, step_input = prompt, None, prompt
 with torch.inference_mode():
     for _ in range(8):
-        logits, cache = model(step_input, cache)  # each layer's cache grows by the new tokens' keys and values
+        logits, cache = model(step_input, cache, last_only=True)  # each layer's cache grows by the new tokens
         next_token = logits[:, -1].argmax(dim=-1, keepdim=True)  # greedy: the most likely token
         tokens = torch.cat([tokens, next_token], dim=1)
         step_input = next_token  # the next step reads only the new token
@@ -303,26 +305,53 @@ print("generated token ids:", tokens[0, prompt.shape[1]:].tolist())
 assert torch.equal(tokens, cg.generate(model, prompt, 8))
 
 # %% [markdown]
-# **Predict first:** will generation with and without the cache give the same tokens? (In fp32
-# here: in 16 bits the two ways round differently, and where two tokens are almost equally
-# likely, greedy decoding may pick the other one.)
+# The loop also reads nothing back from the device: the prompt's ids are checked once (an id
+# out of range would stop a GPU for good), and every later id is the model's own `argmax`, so
+# no step waits for the GPU to finish (lesson 10's rule: no `.item()` in the loop).
+#
+# The cache pays where recomputing costs something: long prompts, several of them at once.
+# Each step without it runs the model on the whole sequence so far, with it on 1 token.
+# **Predict first:** will the two ways give the same tokens? (In fp32 here: in 16 bits they
+# round differently, and where two tokens are almost equally likely, greedy decoding may pick
+# the other one.) Timed as lesson 10 compares two ways, interleaved, 7 samples each (a whole
+# generation lasts longer than 20 ms, so K = 1 call per sample):
 
 # %%
-new_tokens = 128 if on_gpu else 48
-timings = {}
-for use_cache in (False, True):
-    result = cg.benchmark(lambda use_cache=use_cache: cg.generate(model, prompt, new_tokens, use_cache=use_cache),
-                          device=device, warmup=1, repeat=3)
-    timings[use_cache] = result.median
-    print(f"{'with' if use_cache else 'without'} the cache: {new_tokens / result.median:8,.0f} tokens/s")
-same = torch.equal(cg.generate(model, prompt, new_tokens), cg.generate(model, prompt, new_tokens, use_cache=False))
-print(f"same tokens: {same}; the cache is {timings[False] / timings[True]:.1f}x faster here")
-assert same
+batch, prompt_tokens, new_tokens = (16, 2048, 32) if on_gpu else (2, 96, 12)
+prompts = torch.randint(0, shape.vocab, (batch, prompt_tokens), device=device)
+runs = {"with the cache": lambda: cg.generate(model, prompts, new_tokens),
+        "without": lambda: cg.generate(model, prompts, new_tokens, use_cache=False)}
+timings = cg.compare_steps(runs, device=device, warmup=1)
+for name, result in timings.items():
+    print(f"{name:15} {batch * new_tokens / result.median:8,.0f} tokens/s (median of {len(result.times)} samples, "
+          f"K={result.steps_per_sample})")
+work = prompt_tokens + (new_tokens - 1) / 2  # tokens per sequence a step runs on without the cache, on average
+speedup = timings["without"].median / timings["with the cache"].median
+same = torch.equal(runs["with the cache"](), runs["without"]())
+print(f"same tokens: {same}; each step runs the model on 1 token instead of {work:,.1f} on average, and the "
+      f"cache is {speedup:.1f}x faster here")
+assert same and speedup > 1
 
 _, cache = model(prompt)
 cache_bytes = memory.storage_bytes(memory.cache_tensors(cache))  # a (keys, values) pair per layer
 assert cache_bytes == memory.kv_cache_bytes(shape, prompt.shape[1], fmt="fp32")
 print(f"the cache of {prompt.shape[1]} tokens: {cache_bytes / 1024:.0f} KiB, as the formula says")
+
+# %% [markdown]
+# Why the figures come out as they do: lesson 10's `cg.profile_step` names the regime of a step.
+# A step with the cache runs each of the model's operations on one token per sequence: on a GPU
+# each one is a kernel launch that takes longer to issue than to run. The prompt pass runs the
+# same operations on every prompt token at once (a step without the cache is one of those):
+
+# %%
+
+with torch.inference_mode():
+    _, cache = model(prompts, last_only=True)  # the prompts' cache, as generate builds it
+    next_token = torch.zeros(batch, 1, dtype=torch.long, device=device)
+    decode = cg.profile_step(lambda: model(next_token, cache, last_only=True), device, steps=3)
+    prefill = cg.profile_step(lambda: model.forward_unchecked(prompts, last_only=True), device, steps=3)  # ids: above
+print(f"one step with the cache, {batch} x 1 token: {decode.regime}")
+print(f"the prompt pass, {batch} x {prompt_tokens:,} tokens: {prefill.regime}")
 
 # %% [markdown]
 # Serving many users at once is the same loop on a batch. A step of a small model reads the same
@@ -339,19 +368,32 @@ for batch in (1, 4, 16):
 # Which 16-bit format to generate in? Lesson 06's rule holds here too: bf16 from compute
 # capability 8.0 (A100, L4, H100), fp16 on a T4. A T4 has no bf16 tensor cores, so bf16 runs
 # there slowly (and attention falls back to the math kernel), although
-# `torch.cuda.is_bf16_supported()` answers True. One token at a time, a model this small waits
-# on kernel launches in any format; the prompt pass, where the model reads a batch of prompts
-# at once, is where the GPU computes. Timed in both formats (the weights rounded to each):
+# `torch.cuda.is_bf16_supported()` answers True. An H100 runs both at the same tensor-core
+# rate, which only a step that keeps the GPU busy can show. On a GPU, one token at a time, a
+# model this small is launch-bound in any format, and so is a small prompt pass: in the first
+# H100 run, 16 prompts of 512 tokens (~60 GFLOP, under 0.2 ms at that GPU's measured bf16
+# matmul rate) took 3 ms a pass. Timed 5 single calls per format, fp16 first, the cell read
+# bf16 1.7x slower; a second run read them 4% apart. Both formats got cuDNN's attention
+# (section 1's rule): the gap was the host's noise (that first run was slower in every cell
+# of this section), not the format. So here: 64 prompts of 1,024 tokens on a GPU, both
+# formats interleaved, K passes per sample, and the attention kernel each one gets:
 
 # %%
-batch, prompt_tokens = (16, 512) if on_gpu else (4, 128)
+import copy
+
+batch, prompt_tokens = (64, 1024) if on_gpu else (4, 128)
 prompts = torch.randint(0, shape.vocab, (batch, prompt_tokens), device=device)
-for candidate in (torch.float16, torch.bfloat16):
-    model.to(candidate)  # in place (a module's .to converts its own weights): section 5 builds a new model
-    with torch.inference_mode():
-        result = cg.benchmark(lambda: model(prompts), device=device, warmup=1, repeat=5)
-    choice = "  <- lesson 06's choice on this GPU" if on_gpu and candidate == precision.dtype else ""
-    print(f"{FORMAT[candidate]}: {batch * prompt_tokens / result.median:10,.0f} prompt tokens/s{choice}")
+formats = {"fp16": torch.float16, "bf16": torch.bfloat16}
+models = {name: copy.deepcopy(model).to(dtype) for name, dtype in formats.items()}  # the same weights, rounded
+with torch.inference_mode():  # the prompt pass of generation: the last position's logits only
+    timings = cg.compare_steps({name: lambda m=m: m(prompts, last_only=True) for name, m in models.items()},
+                               device=device, warmup=1)
+for name, result in timings.items():
+    kernel = cg.attention_backend(capability, formats[name], shape.head_dim, cudnn_first=cudnn_first,
+                                  key_length=prompt_tokens)
+    choice = "  <- lesson 06's choice on this GPU" if on_gpu and formats[name] == precision.dtype else ""
+    print(f"{name}: {batch * prompt_tokens / result.median:12,.0f} prompt tokens/s (K={result.steps_per_sample}), "
+          f"attention kernel: {kernel}{choice}")
 if not on_gpu:
     print("A CPU's figures: its 16-bit kernels are its own (recent x86 CPUs have fast bf16 matrix kernels, slow fp16 "
           "ones) and say nothing of a GPU's tensor cores.")
@@ -465,8 +507,8 @@ assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
 # `dtype` and `device_map` are section 3's fix for the RAM crash: each weight goes straight to
 # the GPU, in 16 bits (`device_map` needs the package accelerate, which Colab and Kaggle have).
 # `cg.load_language_model` makes these two calls; where the Hub cannot be
-# reached (CI, an offline laptop) it builds the same architecture with random weights, says so,
-# and returns no tokenizer. SmolLM2-135M is a Llama with 135 million parameters.
+# reached (CI, an offline laptop) it builds the same architecture with random weights, straight on
+# the device in the same 16 bits, says so, and returns no tokenizer. SmolLM2-135M is a Llama with 135 million parameters.
 # **Predict first:** how many MiB do its weights take in this runtime's format (section 3)?
 
 # %%
@@ -497,7 +539,7 @@ if tokenizer is not None:
 else:  # the stand-in has no vocabulary: token ids instead of words
     prompt_ids = torch.randint(0, llm_shape.vocab, (1, 6), device=device)
     inputs = {"input_ids": prompt_ids, "attention_mask": torch.ones_like(prompt_ids)}
-new_tokens = 32 if on_gpu else 16
+new_tokens = 32 if on_gpu else 8
 with torch.no_grad():
     result = cg.benchmark(lambda: llm.generate(**inputs, max_new_tokens=new_tokens, do_sample=False),
                           device=device, warmup=1, repeat=3)
@@ -563,6 +605,7 @@ else:
 #   head_dim x tokens x batch x bytes; full training with Adam = 16 bytes per parameter.
 #   Build a model on the device in its dtype (`with torch.device(device)`), not on the CPU.
 # - A KV cache gives the same tokens for far less work per step; batching raises throughput.
+#   A generation loop reads nothing back per token and computes the logits it reads, no more.
 # - LoRA: freeze the model, train `B @ A` (B at zero) on a few layers, merge for inference.
 # - A Hub model: `from_pretrained(name, dtype=..., device_map=...)` loads it on the GPU in 16
 #   bits; `ModelShape.from_config(model.config)` gives section 3's arithmetic for it.

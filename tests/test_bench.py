@@ -20,7 +20,7 @@ def test_fit_vs_hand_loop_measures_both_on_the_same_work():
 
 def test_gpu_rows_are_skipped_on_cpu_with_the_reason():
     rows = hardware.cpu_vs_gpu_rows(CPU) + hardware.amp_rows(CPU) + [hardware.host_to_device(CPU)]
-    assert [r.key for r in rows] == ["mlp_cpu_gpu", "cnn_cpu_gpu", "amp", "amp_peak", "h2d"]
+    assert [r.key for r in rows] == ["mlp_cpu_gpu", "mlp_big_cpu_gpu", "cnn_cpu_gpu", "amp", "amp_peak", "h2d"]
     assert all(r.status == "skipped" and "needs a CUDA GPU" in r.note and r.ratio is None for r in rows)
 
 
@@ -46,7 +46,8 @@ def test_conv_step_is_timed_in_a_fresh_process_with_the_asked_settings():
     timing = cg.time_conv_step_fresh(
         CPU, width=4, shape=(4, 3, 16, 16), channels_last=True, cudnn_benchmark=True, repeat=3
     )
-    assert len(timing.steady.times) == 3 and timing.steady.median > 0 and timing.first_step_s > 0
+    assert len(timing.steady.times) == 7 and timing.steady.median > 0 and timing.first_step_s > 0  # 7 at least
+    assert timing.steady.steps_per_sample >= 1  # K steps between two synchronizations, as compare_steps times
     assert torch.backends.cudnn.benchmark == before  # the flag was set in the child, not here
 
 
@@ -61,17 +62,17 @@ def test_conv_step_child_applies_layout_and_flag(monkeypatch):
 
     monkeypatch.setattr(workloads, "train_step", spy)
     with cg.restored_backend_settings():
-        first, times = workloads._conv_step_child("cpu", 4, (2, 3, 16, 16), 10, True, True, 2)
-    assert seen == {"flag": True, "last": True} and first > 0 and len(times) == 2
+        first, times, k = workloads._conv_step_child("cpu", 4, (2, 3, 16, 16), 10, True, True, 2)
+    assert seen == {"flag": True, "last": True} and first > 0 and len(times) == 7 and k >= 1
 
 
 def test_targets_judge_the_measured_value_and_say_why():
     at_least, at_most = bench.Target("x", "y", at_least=2), bench.Target("x", "y", at_most=1.1)
     assert at_least.met(2) and not at_least.met(1.99) and at_most.met(1.1) and not at_most.met(1.2)
     experiment_rows = {
-        "cpu_gpu": ["mlp_cpu_gpu", "cnn_cpu_gpu"],
+        "cpu_gpu": ["mlp_cpu_gpu", "mlp_big_cpu_gpu", "cnn_cpu_gpu"],
         "amp": ["amp", "amp_peak"],
-        "resident": ["resident"],
+        "resident": ["resident", "resident_epoch"],
         "fit": ["fit"],
         "speedrun": ["speedrun"],
         "compile": ["compile", "compile_graphs"],
@@ -98,7 +99,6 @@ def test_run_benchmarks_judges_targets_only_on_a_gpu(monkeypatch):
 def test_lessons_and_bench_share_the_experiment_functions():
     rates = cg.sweep_workers(cg.data.fake_image_data(64, (1, 8, 8)), CPU, [0], batch_size=16)
     assert set(rates) == {0} and rates[0] > 0
-    assert cg.feeding.worker_counts(2) == [0, 1, 2] and cg.feeding.worker_counts(16) == [0, 1, 2, 4, 8, 16]
     loader = cg.DeviceLoader(torch.randn(64, 784), torch.randint(0, 10, (64,)), batch_size=32, device="cpu")
     assert cg.time_loader_epochs({"resident": loader}, CPU)["resident"].median > 0
     timing, peak = workloads.time_step(workloads.amp_workloads(CPU)["CNN"], CPU, "fp32", channels_last=True)
@@ -106,13 +106,33 @@ def test_lessons_and_bench_share_the_experiment_functions():
     assert workloads.amp_workloads(torch.device("cuda"))["MLP"].shape == (8192, 1024)  # the AMP row's workload
 
 
-def test_workers_and_resident_rows_run_on_cpu(monkeypatch):
+def test_the_workers_row_reports_the_advice_it_measured(monkeypatch):
     monkeypatch.setattr(experiments, "cpu_count", lambda: 1)
-    row = experiments.workers_sweep(CPU, images=256)
+    row = experiments.workers_sweep(CPU, images=128, batch_size=8)
     assert row.key == "workers" and set(row.details["samples_per_s"]) == {0, 1, 2}
+    rates, best = row.details["samples_per_s"], row.details["best_workers"]
+    assert row.note.startswith(f"num_workers={best}: measured here") and row.ratio == round(rates[best] / rates[0], 2)
+    assert row.details["batches_timed"] == {0: 20, 1: 20, 2: 20}  # ten per worker, at least 20
+
+
+def test_the_resident_rows_put_the_target_on_delivery_and_bound_the_epoch(monkeypatch):
     monkeypatch.setattr(experiments, "fake_image_data", lambda n, shape: cg.data.fake_image_data(512, shape))
-    row = experiments.resident_vs_dataloader(CPU)
-    assert row.status == "ok" and row.ratio > 0 and row.details["dataloader_s"] > 0
+    delivery, epoch = experiments.resident_vs_dataloader(CPU)
+    assert delivery.key == "resident" and delivery.status == "ok" and delivery.ratio > 0
+    assert delivery.details["DeviceLoader_batches_per_s"] > 0 and bench.TARGETS["resident"].at_least == 5
+    assert epoch.key == "resident_epoch" and epoch.key not in bench.TARGETS and epoch.details["dataloader_s"] > 0
+    details = epoch.details
+    assert details["bound"] == round(details["dataloader_s"] / details["steps_alone_s"], 2)  # (load + train) / train
+    assert f"(load + train) / train = {details['bound']:.2f}x" in epoch.note
+
+
+def test_gpu_rows_time_a_short_step_k_at_a_time_and_name_its_regime():
+    timing, summary = hardware.timed_step(workloads.TINY_STEP, CPU)
+    assert len(timing.times) >= 7 and timing.steps_per_sample >= 1 and summary is None  # no regime without a GPU
+    assert hardware.BIG_MLP_STEP.shape == (2048, 1024)
+    params = sum(p.numel() for p in hardware.BIG_MLP_STEP.make_model().parameters())
+    assert 6 * params * 2048 > 50e9  # compute-bound: tens of GFLOP per step, against lesson 03's MLP's 1
+    assert bench.TARGETS["mlp_big_cpu_gpu"].at_least == 10 and "mlp_cpu_gpu" not in bench.TARGETS
 
 
 def test_unknown_benchmark_names_what_exists():
@@ -148,6 +168,7 @@ def test_gpu_rows_measure_on_a_real_gpu():
     device = cg.get_device("cuda")
     rows = hardware.cpu_vs_gpu_rows(device) + [hardware.host_to_device(device)]
     assert all(r.status == "ok" and r.ratio > 0 for r in rows)
+    assert all(r.details["gpu_regime"] in r.note for r in rows[:3])  # each GPU-vs-CPU row names its regime
 
 
 def test_time_train_epoch_trains_and_times():
@@ -165,6 +186,7 @@ def test_the_attention_rows_compare_the_same_output_by_hand_and_fused():
     time_row, memory_row = transformers.attention_rows(CPU)
     assert time_row.key == "attention" and time_row.status == "ok" and time_row.ratio > 0
     assert time_row.details["length"] == 1024 and time_row.details["backend"] == "flash"  # the CPU's flash kernel
+    assert time_row.details["steps_per_sample"] >= 1  # timed K calls at a time, the two sides interleaved
     assert memory_row.key == "attention_memory" and memory_row.status == "skipped"  # peak memory: a GPU's figure
     assert bench.TARGETS["attention_memory"].at_least == 8
 
@@ -174,5 +196,13 @@ def test_the_generation_row_generates_the_same_tokens_both_ways():
 
     row = transformers.generation_row(CPU)
     assert row.key == "generation" and row.status == "ok" and row.details["same_tokens"] and not row.note
-    assert row.details["cached_tokens_per_s"] > 0 and row.details["new_tokens"] == 64
+    assert row.details["cached_tokens_per_s"] > 0 and row.details["new_tokens"] == 16
+    # each step without the cache runs the model on the whole sequence so far: 128 to 143 tokens, 135.5 on average
+    assert row.details["work_ratio"] == 135.5 and row.details["batch"] == 4
     assert "generation" in bench.EXPERIMENTS
+
+
+def test_compile_targets_name_the_regime_their_mechanism_needs():
+    fusion, graphs = bench.TARGETS["compile"], bench.TARGETS["compile_graphs"]
+    assert "GPU-bound" in fusion.promise and "fuses" in fusion.reason and fusion.at_least == 1.3
+    assert "launch-bound" in graphs.promise and "one launch" in graphs.reason and graphs.at_least == 2

@@ -87,6 +87,24 @@ def test_quiet_children_summarises_what_child_processes_printed(capsys):
     assert capsys.readouterr().out == "after\n"
 
 
+def test_quiet_children_captures_torch_log_lines_written_to_the_notebook_stream(monkeypatch, capsys):
+    import logging
+
+    import torch.multiprocessing as mp
+
+    # torch 2.11's "torch" logger writes to the sys.stderr of its import, in a notebook the kernel's stream: no
+    # file-descriptor redirect reaches it. mp.spawn logs through it when it ends the children still running.
+    monkeypatch.setattr(logging.getLogger("torch"), "handlers", [logging.StreamHandler(sys.stderr)])
+    with cg.shows_error(mp.ProcessExitedException, quiet_children=True):
+        logging.getLogger("torch.multiprocessing.spawn").warning("Terminating process 3735 via signal SIGTERM")
+        raise mp.ProcessExitedException("process 0 terminated with exit code 1", 0, 1, 1)
+    out, err = capsys.readouterr()
+    assert err == "" and not any(line.startswith("Terminating") for line in out.splitlines())  # summarised only
+    assert "printed 1 lines; the last: Terminating process 3735 via signal SIGTERM" in out
+    logging.getLogger("torch.multiprocessing.spawn").warning("after the block")  # the handler's stream is back
+    assert capsys.readouterr().err == "after the block\n"
+
+
 def test_quiet_children_gives_the_output_back_when_the_block_fails_otherwise(capsys):
     import subprocess
 

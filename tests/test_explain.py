@@ -43,14 +43,16 @@ def test_every_message_is_recognised_as_its_own_entry(entry):
 )
 def test_unrelated_errors_pass_through(error, capsys):
     assert cg.explain(error) is None and capsys.readouterr().out == ""
+    assert cg.explain(error, show=False) is None
 
 
 def test_explain_prints_the_cause_and_fix_of_a_real_error(capsys):
     with pytest.raises(RuntimeError) as caught:
         nn.Linear(784, 10)(torch.randn(4, 3072))
-    entry = cg.explain(caught.value)
+    assert cg.explain(caught.value) is None  # a cell that ends with it shows the explanation, then no value
     out = capsys.readouterr().out
-    assert entry.key == "shapes-multiplied" and "Cause:" in out and "Fix:" in out and "lesson 03" in out
+    assert "Cause:" in out and "Fix:" in out and "lesson 03" in out and "AtlasEntry" not in out
+    assert cg.explain(caught.value, show=False).key == "shapes-multiplied" and capsys.readouterr().out == ""
 
 
 def test_an_error_raised_from_a_known_one_is_explained_by_its_cause():

@@ -156,3 +156,59 @@ def test_too_many_workers_warns(monkeypatch):
 def test_pinned_copies_beat_pageable_on_a_real_gpu():
     device = cg.get_device("cuda")
     assert cg.copy_bandwidth(64, device, pinned=True) > cg.copy_bandwidth(64, device, pinned=False)
+
+
+def test_a_sweep_goes_past_the_cores_and_times_ten_batches_per_worker():
+    assert cg.feeding.worker_counts(1) == [0, 1, 2] and cg.feeding.worker_counts(2) == [0, 1, 2, 4]
+    assert cg.feeding.worker_counts(16) == [0, 1, 2, 4, 8, 16, 32] and cg.feeding.worker_counts(48)[-1] == 64
+    assert [cg.feeding.sweep_batches(n) for n in (0, 1, 2, 4, 32)] == [20, 20, 20, 40, 320]
+
+
+class Counted(torch.utils.data.Dataset):
+    def __init__(self, n):
+        self.n, self.calls = n, 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        self.calls += 1
+        return torch.zeros(3), index
+
+
+def test_a_sweep_repeats_a_small_data_set_instead_of_timing_its_batch_count():
+    # 12 batches of a small data set would take 2 rounds of 8 workers but 1 of 16: the sweep draws its own count.
+    small = Counted(40)
+    rates = cg.sweep_workers(small, "cpu", [0], batch_size=4)
+    assert rates[0] > 0 and small.calls == (1 + 20) * 4  # one warm-up batch, then 20 timed, from 40 samples
+
+
+def test_a_sweep_past_the_cores_says_nothing_on_stderr(monkeypatch):
+    monkeypatch.setattr(torch.utils.data.dataloader.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rates = cg.sweep_workers(dataset(), "cpu", [2], batch_size=8)
+    assert rates[2] > 0 and not [w for w in caught if "worker" in str(w.message)]
+
+
+def test_measured_advice_is_where_the_plateau_starts():
+    rates = {0: 1000.0, 1: 1050.0, 2: 1950.0, 4: 2000.0, 8: 2010.0}
+    advice = cg.suggest_num_workers(measured=rates)
+    assert advice.num_workers == 2 and "within 10% of the fastest (8 workers, 2,010)" in advice.reason
+    steep = cg.suggest_num_workers(measured={0: 100.0, 2: 300.0})
+    assert steep.num_workers == 2 and "the fastest rate of the sweep" in steep.reason
+    assert str(steep).startswith("num_workers=2: measured here, 300 samples/s")
+
+
+def test_worker_loader_draws_as_many_samples_as_asked():
+    loader = cg.worker_loader(dataset(10), 4, device="cpu", samples=24)
+    labels = torch.cat([y for _, y in loader])
+    assert len(loader) == 6 and len(labels) == 24 and set(labels.tolist()) == set(range(10))
+    with pytest.raises(ValueError, match=r"samples=2 asks for a random draw of at least one batch"):
+        cg.worker_loader(dataset(10), 4, device="cpu", samples=2)
+
+
+def test_the_training_step_a_lesson_profiles_labels_its_data():
+    loader = cg.DeviceLoader(torch.randn(64, 1, 28, 28), torch.randint(0, 10, (64,)), batch_size=16, device="cpu")
+    summary = cg.profile_step(cg.feeding.training_step(loader, "cpu"), "cpu", steps=6)  # more steps than batches
+    assert summary.steps == 6 and "data" in summary.shares and summary.regime.name in ("CPU-bound", "input-bound")

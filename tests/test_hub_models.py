@@ -95,6 +95,25 @@ def test_offline_the_same_architecture_stands_in_with_one_printed_line(monkeypat
     assert mem.ModelShape.from_config(model.config).parameters == sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_the_stand_in_is_built_in_its_dtype_never_in_fp32_first(monkeypatch, dtype):
+    offline(monkeypatch)
+    created = []  # every parameter ever created: a model built in fp32, then cast, creates fp32 ones first
+    original = torch.nn.Parameter.__new__
+
+    def recorded(cls, data=None, requires_grad=True):
+        parameter = original(cls, data, requires_grad)
+        created.append(parameter.dtype)
+        return parameter
+
+    monkeypatch.setattr(torch.nn.Parameter, "__new__", recorded)
+    default = torch.get_default_dtype()
+    model = hub_models.load_language_model("course/tiny-llama", dtype=dtype, device="cpu").model
+    monkeypatch.undo()
+    assert created and set(created) == {dtype} and {p.dtype for p in model.parameters()} == {dtype}
+    assert torch.get_default_dtype() == default  # the default dtype is the caller's again
+
+
 def test_offline_a_model_without_a_stand_in_is_refused_with_the_ones_there_are(monkeypatch):
     offline(monkeypatch)
     refuse_downloads(monkeypatch)

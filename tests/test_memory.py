@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu import memory
+from colab_gpu import batch_size, memory
 
 
 def fake_oom_step(capacity: int, calls: list):
@@ -23,7 +23,7 @@ def fake_oom_step(capacity: int, calls: list):
 @pytest.fixture
 def instant_cleanup(monkeypatch):
     """The search's logic without its cleanup after each failure (a full gc.collect, tested on its own below)."""
-    monkeypatch.setattr(memory, "cleanup", lambda device, notebook=True: None)
+    monkeypatch.setattr(batch_size, "cleanup", lambda device, notebook=True: None)
 
 
 @pytest.mark.usefixtures("instant_cleanup")
@@ -62,15 +62,87 @@ def test_find_max_batch_size_suggests_a_margin_below_the_edge_and_says_why():
 
 
 @pytest.mark.usefixtures("instant_cleanup")
-def test_find_max_batch_size_stops_at_the_limit():
+def test_find_max_batch_size_stops_at_the_limit_and_suggests_nothing_without_an_edge():
     found = cg.find_max_batch_size(fake_oom_step(10**9, []), "cpu", limit=512)
-    assert found.largest_fit == 512 and found.first_oom is None
-    assert "limit was reached" in str(found)
+    assert found.largest_fit == found.limit == 512 and found.first_oom is None
+    assert found.suggested is None, "the limit is not an out-of-memory edge: no margin below it means anything"
+    assert "no out-of-memory error up to batch 512" in str(found) and "nothing is suggested" in str(found)
+    assert "suggested:" not in str(found)
+    on_a_cpu = cg.find_max_batch_size(fake_oom_step(10**9, []), "cpu", start=64)
+    assert on_a_cpu.largest_fit == batch_size.FALLBACK_LIMIT and on_a_cpu.per_sample_bytes is None  # no statistics
+
+
+class FakeAllocator:
+    """A GPU of ``total`` bytes whose allocator statistics a fake training step moves: at its peak the step holds
+    ``fixed`` bytes (weights' gradients, workspaces) plus ``per_sample`` bytes for each sample, up to ``saturates``
+    samples (a step whose memory stops growing), and runs out of memory beyond ``total``."""
+
+    def __init__(self, monkeypatch, total: int, *, fixed: int, per_sample: int, saturates: int | None = None):
+        self.total, self.fixed, self.per_sample, self.saturates = total, fixed, per_sample, saturates
+        self.held, self.peak, self.calls = 0, 0, []
+        for name, value in {
+            "memory_allocated": lambda device=None: self.held,
+            "memory_reserved": lambda device=None: self.held,
+            "max_memory_allocated": lambda device=None: self.peak,
+            "mem_get_info": lambda device=None: (self.total - self.held, self.total),
+            "reset_peak_memory_stats": lambda device=None: setattr(self, "peak", self.held),
+            "empty_cache": lambda: None,
+        }.items():
+            monkeypatch.setattr(torch.cuda, name, value)
+
+    def step(self, batch_size: int) -> None:
+        self.calls.append(batch_size)
+        samples = batch_size if self.saturates is None else min(batch_size, self.saturates)
+        need = self.fixed + self.per_sample * samples
+        if self.held + need > self.total:
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {need} bytes")
+        self.peak = max(self.peak, self.held + need)
+
+
+@pytest.mark.usefixtures("instant_cleanup")
+@pytest.mark.parametrize(("gpu", "memory_gib"), [("T4", 15), ("H100", 80)])
+def test_find_max_batch_size_derives_its_limit_from_the_free_memory_and_reaches_the_edge(
+    fake_gpus, monkeypatch, gpu, memory_gib
+):
+    fake_gpus()
+    gpu = FakeAllocator(monkeypatch, memory_gib * 2**30, fixed=208 * 2**20, per_sample=100 * 2**10)
+    found = cg.find_max_batch_size(gpu.step, "cuda", start=64)
+    edge = (gpu.total - gpu.fixed) // gpu.per_sample  # 836,528 samples on 80 GiB: far above the old fixed 2**18
+    assert found.first_oom is not None and found.first_oom > edge >= found.largest_fit >= edge * 15 / 16
+    assert found.per_sample_bytes == gpu.per_sample, "measured between two batches: the fixed memory cancels out"
+    assert found.free_bytes == gpu.total and found.limit == 2 * gpu.total // gpu.per_sample > edge
+    assert found.suggested <= 0.9 * found.largest_fit and found.tries == len(gpu.calls) <= 20
+    assert "memory per sample: 100.0 KiB" in str(found) and "first out-of-memory at" in str(found)
+
+
+@pytest.mark.usefixtures("instant_cleanup")
+def test_find_max_batch_size_says_when_memory_stops_growing_before_the_limit_and_suggests_nothing(
+    fake_gpus, monkeypatch
+):
+    fake_gpus()
+    gpu = FakeAllocator(monkeypatch, 16 * 2**30, fixed=2**20, per_sample=100 * 2**10, saturates=4096)
+    found = cg.find_max_batch_size(gpu.step, "cuda", start=64)
+    assert found.first_oom is None and found.suggested is None and found.largest_fit == found.limit
+    assert found.limit == 2 * gpu.total // gpu.per_sample  # measured before the memory stopped growing
+    assert "not what limits this batch size" in str(found) and "nothing is suggested" in str(found)
+    flat = FakeAllocator(monkeypatch, 16 * 2**30, fixed=2**20, per_sample=0)  # memory that never grows
+    found = cg.find_max_batch_size(flat.step, "cuda", start=64)
+    assert found.first_oom is None and found.limit == batch_size.UNMEASURED_LIMIT and found.per_sample_bytes == 0
+
+
+@pytest.mark.usefixtures("instant_cleanup")
+def test_find_max_batch_size_refuses_a_step_that_allocates_nothing_on_the_gpu(fake_gpus, monkeypatch):
+    fake_gpus()
+    nothing = FakeAllocator(monkeypatch, 16 * 2**30, fixed=0, per_sample=0)  # the step runs on another device
+    with pytest.raises(RuntimeError, match=r"try_batch\(64\) and try_batch\(128\) allocated no memory on cuda"):
+        cg.find_max_batch_size(nothing.step, "cuda", start=64)
+    found = cg.find_max_batch_size(nothing.step, "cuda", start=64, limit=1024)  # a limit given: searched anyway
+    assert found.largest_fit == 1024 and found.suggested is None
 
 
 def test_find_max_batch_size_cleans_up_after_each_failure(monkeypatch):
     cleanups = []
-    monkeypatch.setattr(memory, "cleanup", lambda device, notebook=True: cleanups.append(device))
+    monkeypatch.setattr(batch_size, "cleanup", lambda device, notebook=True: cleanups.append(device))
     cg.find_max_batch_size(fake_oom_step(3, []), "cpu", limit=16)
     assert len(cleanups) >= 3
 
@@ -155,6 +227,21 @@ def test_real_oom_is_recovered_and_memory_returns_to_baseline():
     assert torch.cuda.memory_allocated(device) == baseline
 
 
+@pytest.mark.gpu
+def test_find_max_batch_size_on_a_real_gpu_derives_its_limit_from_the_free_memory_and_finds_the_edge():
+    device = cg.get_device("cuda")
+    cg.cleanup(device)
+    baseline = torch.cuda.memory_allocated(device)
+
+    def step(batch_size):
+        x = torch.empty(batch_size, 2**20, dtype=torch.uint8, device=device)  # batch_size MiB
+        return x.sum()
+
+    found = cg.find_max_batch_size(step, device, start=16)  # no limit given: 2**16 MiB would not fill an 80 GB GPU
+    assert found.first_oom is not None and found.per_sample_bytes == pytest.approx(2**20, rel=0.01), found
+    assert found.limit > found.first_oom and torch.cuda.memory_allocated(device) == baseline
+
+
 def test_allocator_settings_on_cpu_is_none_and_on_cuda_comes_from_the_snapshot(fake_gpus, monkeypatch):
     fake_gpus()
     assert cg.allocator_settings("cpu") is None
@@ -214,3 +301,34 @@ def test_allocated_timeline_of_a_real_snapshot():
     timeline = cg.allocated_timeline(snapshot, device.index or 0)
     steps = [after - before for before, after in zip([0, *timeline], timeline, strict=False)]
     assert 2**20 in steps and -(2**20) in steps  # the 1 MiB tensor, allocated then freed
+
+
+def test_the_memory_saving_check_on_a_gpu_also_needs_the_allocator_peak_to_fall(monkeypatch):
+    from contextlib import contextmanager
+
+    from colab_gpu.checks import memory as memory_checks
+
+    peaks = iter([])
+
+    @contextmanager
+    def fake_peak(device):  # the allocator's peak of each run, reference first: as a GPU would report it
+        yield memory.PeakMemory(torch.device("cuda"), start_bytes=0, peak_bytes=next(peaks))
+
+    monkeypatch.setattr(memory_checks, "measure_peak", fake_peak)
+    model = cg.mlp(32, hidden=64, depth=2)
+    inputs, labels = torch.randn(256, 32), torch.randint(0, 10, (256,))
+
+    def whole(m, x, y):
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+
+    def pieces(m, x, y, k=4):
+        for a, b in zip(x.chunk(k), y.chunk(k), strict=True):
+            (torch.nn.functional.cross_entropy(m(a), b) / k).backward()
+
+    peaks = iter([6 * 2**20, 3 * 2**20])
+    saved = cg.checks.memory_saving(pieces, whole, model, inputs, labels)
+    assert saved and "allocator peak on cuda: 3.0 MiB instead of 6.0" in saved.message, saved.message
+    peaks = iter([6 * 2**20, int(7.3 * 2**20)])  # the H100 run's exercise: gradients larger than the activations
+    raised = cg.checks.memory_saving(pieces, whole, model, inputs, labels)
+    assert not raised and "(0.25x)" in raised.message and "the allocator's peak did not fall" in raised.message
+    assert "outweigh the activations" in raised.message

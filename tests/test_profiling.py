@@ -13,6 +13,7 @@ from colab_gpu.profiling import (
     STEP_PREFIX,
     Span,
     _covered_us,
+    _uncovered_us,
     spans_of,
     summarize_spans,
 )
@@ -33,7 +34,7 @@ def test_a_real_profile_is_summarized_per_step():
     assert set(summary.shares) == {"data", "forward", "backward", "step"} and 0.5 < sum(summary.shares.values()) <= 1
     assert summary.host_reads_per_step == 0  # Adam reads its CPU step counters: not a host read of a device value
     assert summary.ops_per_step > 10 and summary.gpu_busy is None and summary.launches_per_step is None
-    assert "4 profiled steps" in str(summary) and "biggest bottleneck" in str(summary)
+    assert "4 profiled steps" in str(summary) and "regime: CPU-bound: a CPU runtime" in str(summary)
 
 
 def test_reads_of_cpu_values_by_the_optimizer_or_a_dataset_are_not_host_reads():
@@ -54,8 +55,8 @@ def test_reads_of_cpu_values_by_the_optimizer_or_a_dataset_are_not_host_reads():
 
 def test_a_loss_read_every_step_is_counted_and_named():
     summary = cg.summarize_profile(tiny_run(read_loss_every_step=True))
-    assert summary.host_reads_per_step == 1
-    assert "Lesson 03" in summary.advice()
+    assert summary.host_reads_per_step == 1 and summary.regime.name == "CPU-bound"
+    assert "1 host read(s) per step cost nothing here" in summary.advice() and "lesson 03" in summary.advice()
 
 
 def test_gpu_share_counts_overlapping_kernels_once_and_advice_follows_the_biggest_cost():
@@ -75,11 +76,11 @@ def test_gpu_share_counts_overlapping_kernels_once_and_advice_follows_the_bigges
     assert summary.gpu_busy == pytest.approx(25 / 200) and summary.launches_per_step == 0.5
     # On a GPU only reads that synchronize count (the second reads a CPU value)
     assert summary.shares == {"data": pytest.approx(0.6)} and summary.host_reads_per_step == 0.5
-    assert "Lesson 05" in summary.advice()  # 60% of the step waits for data
+    assert summary.regime.name == "input-bound" and "lesson 05" in summary.advice()  # 60% of the step waits for data
     idle = summarize_spans([s for s in spans if s.name != "data"])
-    assert "lesson 11" in idle.advice() and "idle 88%" in idle.advice()
+    assert idle.regime.name == "launch-bound" and "lesson 11" in idle.advice() and "busy 12%" in idle.advice()
     busy = summarize_spans(spans[:2] + [Span("sgemm", True, 0, 190)])
-    assert "Lesson 06" in busy.advice() and "busy 95%" in busy.advice()
+    assert busy.regime.name == "GPU-bound" and "lesson 06" in busy.advice() and "busy 95%" in busy.advice()
 
 
 def event(name, start, end, device="cpu", annotation=False, children=()):
@@ -114,7 +115,120 @@ def test_the_labels_gpu_copies_are_not_kernels_so_idle_gaps_stay_idle():
     summary = cg.summarize_profile(SimpleNamespace(events=lambda: events))
     assert summary.gpu_busy == pytest.approx(0.1)  # the two kernels; with the copies it was 0.9
     assert summary.shares == {"forward": 0.5, "backward": 0.5} and summary.launches_per_step == 2
-    assert "idle 90%" in summary.advice() and "lesson 11" in summary.advice()
+    assert "busy 10%" in summary.advice() and "reduce-overhead" in summary.advice()
+
+
+def synthetic_steps(count=4, step_us=1000.0, busy=0.95, launches=10, data=0.0, reads=0, on_gpu=True, **summary_options):
+    """The summary of ``count`` steps as a profile records them: a "data" label over the first ``data`` of each
+    step, then its launches and kernels (covering ``busy`` of the step), and ``reads`` synchronizing host reads."""
+    spans = []
+    for i in range(count):
+        t0 = i * step_us
+        spans.append(Span("ProfilerStep*", False, t0, t0 + step_us))
+        if data:
+            spans.append(Span("data", False, t0, t0 + data * step_us))
+        kernel_us, begin = busy * step_us / launches, t0 + data * step_us  # the kernels after the data
+        for k in range(launches):
+            start = begin + k * (1 - data) * step_us / launches
+            if on_gpu:
+                spans.append(Span("cudaLaunchKernel", False, start, start + 1))
+                spans.append(Span("kernel", True, start + 1, start + 1 + kernel_us))
+            spans.append(Span("aten::addmm", False, start, start + 2, top_level_op=True))
+        for r in range(reads):
+            spans.append(Span(HOST_READ, False, t0 + step_us - 5 - r, t0 + step_us - 4 - r, True, synchronizes=True))
+    return summarize_spans(spans, **summary_options)
+
+
+def test_a_step_waiting_for_data_is_input_bound_and_a_faster_model_cannot_help():
+    summary = synthetic_steps(data=0.45, busy=0.3)
+    regime = summary.regime
+    assert summary.input_wait == pytest.approx(0.45) and regime.name == "input-bound"
+    assert "the GPU waits 45% of each 1 ms step for the next batch (busy 30% of it)" in regime.reason
+    assert any("DeviceLoader" in lever for lever in regime.levers) and "AMP" in regime.useless[0]
+    assert str(regime).startswith("input-bound: the GPU waits 45%") and "waits for data 45%" in str(summary)
+    cpu = synthetic_steps(data=0.45, on_gpu=False).regime
+    assert cpu.name == "input-bound" and "45% of each 1 ms step goes to fetching the next batch" in cpu.reason
+    synced = synthetic_steps(data=0.45, busy=0.3, reads=1).regime  # a read keeps the CPU from fetching ahead
+    assert "1 host read(s) per step keep the CPU" in synced.reason and "fewer host syncs" in synced.levers[0]
+
+
+def test_data_fetched_while_the_gpu_computes_is_not_waited_for():
+    assert _uncovered_us([(0, 10), (20, 30)], [(5, 25)]) == 10
+    spans = [Span("ProfilerStep*", False, 0, 100), Span("data", False, 0, 60), Span("sgemm", True, 0, 95)]
+    summary = summarize_spans(spans)  # the CPU fetches the next batch while the GPU runs this step's kernels
+    assert summary.shares == {"data": pytest.approx(0.6)} and summary.input_wait == 0
+    assert summary.regime.name == "GPU-bound"
+
+
+def test_an_idle_gpu_with_many_launches_is_launch_bound_and_default_compile_is_not_a_lever():
+    summary = synthetic_steps(step_us=820, busy=0.12, launches=40, reads=1)
+    regime = summary.regime
+    assert regime.name == "launch-bound" and summary.gpu_busy == pytest.approx(0.12)
+    assert "busy 12% of each 820 µs step: 40 kernel launches per step (20 µs of step per launch)" in regime.reason
+    assert "1 host read(s) per step stop the CPU" in regime.reason
+    levers = " ".join(regime.levers)
+    for lever in ("bigger batch", 'mode="reduce-overhead"', "fused=True", "fewer host syncs", "lesson 03"):
+        assert lever in levers
+    assert "torch.compile(" not in levers.replace('torch.compile(mode="reduce-overhead")', "")
+    for useless in ("default torch.compile", "AMP", "TF32", "channels_last", "cudnn.benchmark"):
+        assert useless in regime.useless[0]
+    assert "What cannot help here: default torch.compile" in summary.advice()
+
+
+def test_a_busy_gpu_near_its_matmul_peak_is_gpu_bound_and_precision_helps():
+    # 40 GFLOP in a 1 ms step: 40 TFLOP/s against a measured peak of 51 (the H100's fp32 matmul)
+    summary = synthetic_steps(busy=0.95, flops_per_step=40e9, peak_tflops=51.0)
+    assert summary.achieved_tflops == pytest.approx(40) and summary.share_of_peak == pytest.approx(40 / 51)
+    regime = summary.regime
+    assert regime.name == "GPU-bound" and "at 40 TFLOP/s, 78% of this GPU's measured matmul peak" in regime.reason
+    assert any("AMP" in lever for lever in regime.levers) and any("channels_last" in lever for lever in regime.levers)
+    assert not any("fusion" in lever for lever in regime.levers) and any("reduce-overhead" in u for u in regime.useless)
+    assert "40 TFLOP/s, 78% of this GPU's measured matmul peak" in str(summary)
+    synced = synthetic_steps(busy=0.95, reads=1, flops_per_step=40e9, peak_tflops=51.0).regime
+    assert synced.name == "GPU-bound" and "1 host read(s) per step leave the GPU idle" in synced.reason
+    assert "fewer host syncs" in synced.levers[-1]
+
+
+def test_a_busy_gpu_far_below_its_peak_runs_memory_bound_chains_that_fusion_helps():
+    summary = synthetic_steps(busy=0.9, launches=60, flops_per_step=2e9, peak_tflops=51.0)
+    regime = summary.regime
+    assert regime.name == "GPU-bound" and "only 2 TFLOP/s, 4% of this GPU's measured matmul peak" in regime.reason
+    assert "memory-bound element-wise chains" in regime.reason
+    assert any("default torch.compile fuses" in lever for lever in regime.levers)
+    unknown = synthetic_steps(busy=0.9).regime  # without the flops: both families of levers, and how to tell
+    assert unknown.name == "GPU-bound" and "flops_per_step and peak_tflops" in unknown.reason
+    assert [lever.split(":")[0] for lever in unknown.levers] == [
+        "lower precision",
+        "layouts the tensor cores like",
+        "fusion",
+    ]
+
+
+def test_a_cpu_runtime_is_cpu_bound_and_gpu_levers_cannot_help():
+    summary = synthetic_steps(on_gpu=False, launches=30)
+    assert summary.gpu_busy is None and summary.launches_per_step is None
+    regime = summary.regime
+    assert regime.name == "CPU-bound" and "the CPU itself runs the 30 operators of each 1 ms step" in regime.reason
+    assert "GPU runtime" in regime.levers[0] and "CUDA graphs" in regime.useless[0]
+
+
+def test_profile_step_profiles_any_step_and_names_its_regime():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(64, 64)
+    calls = []
+
+    def step():
+        calls.append(1)
+        with record_function("data"):
+            x = torch.randn(32, 64)
+        layer(x).sum().backward()
+
+    summary = cg.profile_step(step, "cpu", steps=3, flops_per_step=6 * 64 * 64 * 32, peak_tflops=1.0)
+    assert len(calls) == 5 and summary.steps == 3  # one skipped and one warm-up call first
+    assert summary.step_ms > 0 and summary.ops_per_step >= 3 and summary.achieved_tflops > 0
+    assert summary.regime.name in ("CPU-bound", "input-bound") and "TFLOP/s" in str(summary)
+    with pytest.raises(ValueError, match="steps >= 1"):
+        cg.profile_step(step, "cpu", steps=0)
 
 
 def test_a_profile_without_steps_is_a_clear_error():
@@ -162,6 +276,23 @@ def test_a_gpu_profile_records_kernels_and_launches():
     labels = {"data", "forward", "backward", "step"}
     # Kineto also records the labels on the GPU timeline (is_device_annotation): none of them is a kernel here
     assert not [s for s in spans_of(prof) if s.on_device and (s.name in labels or s.name.startswith(STEP_PREFIX))]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_tiny_step_is_launch_bound_and_a_big_matmul_gpu_bound_near_its_peak():
+    from colab_gpu.timing import matmul_tflops
+
+    device = cg.get_device("cuda")
+    torch.manual_seed(0)
+    model = cg.mlp(64, hidden=32).to(device)
+    x = torch.randn(32, 64, device=device)
+    tiny = cg.profile_step(lambda: model(x).sum().backward(), device)
+    assert tiny.regime.name == "launch-bound" and tiny.launches_per_step >= 5, tiny
+    n = 4096
+    a = torch.randn(n, n, device=device)
+    peak = matmul_tflops(n, torch.float32, device)
+    big = cg.profile_step(lambda: a @ a, device, flops_per_step=2 * n**3, peak_tflops=peak)
+    assert big.regime.name == "GPU-bound" and big.gpu_busy > 0.8 and big.share_of_peak > 0.5, big
 
 
 def lesson_exercise(data_images: int = 1024) -> dict:

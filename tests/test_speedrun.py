@@ -217,12 +217,20 @@ def test_flip_averaged_is_mirror_invariant():
     assert torch.allclose(tta(images), tta(images.flip(-1)), atol=1e-6)
 
 
-def test_bench_row_runs_the_first_and_last_rung(monkeypatch, small_digits):
+def test_bench_row_compares_the_fastest_rung_with_rung_0(monkeypatch, small_digits):
     monkeypatch.setattr(pipelines, "load_digits", lambda size, channels: small_digits)
+    monkeypatch.setattr(pipelines, "RUNG0_IMAGES", 128)  # rung 0 on fewer images: its images/s is the same
+    monkeypatch.setattr(pipelines, "BENCH_EPOCHS", 1)
     row = pipelines.ladder_row(CPU)
-    assert row.key == "speedrun" and row.status == "ok" and row.ratio > 0
+    rates = row.details["images_per_s"]
+    assert row.key == "speedrun" and row.status == "ok" and set(rates) == {0, 2, 4, 6}
+    assert row.details["fastest_rung"] == max(rates, key=rates.get) and row.ratio == round(
+        max(rates.values()) / rates[0], 2
+    )
     assert row.details["skipped_here"] == [1, 3, 5] and row.details["images"] == 192
+    assert row.details["rung0_images"] == 128 and row.details["last_rung_ratio"] > 0
     assert "speedrun" in bench.EXPERIMENTS and bench.TARGETS["speedrun"].at_least == 20
+    assert "fastest rung" in bench.TARGETS["speedrun"].promise
 
 
 def test_speed_net_shapes_and_bad_input():
@@ -260,3 +268,28 @@ def test_run_rung_gives_back_the_callers_cudnn_setting(small_digits):
     rung = sr.Rung(rung.number, rung.name, rung.adds, dataclasses.replace(rung.recipe, cudnn_benchmark=not before))
     sr.run_rung(rung, small_digits, CPU, epochs=1)
     assert torch.backends.cudnn.benchmark == before
+
+
+def test_a_profiled_rung_names_its_regime(small_digits):
+    rung = sr.ladder(CPU)[2]
+    result = sr.run_rung(rung, small_digits, CPU, epochs=1, profile=True)
+    assert result.profile.steps == sr.PROFILED_STEPS and "data" in result.profile.shares  # the batch is labelled
+    assert (
+        result.regime.name in ("CPU-bound", "input-bound")
+        and sr.run_rung(rung, small_digits, CPU, epochs=1).regime is None
+    )
+
+
+def test_the_last_rung_without_its_levers_takes_off_compile_then_mixed_precision(fake_gpus, monkeypatch):
+    assert sr.without_levers(sr.ladder(CPU)[-1]) == []  # a CPU's last rung uses neither
+    fake_gpus()
+    monkeypatch.setattr(speedrun_rungs, "compile_support", lambda device: CompileSupport(str(device), True, "fine"))
+    last = sr.ladder(torch.device("cuda"))[-1]
+    eager, fp32 = sr.without_levers(last)
+    assert eager.name == f"{last.name}, eager" and not eager.recipe.compiled and eager.recipe.precision == "auto"
+    assert fp32.name == f"{last.name}, eager, fp32" and not fp32.recipe.compiled and fp32.recipe.precision == "fp32"
+    assert eager.number == fp32.number == last.number and fp32.recipe.net == "speed_net" and not eager.skip
+
+
+def test_run_without_levers_trains_nothing_where_the_rung_has_none(small_digits):
+    assert sr.run_without_levers(sr.ladder(CPU)[-1], small_digits, CPU, epochs=1, width=8) == []

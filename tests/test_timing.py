@@ -88,7 +88,9 @@ def fake_clock(monkeypatch):
 
 def test_compare_steps_times_k_steps_per_sample_so_a_sample_lasts_20_ms(monkeypatch):
     clock = fake_clock(monkeypatch)
-    timings = cg.timing.compare_steps({"slow": clock.step("slow", 1e-3), "fast": clock.step("fast", 4e-4)}, device="cuda")
+    timings = cg.timing.compare_steps(
+        {"slow": clock.step("slow", 1e-3), "fast": clock.step("fast", 4e-4)}, device="cuda"
+    )
     assert {t.steps_per_sample for t in timings.values()} == {50}  # 20 ms / 0.4 ms, the faster side decides
     assert timings["slow"].median == pytest.approx(1e-3) and timings["fast"].median == pytest.approx(4e-4)
     assert [len(t.times) for t in timings.values()] == [7, 7]

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from colab_gpu import llm_memory as mem
+from colab_gpu import tiny_lm
 from colab_gpu.tiny_lm import TinyDecoder, generate
 
 SHAPE = mem.ModelShape("tiny", vocab=64, hidden=32, intermediate=48, layers=2, heads=4, kv_heads=2, head_dim=8)
@@ -37,6 +38,72 @@ def test_the_cache_gives_the_same_logits_one_token_at_a_time(model):
     torch.testing.assert_close(logits, full[:, 6:], rtol=1e-5, atol=1e-5)
 
 
+def test_every_way_of_pairing_query_heads_with_key_value_heads_gives_the_same_logits(model, monkeypatch):
+    tokens = torch.randint(0, SHAPE.vocab, (2, 9))
+    _, cache = model(tokens[:, :8])
+    grouped = model(tokens)[0], model(tokens[:, 8:], cache)[0]  # enable_gqa (the CPU's flash kernel takes it)
+    monkeypatch.setattr(tiny_lm, "sdpa_groups_heads", lambda device, dtype, head_dim: False)
+    repeated = model(tokens)[0], model(tokens[:, 8:], cache)[0]  # the heads repeated, for kernels that need it
+    torch.testing.assert_close(repeated[0], grouped[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(repeated[1], grouped[1], rtol=1e-5, atol=1e-5)  # one new token: queries side by side
+    torch.testing.assert_close(grouped[1], grouped[0][:, 8:], rtol=1e-5, atol=1e-5)
+
+
+def test_the_kernel_pairs_the_heads_itself_only_where_it_can(monkeypatch):
+    rule = tiny_lm.sdpa_groups_heads.__wrapped__  # without the cache of answers, so the fake GPUs below count
+    assert rule(torch.device("cpu"), torch.float32, 64)  # the CPU's flash kernel
+    monkeypatch.setattr(torch.version, "hip", None)
+    cuda = torch.device("cuda", 0)
+    for capability, dtype, grouped in (
+        ((9, 0), torch.bfloat16, True),  # an H100 in bf16: flash (or cuDNN) takes fewer key/value heads
+        ((8, 9), torch.float16, True),  # an L4
+        ((9, 0), torch.float32, False),  # fp32 runs the memory-efficient kernel, which needs as many heads
+        ((7, 5), torch.float16, False),  # a T4: the memory-efficient kernel too
+    ):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device, c=capability: c)
+        assert rule(cuda, dtype, 64) is grouped, (capability, dtype)
+    assert not rule(torch.device("meta"), torch.float32, 64)  # elsewhere: repeat them, which every kernel takes
+
+
+def test_last_only_gives_the_last_positions_logits_and_generation_asks_for_nothing_else(model):
+    tokens = torch.randint(0, SHAPE.vocab, (2, 7))
+    full, _ = model(tokens)
+    last, _ = model(tokens, last_only=True)
+    assert last.shape == (2, 1, SHAPE.vocab)
+    torch.testing.assert_close(last, full[:, -1:], rtol=1e-5, atol=1e-5)
+    positions = []  # tokens per sequence that reach the output layer, at each step
+    model.norm.register_forward_hook(lambda module, args, output: positions.append(args[0].shape[1]))
+    generate(model, tokens, 5)
+    generate(model, tokens, 5, use_cache=False)
+    assert positions == [1] * 10
+
+
+def test_the_rotary_angles_are_computed_once_per_forward_for_every_layer(model, monkeypatch):
+    calls = []
+    angles = tiny_lm.rotary_angles
+    monkeypatch.setattr(tiny_lm, "rotary_angles", lambda *args: calls.append(args) or angles(*args))
+    model(torch.randint(0, SHAPE.vocab, (1, 6)))
+    assert len(calls) == 1 and SHAPE.layers == 2
+    generate(model, torch.randint(0, SHAPE.vocab, (1, 6)), 4)
+    assert len(calls) == 1 + 4  # one per step
+
+
+def _host_reads(fn) -> int:
+    # every read of a tensor's value on the host (.item(), bool(t), if t:) runs this op: on a GPU, a synchronization
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return sum(event.name == "aten::_local_scalar_dense" for event in prof.events())
+
+
+def test_generation_reads_the_ids_once_not_once_per_token(model):
+    prompt = torch.randint(0, SHAPE.vocab, (2, 4))
+    assert _host_reads(lambda: generate(model, prompt, 12)) == 1  # the prompt's ids, checked once
+    assert _host_reads(lambda: generate(model, prompt, 12, use_cache=False)) == 1
+    logits, cache = model(prompt)
+    next_token = logits[:, -1:].argmax(dim=-1)
+    assert _host_reads(lambda: model(next_token, cache)) == 0  # a decode step feeds the model its own choice
+
+
 def test_generation_with_and_without_the_cache_gives_the_same_tokens(model):
     prompt = torch.randint(0, SHAPE.vocab, (2, 4))
     cached, uncached = generate(model, prompt, 12), generate(model, prompt, 12, use_cache=False)
@@ -54,6 +121,8 @@ def test_bad_input_gets_a_clear_error(model):
         elsewhere = TinyDecoder(model.shape)
     with pytest.raises(ValueError, match=r"tokens are on cpu, the model on meta: .* tokens.to\('meta'\)"):
         elsewhere(torch.zeros(1, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match="token ids must be in 0..63, got -1..3"):
+        generate(model, torch.tensor([[3, -1]]), 4)
     with pytest.raises(ValueError, match="new_tokens must be 0 or more"):
         generate(model, torch.zeros(1, 2, dtype=torch.long), -1)
     with pytest.raises(ValueError, match="heads a multiple of kv_heads"):

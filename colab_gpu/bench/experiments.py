@@ -2,10 +2,10 @@
 a resident loader, the GPU-busy share of a profiled step, compiled against eager. Each returns rows, ratios measured
 side by side in the same run.
 
-They call the experiments and primitives the lessons call (05: ``cg.sweep_workers``, ``cg.time_loader_epochs``;
-06: ``cg.workloads.time_step``; 10: ``cg.profile_training_steps``; 11: ``cg.workloads.time_compiled_step``), so a
-bench figure and a lesson's figure are the same measurement. Rows that need a GPU are skipped, with the reason, on a
-CPU runtime.
+They call the experiments and primitives the lessons call (05: ``cg.sweep_workers``, ``cg.time_loader_epochs``,
+``cg.measure_loader``, ``cg.profile_step``; 06: ``cg.workloads.time_step``; 11: ``cg.workloads.compare_compiled``),
+so a bench figure and a lesson's figure are the same measurement. Rows that need a GPU are skipped, with the reason,
+on a CPU runtime.
 """
 
 from __future__ import annotations
@@ -15,19 +15,30 @@ from torch.utils.data import DataLoader
 
 from ..compiling import compile_support
 from ..data import fake_image_data, load_digits
-from ..feeding import epoch_samples, sweep_workers, time_loader_epochs, worker_counts
+from ..feeding import (
+    epoch_samples,
+    measure_loader,
+    sweep_batches,
+    sweep_workers,
+    time_loader_epochs,
+    training_step,
+    worker_counts,
+)
 from ..fit_loop import fit
-from ..loaders import DeviceLoader, EncodedImages
+from ..loaders import DeviceLoader, EncodedImages, suggest_num_workers
 from ..models import mlp
-from ..profiling import profile_training_steps, summarize_profile
+from ..precision import choose_precision
+from ..profiling import profile_step
 from ..runtime import cpu_count
 from ..timing import interleaved_medians
 from ..workloads import (
-    MLP_STEP,
     TINY_STEP,
+    compare_compiled,
+    fusion_workload,
     hand_loop_epoch,
-    time_compiled_step,
-    time_step,
+    matmul_peak,
+    training_flops,
+    workload_step,
 )
 from .rows import NEEDS_GPU, Row, skipped
 
@@ -76,8 +87,10 @@ def fit_vs_hand_loop(
     )
 
 
-def workers_sweep(device: torch.device, images: int = 1024) -> Row:
-    """Samples/s of a JPEG decode + augment pipeline for 0 .. CPU-count workers."""
+def workers_sweep(device: torch.device, images: int = 1024, *, batch_size: int = 64) -> Row:
+    """Samples/s of a JPEG decode + augment pipeline for 0 workers up to twice the cores, each count in its steady
+    state over ten batches per worker (`sweep_workers`); the row's figure is the count `suggest_num_workers` picks
+    from the sweep (where the plateau starts) against 0 workers, so the figure and the advice agree."""
     from torchvision.transforms import v2
 
     data = load_digits(image_size=32, channels=3)
@@ -91,107 +104,166 @@ def workers_sweep(device: torch.device, images: int = 1024) -> Row:
     )
     jpegs = EncodedImages(data.train_images[:images], data.train_labels[:images], augment)
     cores = cpu_count()
-    rates = sweep_workers(jpegs, device, worker_counts(cores))
-    best = max(rates, key=rates.get)
+    counts = worker_counts(cores)
+    rates = sweep_workers(jpegs, device, counts, batch_size=batch_size)
+    advice = suggest_num_workers(measured=rates)
     return Row(
         "workers",
-        "DataLoader workers, best vs 0 (JPEG decode + augment)",
+        "DataLoader workers, the plateau's start vs 0 (JPEG decode + augment)",
         str(device),
         "ok",
-        round(rates[best] / rates[0], 2),
+        round(rates[advice.num_workers] / rates[0], 2),
         "x",
-        {"samples_per_s": rates, "best_workers": best, "cores": cores},
+        {
+            "samples_per_s": rates,
+            "best_workers": advice.num_workers,
+            "fastest_workers": max(rates, key=rates.get),
+            "cores": cores,
+            "batches_timed": {n: sweep_batches(n) for n in counts},
+            "batch_size": batch_size,
+        },
+        note=str(advice),
     )
 
 
-def resident_vs_dataloader(device: torch.device) -> Row:
-    """One MLP epoch fed by a default DataLoader (0 workers, pageable) vs by a DeviceLoader."""
-    n = epoch_samples(device)
+def resident_vs_dataloader(device: torch.device) -> list[Row]:
+    """A default DataLoader (0 workers, pageable) against a DeviceLoader, lesson 05 §4's measurement: each loader
+    alone (batches/s delivered), and one epoch of a fresh MLP fed by each. The epoch gain is bounded by the step's
+    own cost, (load + train) / train, with train timed on one batch already on the device (no loading at all)."""
+    n, batch_size = epoch_samples(device), 256
     data = fake_image_data(n, (1, 28, 28))
     images, labels = data.tensors
-    seconds = {
-        name: result.median
-        for name, result in time_loader_epochs(
-            {
-                "DataLoader": DataLoader(data, batch_size=256, shuffle=True),
-                "DeviceLoader": DeviceLoader(images, labels, batch_size=256, device=device),
-            },
-            device,
-        ).items()
+    loaders = {
+        "DataLoader": DataLoader(data, batch_size=batch_size, shuffle=True),
+        "DeviceLoader": DeviceLoader(images, labels, batch_size=batch_size, device=device),
     }
-    return Row(
-        "resident",
-        "device-resident loader vs default DataLoader (MLP epoch)",
-        str(device),
-        "ok",
-        round(seconds["DataLoader"] / seconds["DeviceLoader"], 2),
-        "x",
-        {"dataloader_s": seconds["DataLoader"], "deviceloader_s": seconds["DeviceLoader"], "samples": n},
-    )
+    batches = len(loaders["DeviceLoader"])
+    batches_per_s = {
+        name: max(measure_loader(loader, device) for _ in range(3)) * batches / n for name, loader in loaders.items()
+    }
+    one_batch = next(iter(loaders["DeviceLoader"]))
+    timings = time_loader_epochs({**loaders, "steps alone": [one_batch] * batches}, device)
+    seconds = {name: result.median for name, result in timings.items()}
+    bound = seconds["DataLoader"] / seconds["steps alone"]  # (load + train) / train
+    return [
+        Row(
+            "resident",
+            "device-resident loader vs default DataLoader (batches/s, the loaders alone)",
+            str(device),
+            "ok",
+            round(batches_per_s["DeviceLoader"] / batches_per_s["DataLoader"], 2),
+            "x",
+            {f"{name}_batches_per_s": rate for name, rate in batches_per_s.items()} | {"batch_size": batch_size},
+        ),
+        Row(
+            "resident_epoch",
+            "device-resident loader vs default DataLoader (MLP epoch)",
+            str(device),
+            "ok",
+            round(seconds["DataLoader"] / seconds["DeviceLoader"], 2),
+            "x",
+            {
+                "dataloader_s": seconds["DataLoader"],
+                "deviceloader_s": seconds["DeviceLoader"],
+                "steps_alone_s": seconds["steps alone"],
+                "bound": round(bound, 2),
+                "samples": n,
+            },
+            note=f"bounded by the step's own cost: (load + train) / train = {bound:.2f}x",
+        ),
+    ]
 
 
 def gpu_busy_row(device: torch.device) -> Row:
-    """Share of the step time the GPU was busy (lesson 10's profile), DeviceLoader vs default DataLoader."""
+    """Share of the step time the GPU was busy (lesson 10's profile), DeviceLoader vs default DataLoader, and the
+    regime `profile_step` names for each (lesson 05 prints the same two lines)."""
     if device.type != "cuda":
         return skipped("gpu_busy", "GPU-busy share of a training step, DeviceLoader vs DataLoader", device, NEEDS_GPU)
     data = fake_image_data(epoch_samples(device), (1, 28, 28))
-    busy = {}
-    for name, loader in (
-        ("DataLoader", DataLoader(data, batch_size=256, shuffle=True)),
-        ("DeviceLoader", DeviceLoader(*data.tensors, batch_size=256, device=device)),
-    ):
-        torch.manual_seed(0)
-        model = mlp(784, hidden=512).to(device)
-        prof = profile_training_steps(model, loader, torch.optim.Adam(model.parameters(), 1e-3), device, steps=10)
-        busy[name] = summarize_profile(prof).gpu_busy
+    summaries = {
+        name: profile_step(training_step(loader, device), device, steps=10)
+        for name, loader in (
+            ("DataLoader", DataLoader(data, batch_size=256, shuffle=True)),
+            ("DeviceLoader", DeviceLoader(*data.tensors, batch_size=256, device=device)),
+        )
+    }
     return Row(
         "gpu_busy",
         "GPU-busy share of a training step, DeviceLoader vs DataLoader",
         str(device),
         "ok",
-        round(busy["DeviceLoader"] / busy["DataLoader"], 2),
+        round(summaries["DeviceLoader"].gpu_busy / summaries["DataLoader"].gpu_busy, 2),
         "x",
-        {f"{k}_busy": v for k, v in busy.items()},
+        {f"{name}_busy": s.gpu_busy for name, s in summaries.items()}
+        | {f"{name}_regime": s.regime.name for name, s in summaries.items()},
+        note="; ".join(f"{name}: {s.regime}" for name, s in summaries.items()),
     )
 
 
 def compile_rows(device: torch.device) -> list[Row]:
-    """Compiled vs eager training steps (lesson 11): the MLP in the default mode; on a GPU also a launch-bound
-    tiny MLP with ``mode="reduce-overhead"`` (CUDA graphs: the model's forward and backward each replay from one
-    launch; the loss and the SGD step stay eager)."""
+    """Compiled vs eager training steps (lesson 11), each row in the regime its claim needs, timed with
+    ``compare_steps`` and named with the regime `profile_step` measured for the eager step here:
+
+    - "compile": default mode on the GPU-bound residual MLP (`fusion_workload`, in `choose_precision`'s precision),
+      whose element-wise chains Inductor fuses;
+    - "compile_graphs": ``mode="reduce-overhead"`` (CUDA graphs: the model's forward and backward each replay from
+      one launch; the loss and the SGD step stay eager) on the launch-bound tiny MLP, in float32; GPU only.
+    """
+    device = torch.device(device)
     cases = {
-        "compile": ("torch.compile vs eager, MLP training step", MLP_STEP, "default"),
+        "compile": (
+            "torch.compile vs eager, GPU-bound residual MLP step (fusion)",
+            fusion_workload(device),
+            "default",
+            choose_precision(device),
+        ),
         "compile_graphs": (
-            "torch.compile reduce-overhead vs eager, tiny launch-bound MLP step",
+            "torch.compile reduce-overhead vs eager, launch-bound tiny MLP step (CUDA graphs)",
             TINY_STEP,
             "reduce-overhead",
+            "fp32",
         ),
     }
     support, rows = compile_support(device), []
-    for key, (name, workload, mode) in cases.items():
-        if not support.ok or (mode == "reduce-overhead" and device.type != "cuda"):
-            rows.append(skipped(key, name, device, support.reason if not support.ok else "CUDA graphs need a GPU"))
+    for key, (name, workload, mode, precision) in cases.items():
+        if mode == "reduce-overhead" and device.type != "cuda":
+            rows.append(skipped(key, name, device, f"CUDA graphs replay CUDA kernels: {NEEDS_GPU}"))
             continue
-        eager, eager_peak = time_step(workload, device)
-        compiled = time_compiled_step(workload, device, mode)
+        comparison = compare_compiled(workload, device, (mode,), precision) if support else None
+        if comparison is None or mode in comparison.failed:
+            rows.append(skipped(key, name, device, comparison.failed[mode] if comparison else support.reason))
+            continue
+        regime = profile_step(
+            workload_step(workload, device, precision),
+            device,
+            flops_per_step=training_flops(workload),
+            peak_tflops=matmul_peak(device, precision),
+        ).regime
+        eager, compiled = comparison.steps["eager"], comparison.steps[mode]
         rows.append(
             Row(
                 key,
                 name,
                 str(device),
                 "ok",
-                round(eager.median / compiled.step.median, 2),
+                round(comparison.speedup(mode), 2),
                 "x",
                 {
                     "eager_s": eager.median,
-                    "compiled_s": compiled.step.median,
+                    "compiled_s": compiled.median,
+                    "steps_per_sample": eager.steps_per_sample,
+                    "samples": len(eager.times),
                     "mode": mode,
-                    "first_call_s": compiled.first_call_s,
-                    "eager_peak_mib": eager_peak,
-                    "compiled_peak_mib": compiled.peak_mib,
+                    "precision": comparison.precision,
+                    "first_call_s": comparison.first_call_s[mode],
+                    "eager_peak_mib": comparison.peak_mib["eager"],
+                    "compiled_peak_mib": comparison.peak_mib[mode],
                     "model": workload.name,
+                    "regime": regime.name,
+                    "regime_reason": regime.reason,
                 },
-                note=f"first call (compile) {compiled.first_call_s:.1f} s",
+                note=f"measured {regime.name} here; K={eager.steps_per_sample} steps per sample; "
+                f"first call (compile) {comparison.first_call_s[mode]:.1f} s",
             )
         )
     return rows

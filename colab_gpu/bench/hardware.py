@@ -1,6 +1,6 @@
 """The bench's rows on what the hardware does (lessons 02, 04 and 06): matmul throughput by format, host-to-device
-copies, GPU against CPU training steps, mixed precision against fp32. Rows that need a GPU are skipped, with the
-reason, on a CPU runtime.
+copies, GPU against CPU training steps (each in its measured regime: a launch-bound and a compute-bound MLP, and the
+CNN), mixed precision against fp32. Rows that need a GPU are skipped, with the reason, on a CPU runtime.
 """
 
 from __future__ import annotations
@@ -8,9 +8,20 @@ from __future__ import annotations
 import torch
 
 from ..feeding import copy_bandwidth
+from ..models import mlp
 from ..precision import choose_precision, tf32_mode
-from ..timing import matmul_tflops
-from ..workloads import CNN_STEP, MLP_STEP, amp_workloads, time_step
+from ..profiling import ProfileSummary, profile_step
+from ..timing import BenchResult, compare_steps, matmul_tflops
+from ..workloads import (
+    CNN_STEP,
+    MLP_STEP,
+    Workload,
+    amp_workloads,
+    matmul_peak,
+    time_step,
+    training_flops,
+    workload_step,
+)
 from .rows import NEEDS_GPU, Row, skipped
 
 
@@ -79,35 +90,54 @@ def host_to_device(device: torch.device) -> Row:
     )
 
 
+#: Compute-bound on any course GPU: about 80 GFLOP per training step (6 x 6.3 M weights x 2,048 samples), milliseconds
+#: of math on an H100 for a few dozen kernel launches. Beside it, lesson 03's MLP at batch 256 is launch-bound (the
+#: H100: about 25 µs of math in a 0.82 ms step): the same "GPU vs CPU" question, answered in the two regimes.
+BIG_MLP_STEP = Workload("MLP 1024-2048-2048-10, batch 2048", lambda: mlp(1024, hidden=2048), (2048, 1024))
+CPU_GPU_STEPS = {
+    "mlp_cpu_gpu": ("MLP training step, GPU vs CPU (lesson 03's MLP, batch 256)", MLP_STEP),
+    "mlp_big_cpu_gpu": ("MLP training step, GPU vs CPU (a compute-bound MLP, batch 2048)", BIG_MLP_STEP),
+    "cnn_cpu_gpu": ("CNN training step, GPU vs CPU", CNN_STEP),
+}
+
+
+def timed_step(workload: Workload, device: torch.device) -> tuple[BenchResult, ProfileSummary | None]:
+    """A fresh ``workload`` model's SGD training step in IEEE float32 on random inputs, timed with `compare_steps`
+    (K steps per sample, at least 7 samples); on a GPU also profiled, for its regime and its share of this GPU's
+    measured fp32 matmul peak (``cg.profile_step``, lesson 10)."""
+    with tf32_mode(False):
+        step = workload_step(workload, device)
+        timing = compare_steps({"step": step}, device=device, warmup=1 if device.type == "cpu" else 3)["step"]
+        if device.type != "cuda":
+            return timing, None
+        peak = matmul_peak(device, "fp32", tf32=False)
+        return timing, profile_step(step, device, flops_per_step=training_flops(workload), peak_tflops=peak)
+
+
 def cpu_vs_gpu_rows(device: torch.device) -> list[Row]:
-    """The same MLP and CNN training steps on this machine's CPU and on its GPU."""
+    """The same training steps on this machine's CPU and on its GPU: lesson 03's MLP (launch-bound on a GPU), a
+    compute-bound MLP, and lesson 04's CNN. Each row names the GPU step's measured regime."""
     if device.type != "cuda":
-        return [
-            skipped("mlp_cpu_gpu", "MLP training step, GPU vs CPU", device, NEEDS_GPU),
-            skipped("cnn_cpu_gpu", "CNN training step, GPU vs CPU", device, NEEDS_GPU),
-        ]
+        return [skipped(key, name, device, NEEDS_GPU) for key, (name, _) in CPU_GPU_STEPS.items()]
     rows = []
-    for key, name, workload in (
-        ("mlp_cpu_gpu", "MLP training step, GPU vs CPU", MLP_STEP),
-        ("cnn_cpu_gpu", "CNN training step, GPU vs CPU", CNN_STEP),
-    ):
-        on_cpu, _ = time_step(workload, torch.device("cpu"))
-        on_gpu, _ = time_step(workload, device)
+    for key, (name, workload) in CPU_GPU_STEPS.items():
+        on_cpu, _ = timed_step(workload, torch.device("cpu"))
+        on_gpu, summary = timed_step(workload, device)
+        details = {
+            "cpu_s": on_cpu.median,
+            "gpu_s": on_gpu.median,
+            "gpu_steps_per_sample": on_gpu.steps_per_sample,
+            "model": workload.name,
+            "batch": workload.shape[0],
+            "cpu_threads": torch.get_num_threads(),
+            "gpu_regime": summary.regime.name,
+            "gpu_busy": summary.gpu_busy,
+        }
+        if summary.share_of_peak is not None:
+            details.update(gpu_tflops=summary.achieved_tflops, share_of_fp32_peak=summary.share_of_peak)
         rows.append(
             Row(
-                key,
-                name,
-                str(device),
-                "ok",
-                round(on_cpu.median / on_gpu.median, 1),
-                "x",
-                {
-                    "cpu_s": on_cpu.median,
-                    "gpu_s": on_gpu.median,
-                    "model": workload.name,
-                    "batch": workload.shape[0],
-                    "cpu_threads": torch.get_num_threads(),
-                },
+                key, name, str(device), "ok", round(on_cpu.median / on_gpu.median, 1), "x", details, str(summary.regime)
             )
         )
     return rows

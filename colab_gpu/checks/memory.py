@@ -62,9 +62,10 @@ def memory_saving(
 ) -> CheckResult:
     """Check a learner's ``step(model, inputs, labels)`` (lesson 07): it must leave the same gradients in ``.grad``
     as ``reference`` while autograd keeps at most ``at_most`` of its activation memory (``measure_activations``,
-    measured on this runtime, the batch itself left out; on a GPU the allocator's peak is printed too). Activation
-    checkpointing recomputes under its own saved-tensor hooks, which this count cannot see: the exercise asks for
-    gradient accumulation."""
+    measured on this runtime, the batch itself left out). On a GPU the allocator's peak must fall too: gradient
+    accumulation keeps the gradients between pieces, so it saves memory only where the activations outweigh them
+    (the exercise's model is sized so). Activation checkpointing recomputes under its own saved-tensor hooks, which
+    this count cannot see: the exercise asks for gradient accumulation."""
     if not callable(step):
         return fail("define my_step(model, inputs, labels) and rerun.")
     results = {}
@@ -85,6 +86,13 @@ def memory_saving(
         )
     ratio, summary = _compare("activations kept for backward", saved, full, peak, full_peak, digits=1)
     summary += ", same gradients"
+    if ratio <= at_most and peak.peak_mib is not None and peak.peak_mib >= full_peak.peak_mib:
+        gradient_mib = sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
+        return fail(
+            f"{summary}. Autograd keeps less, but the allocator's peak did not fall: the gradients "
+            f"({gradient_mib:.1f} MiB), kept from piece to piece, outweigh the activations your pieces saved. "
+            "Accumulation saves memory where activations dominate: a larger batch, or a narrower model."
+        )
     return that(
         ratio <= at_most,
         summary + ".",

@@ -88,7 +88,7 @@ from torchvision.transforms import v2
 
 on_gpu = device.type == "cuda"
 cores = cg.cpu_count()  # the cores this process may use
-cg.seed_everything(0)
+torch.manual_seed(0)
 data = cg.load_cifar10()
 mean, std = data.normalization()
 
@@ -114,34 +114,44 @@ print(f"this runtime has {cores} CPU cores")
 #   the start-up of `N` processes again);
 # - `prefetch_factor` is how many batches each worker prepares ahead (default 2).
 #
-# We measure samples per second for worker counts from 0 up to the number of cores. Each
-# setting gets one warm-up epoch (starting the workers), then one timed epoch: `cg.sweep_workers`
-# is that loop over `cg.worker_loader` and `cg.measure_loader` (read it with `cg.sweep_workers??`),
-# the same experiment `python -m colab_gpu bench` runs.
+# We measure samples per second for worker counts from 0 up to **twice** the number of cores,
+# so that the curve can show what happens past them. Each count is timed in its steady state:
+# its first batches start the workers and are not counted, then ten batches per worker are (ten
+# rounds, and at least 20 batches), drawn at random from the data set, repeated as often as
+# needed. Why so many? Time one epoch of a small data set and you time its batch count instead:
+# the offline digits make 12 batches of 128, which 8 workers prepare in 2 rounds and 16 workers
+# in 1, so 16 "win" whatever the cores. `cg.sweep_workers` is that loop over `cg.worker_loader`
+# (read it with `cg.sweep_workers??`), the same experiment `python -m colab_gpu bench` runs.
 
 # %%
-samples_per_s = cg.sweep_workers(jpegs, device, verbose=True)  # num_workers = 0, 1, 2, ... the cores
+samples_per_s = cg.sweep_workers(jpegs, device, verbose=True)  # num_workers = 0, 1, 2, ... twice the cores
 
-gain = max(samples_per_s.values()) / samples_per_s[0]
-best = max(samples_per_s, key=samples_per_s.get)
-print(f"best: num_workers={best}, {gain:.2f}x the samples/s of loading in the main process")
-# Not asserted: one timed epoch per setting, and on Colab's 2 vCPUs (two hyper-threads of one
-# physical core) the gain can be close to 1x. On a machine with idle physical cores it is large.
+fastest = max(samples_per_s, key=samples_per_s.get)
+print(f"fastest: num_workers={fastest}, {samples_per_s[fastest] / samples_per_s[0]:.2f}x the samples/s of "
+      "loading in the main process")
+# Not asserted: on Colab's 2 vCPUs (two hyper-threads of one physical core) the gain can be close
+# to 1x. On a machine with idle physical cores it is large.
 
 fig, ax = plt.subplots(figsize=(5, 3))
 ax.plot(list(samples_per_s), list(samples_per_s.values()), marker="o")
-ax.set(xlabel="num_workers", ylabel="samples/s", title=f"JPEG decode + augment, {cores} CPU cores")
+ax.axvline(cores, color="grey", linestyle="--", label=f"{cores} cores")
+ax.set(xlabel="num_workers", ylabel="samples/s", title="JPEG decode + augment")
+ax.legend()
 plt.show()
 
 # %% [markdown]
-# The curve flattens at the number of cores: past that, workers take turns on the same
-# cores. On Colab (2 vCPUs) that means **at most 2 workers**. `cg.suggest_num_workers()`
-# gives the number for the runtime you are on, and why:
+# The curve should flatten at the number of cores: past that, workers take turns on the same
+# cores. On Colab (2 vCPUs) that means **at most 2 workers**. Before you measure,
+# `cg.suggest_num_workers()` follows a rule: one worker per core, at most 8. Given your sweep,
+# it picks the fewest workers within 10% of the fastest, where the plateau starts, and says why:
+# that is the number to use on this runtime.
 
 # %%
-advice = cg.suggest_num_workers()
-print(advice)
-assert advice.num_workers <= max(cores, 1)
+rule = cg.suggest_num_workers()
+print("rule:    ", rule)
+assert rule.num_workers <= max(cores, 1)
+advice = cg.suggest_num_workers(measured=samples_per_s)
+print("measured:", advice)
 
 # %% [markdown]
 # ### Mistake: more workers than cores
@@ -215,6 +225,7 @@ else:
 my_prediction = None  # your guess of the epoch speed-up from a GPU-resident loader, e.g. 2
 
 # %%
+
 from torch.utils.data import DataLoader, TensorDataset
 
 n = cg.feeding.epoch_samples(device)  # FashionMNIST's 60,000 on a GPU, fewer on a CPU (the bench's size)
@@ -224,9 +235,11 @@ fake = TensorDataset(images_cpu, labels_cpu)
 default_loader = DataLoader(fake, batch_size=256, shuffle=True)  # num_workers=0, pageable
 resident_loader = cg.DeviceLoader(images_cpu, labels_cpu, batch_size=256, device=device)
 print(f"on the device: {resident_loader.inputs.device}, {resident_loader.inputs.nbytes / 1e6:.0f} MB")
+no_loading = [next(iter(resident_loader))] * len(resident_loader)  # one batch on the device, every step
 
-# A fresh lesson-03 MLP per loader, one epoch each after a warm-up (the bench's "resident" row)
-timings = cg.time_loader_epochs({"DataLoader": default_loader, "DeviceLoader": resident_loader}, device)
+# A fresh lesson-03 MLP per loader, one epoch each after a warm-up (the bench's "resident_epoch" row)
+timings = cg.time_loader_epochs(
+    {"DataLoader": default_loader, "DeviceLoader": resident_loader, "no loading": no_loading}, device)
 for name, result in timings.items():
     print(f"{name:>12}: one epoch of {n:,} samples in {result}")
 epoch_seconds = {name: result.median for name, result in timings.items()}
@@ -235,16 +248,28 @@ resident_gain = epoch_seconds["DataLoader"] / epoch_seconds["DeviceLoader"]
 print(f"the GPU-resident loader makes the training epoch {resident_gain:.1f}x faster")
 cg.compare_with_references("05.resident_epoch_gain", resident_gain, device, prediction=my_prediction,
                            what="one MLP epoch, DeviceLoader vs the default DataLoader, speed-up")
-cg.bar_seconds(epoch_seconds, f"one MLP epoch, {n:,} samples, {device}")
+cg.bar_seconds({name: epoch_seconds[name] for name in ("DataLoader", "DeviceLoader")},
+               f"one MLP epoch, {n:,} samples, {device}")
 plt.show()
 
-# The loaders alone, without training: samples per second delivered to the device (best of 3).
-delivery = {name: max(cg.measure_loader(loader, device) for _ in range(3))
-            for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader))}
-print("loader alone: " + ", ".join(f"{name} {rate:,.0f} samples/s" for name, rate in delivery.items()))
+# The loaders alone, without training: batches per second delivered to the device (best of 3).
+batches_per_s = {name: max(cg.measure_loader(loader, device) for _ in range(3)) * len(resident_loader) / n
+                 for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader))}
+print("the loaders alone: " + ", ".join(f"{name} {rate:,.0f} batches/s" for name, rate in batches_per_s.items())
+      + f" ({batches_per_s['DeviceLoader'] / batches_per_s['DataLoader']:.0f}x)")
+
+# Why the epoch gains so much less: an epoch is loading + training, and the steps cost the same behind any loader.
+train_s = epoch_seconds["no loading"]
+load_s = epoch_seconds["DataLoader"] - train_s
+print(f"the DataLoader's epoch: {load_s:.2f} s of loading + {train_s:.2f} s of training steps; no loader removes "
+      f"the steps, so the epoch gains at most (load + train) / train = {(load_s + train_s) / train_s:.1f}x")
+if on_gpu:
+    assert resident_gain > 1, "on a GPU the input pipeline is a large part of a small model's epoch"
+for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader)):
+    print(f"a step fed by the {name}: {cg.profile_step(cg.feeding.training_step(loader, device), device).regime}")
 
 
-# Why: the work each one does. Timings swing with whatever else runs on the machine; this does not.
+# The work each loader does. Timings swing with whatever else runs on the machine; this does not.
 class CountingDataset(torch.utils.data.Dataset):
     """``fake``, counting the per-sample calls that a DataLoader makes."""
 
@@ -264,10 +289,6 @@ batches = sum(1 for _ in DataLoader(counted, batch_size=256))
 print(f"one epoch: the DataLoader made {counted.calls:,} Python calls of dataset[i] for {batches} batches; "
       f"the DeviceLoader made {len(resident_loader)} slices of a tensor already on {device}")
 assert counted.calls == n and batches == len(resident_loader)
-if on_gpu:
-    assert resident_gain > 1, "on a GPU the input pipeline is a large part of a small model's epoch"
-else:
-    print("CPU runtime: the model's compute dominates the epoch here; the loader-alone figures show the gap.")
 
 # %% [markdown]
 # `cg.DeviceLoader` is a few lines of plain PyTorch that you can write in any project: move the
@@ -288,7 +309,14 @@ assert all(matches)
 # %% [markdown]
 # The default `DataLoader` fetches samples one by one (`dataset[i]` 256 times per batch),
 # then stacks them (*collation*), then copies to the GPU. For small tensors that Python work
-# dominates. Use a GPU-resident loader whenever the data set fits in GPU memory.
+# dominates the loader, which is why the loaders alone differ so much. The epoch gains less:
+# the training steps cost the same behind either loader, so the gain is bounded by the step's
+# own cost, (load + train) / train. To raise the bound, make the step cheaper (a bigger batch, a
+# fused optimizer: lesson 10's levers for a launch-bound step). The last two lines above name
+# each step's regime on this runtime (lesson 10 teaches the rule). On a GPU, expect the step fed
+# by the DataLoader to wait for its data (input-bound), and the one fed from the device to wait
+# on kernel launches (launch-bound: this MLP is small). Use a GPU-resident loader whenever the
+# data set fits in GPU memory.
 #
 # ## 5. Augment on the GPU with `torchvision.transforms.v2`
 #
@@ -426,11 +454,14 @@ cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_c
 #
 # - Measure the input pipeline on its own (`cg.measure_loader`): if it delivers fewer
 #   samples/s than the GPU trains, the GPU waits.
-# - CPU-heavy pipelines: `num_workers` up to the number of cores (2 on Colab),
-#   `persistent_workers=True`, and `prefetch_factor` if batches arrive unevenly.
+# - CPU-heavy pipelines: `num_workers` where your sweep's plateau starts (at most the cores: 2
+#   on Colab), `persistent_workers=True`, and `prefetch_factor` if batches arrive unevenly. Time a
+#   sweep over enough batches (ten per worker), not over one epoch of a small data set.
 # - `pin_memory=True` + `.to(device, non_blocking=True)`: faster, asynchronous copies.
 # - Data that fits in GPU memory: keep it there (`cg.DeviceLoader`) and augment on the GPU
 #   with v2 on uint8 batches: `ToImage`, random ops, `ToDtype(float32, scale=True)`, `Normalize`.
+# - A faster loader speeds up an epoch by at most (load + train) / train: the training step's own
+#   cost bounds the gain, however fast the loader alone is.
 # - v2 random transforms draw once per call: per batch, not per image.
 # - Never create CUDA tensors inside `Dataset.__getitem__` when using workers.
 #

@@ -80,8 +80,9 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 #   what `nvidia-smi` shows for the process, plus the CUDA context (a few hundred MB).
 #
 # `max_memory_allocated()` is the peak since the last `reset_peak_memory_stats()`;
-# `torch.cuda.mem_get_info()` asks the driver for (free, total). On a CPU runtime none of this
-# exists: the cells explain instead of measuring.
+# `torch.cuda.mem_get_info()` asks the driver for (free, total); `torch.cuda.memory_summary()`
+# prints the allocator's whole table (we print its two rows this section explains). On a CPU
+# runtime none of this exists: the cells explain instead of measuring.
 #
 # These calls need CUDA started in the process. PyTorch starts it lazily, at the first GPU
 # tensor, and `reset_peak_memory_stats()` does not start it: as the very first CUDA call of a
@@ -95,14 +96,15 @@ MIB = 2**20
 if on_gpu:
     assert torch.cuda.is_initialized()  # started by cg.get_device()
     torch.cuda.reset_peak_memory_stats(device)
-    base = torch.cuda.memory_allocated(device)
+    base = torch.cuda.memory_allocated(device)  # before any kernel ran in this notebook
     x = torch.empty(256 * MIB, dtype=torch.uint8, device=device)  # 256 MiB
     print("after a 256 MiB tensor:", cg.format_memory(device))
     assert torch.cuda.memory_allocated(device) - base == 256 * MIB
     assert torch.cuda.memory_reserved(device) >= torch.cuda.memory_allocated(device)
     free, total = torch.cuda.mem_get_info(device)
     print(f"driver: {free / MIB:,.0f} MiB free of {total / MIB:,.0f} MiB")
-    print(torch.cuda.memory_summary(device, abbreviated=True)[:1200])
+    rows = torch.cuda.memory_summary(device, abbreviated=True).splitlines()
+    print("\n".join(row for row in rows if row.strip("| ").startswith(("Metric", "Allocated", "GPU reserved"))))
     del x
 else:
     print(cg.format_memory(device))
@@ -158,6 +160,13 @@ else:
 # - `torch.cuda.empty_cache()` gives cached blocks back to the driver (reserved falls). It frees
 #   nothing that is still in use, and only matters for *other* processes: PyTorch itself
 #   reuses its cache.
+#
+# Some memory stays allocated after we delete everything, and it is not ours. At its first
+# matrix multiply, PyTorch gives cuBLAS (NVIDIA's matmul library) a *workspace* from the caching
+# allocator and keeps it for the life of the process: one per cuBLAS handle, and each thread that
+# multiplies has its own (this notebook's, and autograd's backward thread). A workspace is 32 MiB
+# on an H100 (the H100 run showed 65 MiB left here) and about 8 MiB on older GPUs such as the T4.
+# So a "back to baseline" check takes its baseline after a first matmul, as section 4 does.
 
 # %%
 import gc
@@ -172,6 +181,8 @@ if on_gpu:
     print("after empty_cache():     ", cg.format_memory(device))
     returned = before - torch.cuda.memory_reserved(device)
     print(f"{cached / MIB:,.0f} MiB were cached; reserved fell by {returned / MIB:,.0f} MiB")
+    residue = torch.cuda.memory_allocated(device) - base  # base: section 1, before the first matmul
+    print(f"{residue / MIB:,.1f} MiB stay allocated with none of our tensors alive: cuBLAS's workspaces")
     # The model, its gradients and Adam's state went to the cache (hundreds of MiB): now back to the driver.
     assert torch.cuda.memory_reserved(device) < before, "empty_cache returned the cached blocks to the driver"
 else:
@@ -222,7 +233,7 @@ assert probe() is None
 
 # %%
 too_much = 2 * torch.cuda.get_device_properties(device).total_memory if on_gpu else 2**50
-baseline = torch.cuda.memory_allocated(device) if on_gpu else None
+baseline = torch.cuda.memory_allocated(device) if on_gpu else None  # after the first matmuls: cuBLAS's included
 probes = []
 
 
@@ -255,24 +266,32 @@ if on_gpu:
 # In code, catch the error where it happens, drop the references and retry smaller:
 # `except torch.OutOfMemoryError:` then `cg.cleanup(device)`. `cg.find_max_batch_size` does
 # exactly that to find the largest batch that fits: it doubles the batch until it runs out
-# of memory, then bisects, cleaning up after every failure. Two details make it usable on a
-# small GPU, where each try at a large batch is a slow, full training step: it stops bisecting
-# once the gap is within 1/16 of the size (a few tries, not sixteen), and it **suggests** a batch
-# 10% below the edge, rounded down to a multiple of 8: memory use varies from step to step
-# (fragmentation, cuDNN workspaces), and a batch that just fitted once fails an hour later.
+# of memory, then bisects, cleaning up after every failure. Three details make it usable:
+# - it stops bisecting once the gap is within 1/16 of the size (a few tries, not sixteen: on a
+#   small GPU each try at a large batch is a slow, full training step);
+# - it **suggests** a batch 10% below the edge, rounded down to a multiple of 8: memory use
+#   varies from step to step (fragmentation, cuDNN workspaces), and a batch that just fitted
+#   once fails an hour later;
+# - it needs a limit, in case nothing ever runs out of memory. A fixed one is wrong somewhere: a
+#   batch that fills a 15 GB T4 is a fifth of an 80 GB H100. So it measures, on the GPU, how much
+#   memory one more sample takes as the batch grows, and stops at twice the batch that the free
+#   memory holds. A batch that ran at the limit is no edge: then it says so, and suggests nothing.
 #
+# On a GPU the model here is narrower than section 2's (hidden width 1024, not 4096): it fills
+# the memory with activations for about a quarter of the compute, so the search takes seconds.
 # On a CPU runtime there is no GPU to fill, so we **pretend**: the step below raises
-# `torch.OutOfMemoryError` when the estimated activations exceed a 64 MiB "GPU". On a GPU
-# the real allocator decides.
+# `torch.OutOfMemoryError` when the estimated activations exceed a 64 MiB "GPU". On a GPU the
+# real allocator decides.
 
 # %%
-model = cg.mlp(in_features, hidden=hidden, depth=depth).to(device)
+search_hidden = 1024 if on_gpu else hidden
+model = cg.mlp(in_features, hidden=search_hidden, depth=depth).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
 pretend_budget = 64 * MIB
 
 
 def try_batch(batch_size: int) -> None:
-    if not on_gpu and batch_size * (in_features + hidden * depth) * 4 > pretend_budget:
+    if not on_gpu and batch_size * (in_features + search_hidden * depth) * 4 > pretend_budget:
         raise torch.OutOfMemoryError(f"pretend GPU out of memory at batch_size={batch_size}")
     inputs = torch.randn(batch_size, in_features, device=device)
     labels = torch.randint(0, 10, (batch_size,), device=device)
@@ -283,17 +302,18 @@ def try_batch(batch_size: int) -> None:
 
 
 cg.cleanup(device)
-start_allocated = torch.cuda.memory_allocated(device) if on_gpu else None
-found = cg.find_max_batch_size(try_batch, device, start=64, limit=2**18 if on_gpu else 2**14)
+start_allocated = torch.cuda.memory_allocated(device) if on_gpu else None  # after the first matmuls, as above
+found = cg.find_max_batch_size(try_batch, device, start=64)
 print(found)
+# The step's activations grow with the batch, so the limit lies past the edge: the search ran out of memory.
+assert found.first_oom is not None, "the search should have found the out-of-memory edge"
 assert 64 <= found.suggested < found.largest_fit
-if found.first_oom is not None:
-    assert found.first_oom - found.largest_fit <= found.largest_fit / 16, "stopped at the resolution"
+assert found.first_oom - found.largest_fit <= found.largest_fit / 16, "stopped at the resolution"
 if on_gpu:
     assert torch.cuda.memory_allocated(device) == start_allocated, "the search leaves memory at its baseline"
     print("memory after the search:", cg.format_memory(device))
 else:
-    per_sample = (in_features + hidden * depth) * 4
+    per_sample = (in_features + search_hidden * depth) * 4
     assert found.largest_fit * per_sample <= pretend_budget < found.first_oom * per_sample
 
 # %% [markdown]
@@ -386,22 +406,25 @@ if on_gpu:
 # ```
 #
 # lets the allocator grow segments instead of creating new ones. Use this name:
-# PyTorch 2.9 added a device-neutral `PYTORCH_ALLOC_CONF`, but for this key on CUDA it is
-# silently ignored in 2.9.1 to 2.11 (Colab's and Kaggle's versions, pytorch/pytorch#183387) and
-# unknown before 2.9, while `PYTORCH_CUDA_ALLOC_CONF` works on every version this course supports
-# (PyTorch's out-of-memory message names `PYTORCH_CUDA_ALLOC_CONF` in 2.7-2.9 and 2.14, but
-# `PYTORCH_ALLOC_CONF` in 2.10, Kaggle's version: set `PYTORCH_CUDA_ALLOC_CONF` whatever it says).
+# PyTorch 2.9 added a device-neutral `PYTORCH_ALLOC_CONF`, but torch 2.9.x silently ignores it
+# for this key on CUDA (pytorch/pytorch#183387; the H100 run's torch 2.11 applied it) and
+# releases before 2.9 do not know it, while `PYTORCH_CUDA_ALLOC_CONF` works on every version this
+# course supports (PyTorch's out-of-memory message names `PYTORCH_CUDA_ALLOC_CONF` in 2.7-2.9 and
+# 2.14, but `PYTORCH_ALLOC_CONF` in 2.10, Kaggle's version: set `PYTORCH_CUDA_ALLOC_CONF` whatever
+# it says).
 #
 # A setting that is silently ignored is worse than none, so **confirm it took effect**: the
 # allocator reports the settings it applied in `torch.cuda.memory._snapshot()["allocator_settings"]`
-# (`cg.allocator_settings(device)`). This notebook's CUDA already started, so we try both names in
-# fresh Python processes, where the variable is set before CUDA starts:
+# (`cg.allocator_settings(device)`, a dict of every setting; we print the one we change). This
+# notebook's CUDA already started, so we try both names in fresh Python processes, where the
+# variable is set before CUDA starts:
 
 # %%
 import os
 import subprocess
 
-print("this process:", cg.allocator_settings(device) or "no CUDA allocator (CPU runtime)")
+settings = cg.allocator_settings(device)  # None on a CPU runtime
+print("this process: expandable_segments", settings["expandable_segments"] if settings else "n/a (no CUDA allocator)")
 confirm = ("import torch; torch.empty(1, device='cuda'); "
            "print(torch.cuda.memory._snapshot()['allocator_settings']['expandable_segments'])")
 if on_gpu:
@@ -415,7 +438,7 @@ if on_gpu:
     assert applied["PYTORCH_CUDA_ALLOC_CONF"] == "True", "the setting this lesson teaches must take effect"
 else:
     print("CPU runtime: on a GPU this cell starts two fresh processes, one per variable name, and prints what "
-          "the allocator applied (PYTORCH_ALLOC_CONF shows False on torch 2.9.1-2.11).")
+          "the allocator applied (PYTORCH_ALLOC_CONF shows False on torch 2.9.x).")
 
 # %% [markdown]
 # ### Memory over one training step, from a snapshot
@@ -476,12 +499,17 @@ cg.checks.released(leak_probe, name="leak")
 # %% [markdown]
 # ### Exercise 2: make it fit, and prove it
 #
-# `one_piece_step` computes the gradients of a batch of 512 in one go. Pretend that batch does
+# `one_piece_step` computes the gradients of a batch of 4096 in one go. Pretend that batch does
 # not fit in this GPU's memory: write `my_step(model, inputs, labels)`, which leaves the same
 # gradients in `.grad` while autograd keeps at most half as much activation memory for
 # backward (gradient accumulation, above). The check measures that memory with
 # `cg.measure_activations`: it counts the tensors autograd saves (the batch itself left out), so
-# it works on every runtime, the CPU included; on a GPU it prints the allocator's peak too.
+# it works on every runtime, the CPU included. On a GPU it also asks the allocator's peak to fall.
+#
+# Accumulation keeps the gradients from piece to piece, so it saves memory only where the
+# activations outweigh the gradients. With a wider model (hidden width 512) and a batch of 512,
+# 4 MiB of activations against 5 MiB of gradients, the same answer *raised* the allocator's peak
+# on an H100 (7.3 MiB instead of 6.0). This model is narrow and the batch large:
 
 # %%
 def one_piece_step(model, inputs, labels):
@@ -489,9 +517,15 @@ def one_piece_step(model, inputs, labels):
     F.cross_entropy(model(inputs), labels).backward()
 
 
-exercise_model = cg.mlp(in_features, hidden=512, depth=4).to(device)
-exercise_inputs = torch.randn(512, in_features, device=device)
-exercise_labels = torch.randint(0, 10, (512,), device=device)
+exercise_batch, exercise_hidden = 4096, 256
+exercise_model = cg.mlp(in_features, hidden=exercise_hidden, depth=4).to(device)
+exercise_inputs = torch.randn(exercise_batch, in_features, device=device)
+exercise_labels = torch.randint(0, 10, (exercise_batch,), device=device)
+gradient_bytes = 4 * cg.count_parameters(exercise_model)
+activation_bytes = exercise_batch * exercise_hidden * 4 * 4  # four hidden layers' outputs, float32
+print(f"gradients {gradient_bytes / MIB:.1f} MiB; activations of the whole batch {activation_bytes / MIB:.0f} MiB")
+# Two pieces save half the activations; they cost the gradients and, briefly, one more of their size.
+assert activation_bytes > 4 * gradient_bytes, "the activations should dominate for accumulation to pay"
 my_step = None  # your function goes here
 
 # %%
@@ -506,7 +540,8 @@ cg.checks.memory_saving(my_step, one_piece_step, exercise_model, exercise_inputs
 # - `del` frees only when nothing else refers to the tensor; in notebooks also clear the output
 #   history and the last traceback (`cg.cleanup(device)` does all of it, then `empty_cache`).
 # - On `torch.OutOfMemoryError`: clean up and retry smaller (`cg.find_max_batch_size`), or
-#   accumulate gradients, checkpoint activations, use mixed precision, set `expandable_segments`.
+#   accumulate gradients (it pays where activations outweigh the gradients), checkpoint
+#   activations, use mixed precision, set `expandable_segments`.
 #   `cg.measure_activations` shows what autograd keeps for backward, on any device.
 #
 # Next: **08 · More than one GPU**.

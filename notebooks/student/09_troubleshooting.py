@@ -160,7 +160,8 @@ child = subprocess.run([sys.executable, "-c", "import torch; torch.zeros(1, devi
                        env=hide_gpus, capture_output=True, text=True)
 no_gpu_error = child.stderr.strip().splitlines()[-1]
 print(no_gpu_error)
-entry = cg.explain(no_gpu_error)
+cg.explain(no_gpu_error)
+entry = cg.explain(no_gpu_error, show=False)  # show=False: no print, the atlas entry back, to check it
 assert child.returncode != 0 and entry.key in ("no-gpu", "no-driver", "no-cuda-build")
 
 # %% [markdown]
@@ -503,7 +504,8 @@ with warnings.catch_warnings(record=True) as caught:
     torch.cuda.amp.GradScaler(enabled=False)  # the deprecated spelling, on purpose
 warning = f"{caught[0].category.__name__}: {caught[0].message}"
 print(warning)
-assert issubclass(caught[0].category, FutureWarning) and cg.explain(warning).key == "gradscaler-deprecated"
+cg.explain(warning)
+assert issubclass(caught[0].category, FutureWarning) and cg.explain(warning, show=False).key == "gradscaler-deprecated"
 
 # %%
 with warnings.catch_warnings(record=True) as caught:
@@ -723,8 +725,9 @@ cg.explain("ERROR: Could not find a version that satisfies the requirement colab
 # %% [markdown]
 # ## 11. Let the course explain: `cg.explain` and `%load_ext colab_gpu`
 #
-# `cg.explain(error)` takes an exception (or its text) and prints the atlas's cause and fix; an
-# error the atlas does not know returns None and prints nothing. `%load_ext colab_gpu` does it
+# `cg.explain(error)` takes an exception (or its text) and prints the atlas's cause and fix, and
+# nothing for an error the atlas does not know; `cg.explain(error, show=False)` prints nothing and
+# returns the error's atlas entry (None when unknown), for a check. `%load_ext colab_gpu` does it
 # for every error in the notebook: after the usual traceback of an error the atlas knows, it
 # prints the explanation (and `cg.shows_error` adds it to the errors it shows). Lesson 03 uses it
 # from its first error on. `%unload_ext colab_gpu` switches it off.
@@ -736,7 +739,7 @@ cg.explain("ERROR: Could not find a version that satisfies the requirement colab
 with cg.shows_error(RuntimeError):  # no atlas= here: the extension recognises the error by itself
     nn.Linear(4, 2)(torch.randn(3, 5))
 unknown = KeyError("label")
-assert cg.explain(unknown) is None  # unknown errors pass through untouched
+assert cg.explain(unknown, show=False) is None  # unknown errors pass through untouched
 
 # %% [markdown]
 # ## Exercise

@@ -1,0 +1,117 @@
+"""A torch.profiler run's events as the spans `colab_gpu.profiling` reads (lesson 10): which ran on the GPU, which
+are host reads of a device value, which are kernel launches, and how much of a span of time kernels covered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# A host read of a tensor's value (``.item()``, ``float(t)``, ``if t:``, printing a tensor) goes through this op.
+# On a GPU, reading a CUDA tensor copies it back and waits for every queued kernel: the read has a synchronizing
+# CUDA call under it, and only those are counted. A CPU runtime has no such call, so there every read counts,
+# except those PyTorch makes of CPU values on purpose: the optimizer's step counters, a Dataset's labels.
+HOST_READ = "aten::_local_scalar_dense"
+FRAMEWORK_READS = ("Optimizer.step#", "enumerate(DataLoader)#")
+SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
+LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+STEP_PREFIX = "ProfilerStep"  # "ProfilerStep#3" in a trace, "ProfilerStep*" in events()
+
+
+@dataclass(frozen=True)
+class Span:
+    """One profiled event reduced to what the summary needs: its name, where it ran, and when (microseconds)."""
+
+    name: str
+    on_device: bool  # a GPU kernel or copy, rather than a CPU event
+    start_us: float
+    end_us: float
+    top_level_op: bool = False  # an aten operator called from Python, not from inside another operator
+    in_framework: bool = False  # inside an optimizer's step() or a DataLoader's next batch
+    synchronizes: bool = False  # a synchronizing CUDA call runs inside it
+
+    @property
+    def duration_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+def is_device_annotation(event) -> bool:
+    """Whether a profiler event is a ``record_function`` label's copy on the GPU timeline, not a kernel.
+
+    With CUDA activities, Kineto also records each label ("data", "forward", ``ProfilerStep#3``...) on the GPU
+    timeline ("gpu_user_annotation"), spanning its phase from the first kernel to the last, idle gaps included.
+    Counted as a kernel it fills exactly the idle time a launch-bound step has; PyTorch's own tables leave these
+    events out of the device totals too (pytorch#130730).
+    """
+    from torch.autograd import DeviceType
+
+    return event.device_type != DeviceType.CPU and bool(getattr(event, "is_user_annotation", False))
+
+
+def spans_of(prof) -> list[Span]:
+    """The `Span` of every event of a finished ``torch.profiler.profile``, but the labels' GPU copies."""
+    from torch.autograd import DeviceType
+
+    spans = []
+    for event in prof.events():
+        if is_device_annotation(event):
+            continue
+        ancestors, parent = [], event.cpu_parent
+        while parent is not None:
+            ancestors.append(parent.name)
+            parent = parent.cpu_parent
+        top_level = event.name.startswith("aten::") and not (ancestors and ancestors[0].startswith("aten::"))
+        in_framework = any(a.startswith(FRAMEWORK_READS) for a in ancestors)
+        synchronizes = event.name == HOST_READ and any(_calls(child, SYNCS) for child in event.cpu_children)
+        spans.append(
+            Span(
+                event.name,
+                event.device_type != DeviceType.CPU,
+                event.time_range.start,
+                event.time_range.end,
+                top_level,
+                in_framework,
+                synchronizes,
+            )
+        )
+    return spans
+
+
+def _calls(event, names: tuple[str, ...]) -> bool:
+    """Whether ``event`` or one of the events it contains is one of ``names``."""
+    return event.name in names or any(_calls(child, names) for child in event.cpu_children)
+
+
+def _covered_us(intervals: Iterable[tuple[float, float]]) -> float:
+    """Total length of the union of ``intervals``: overlapping kernels (several streams) count once."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def _merged(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The union of ``intervals`` as sorted, disjoint intervals."""
+    merged: list[tuple[float, float]] = []
+    for start, stop in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], stop))
+        else:
+            merged.append((start, stop))
+    return merged
+
+
+def _uncovered_us(intervals: Iterable[tuple[float, float]], busy: Iterable[tuple[float, float]]) -> float:
+    """How long ``intervals`` last while none of ``busy`` runs: the time the CPU fetched data and the GPU idled."""
+    mine, theirs = _merged(intervals), _merged(busy)
+    overlap, j = 0.0, 0
+    for start, stop in mine:
+        while j < len(theirs) and theirs[j][1] <= start:
+            j += 1
+        k = j
+        while k < len(theirs) and theirs[k][0] < stop:
+            overlap += min(stop, theirs[k][1]) - max(start, theirs[k][0])
+            k += 1
+    return sum(stop - start for start, stop in mine) - overlap
