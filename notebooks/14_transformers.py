@@ -508,7 +508,8 @@ assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
 # the GPU, in 16 bits (`device_map` needs the package accelerate, which Colab and Kaggle have).
 # `cg.load_language_model` makes these two calls; where the Hub cannot be
 # reached (CI, an offline laptop) it builds the same architecture with random weights, straight on
-# the device in the same 16 bits, says so, and returns no tokenizer. SmolLM2-135M is a Llama with 135 million parameters.
+# the device in the same 16 bits, says so, and returns no tokenizer. SmolLM2-135M is a Llama with
+# 135 million parameters.
 # **Predict first:** how many MiB do its weights take in this runtime's format (section 3)?
 
 # %%
