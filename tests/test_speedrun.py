@@ -224,9 +224,9 @@ def test_bench_row_compares_the_fastest_rung_with_rung_0(monkeypatch, small_digi
     row = pipelines.ladder_row(CPU)
     rates = row.details["images_per_s"]
     assert row.key == "speedrun" and row.status == "ok" and set(rates) == {0, 2, 4, 6}
-    assert row.details["fastest_rung"] == max(rates, key=rates.get) and row.ratio == round(
-        max(rates.values()) / rates[0], 2
-    )
+    # the rates in details are rounded to whole images/s, the ratio is of the measured rates
+    assert row.details["fastest_rung"] == max(rates, key=rates.get)
+    assert row.ratio == pytest.approx(max(rates.values()) / rates[0], rel=0.01)
     assert row.details["skipped_here"] == [1, 3, 5] and row.details["images"] == 192
     assert row.details["rung0_images"] == 128 and row.details["last_rung_ratio"] > 0
     assert "speedrun" in bench.EXPERIMENTS and bench.TARGETS["speedrun"].at_least == 20
