@@ -54,6 +54,7 @@ from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_
     gpu_title,
     junit_rows,
     new_state,
+    read_state,
     slug,
     write_report,
 )
@@ -206,12 +207,7 @@ def load_or_start(args, out: Path, doctor: dict, sources: list[Path]) -> dict:
         bench = list(EXPERIMENTS) if args.bench_only is None else args.bench_only
         state["parts"] = parts_of(sources, bench, unit_tests=bool(args.unit_tests))
         return state
-    report = out / "report.json"
-    if not report.exists():
-        raise SystemExit(f"--resume {out}: no report.json there (a run folder is what --out wrote).")
-    state = json.loads(report.read_text())
-    if state.get("format") != 2:
-        raise SystemExit(f"--resume {out}: its report comes from an older suite, without parts: run it anew.")
+    state = read_state(out, "--resume")
     if commit and state.get("commit") and commit != state["commit"]:
         raise SystemExit(
             f"--resume {out}: it ran commit {state['commit'][:12]}, this tree is {commit[:12]}: resume "

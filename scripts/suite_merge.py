@@ -10,23 +10,12 @@ changed.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
-from suite_report import PASSED, write_report
+from suite_report import PASSED, read_state, write_report
 
 RANK = {PASSED: 3, "failed": 2}  # a passed part beats a failed one, which beats one that never finished
-
-
-def _read(run: Path) -> dict:
-    report = run / "report.json"
-    if not report.exists():
-        raise SystemExit(f"--merge: {run} has no report.json (a run folder is what gpu_suite.py --out wrote).")
-    state = json.loads(report.read_text())
-    if state.get("format") != 2:
-        raise SystemExit(f"--merge: {run}'s report comes from an older suite, without parts: it cannot be merged.")
-    return state
 
 
 def _same_run(base: dict, other: dict, run: Path) -> None:
@@ -56,9 +45,9 @@ def _copy_outputs(part: dict, source: Path, target: Path) -> None:
 
 def merge(into: Path, others: list[Path]) -> dict:
     """Merge the runs ``others`` into the run ``into`` (see the module's doc); return its new state."""
-    state = _read(into)
+    state = read_state(into, "--merge")
     for run in others:
-        other = _read(run)
+        other = read_state(run, "--merge")
         _same_run(state, other, run)
         offset = len(state["windows"])
         for window in other["windows"]:

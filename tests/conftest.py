@@ -157,3 +157,22 @@ def course(tmp_path):
     (root / "docs").mkdir()
     shutil.copyfile(ROOT / "docs" / "instructor_guide.md", root / "docs" / "instructor_guide.md")
     return root
+
+
+def venv_seeing(venv: Path, site: str | Path) -> Path:
+    """A venv without pip of its own whose .pth puts ``site`` (a site-packages, or a folder of links into one) on its
+    path: a GPU image's Python for the runner's tests, which installs into its own folder and leaves ``site`` alone.
+    Returns its python."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    own = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(own) / "image.pth").write_text(f"{site}\n")
+    return python

@@ -6,7 +6,6 @@ import re
 import subprocess
 import sys
 import sysconfig
-from pathlib import Path
 
 import gpu_runner
 import import_gpu_run
@@ -14,6 +13,8 @@ import pytest
 import torch
 import wheel_check
 from nbtools import ROOT
+
+from tests.conftest import venv_seeing
 
 LESSON = "01_enable_gpu_runtime"
 
@@ -31,17 +32,7 @@ def course_repo(tmp_path_factory):
 def image_python(tmp_path_factory):
     """A Python that sees this environment's packages (torch...) but installs into its own folder: the runner's
     pip changes nothing here, as on Kaggle it may add tools but never replace the image's torch."""
-    venv = tmp_path_factory.mktemp("image") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    own = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (Path(own) / "image.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
+    return venv_seeing(tmp_path_factory.mktemp("image") / "venv", sysconfig.get_paths()["purelib"])
 
 
 def runner(python, repo, sha, out, *options, require_cuda="", path=None):

@@ -19,6 +19,8 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.conftest import venv_seeing
+
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 # A closure as pip's report gives it (made up, the shape of the real one): two tooling pins, a lesson helper that
@@ -288,17 +290,7 @@ def image(tmp_path_factory):
             entry = file.parts[0]
             if entry not in ("..", "__pycache__") and not entry.endswith(".pth") and not (site / entry).exists():
                 (site / entry).symlink_to(purelib / entry)
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    own = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    (Path(own) / "image.pth").write_text(f"{site}\n")
-    return python
+    return venv_seeing(base / "venv", site)
 
 
 INSTALL = """
