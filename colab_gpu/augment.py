@@ -5,6 +5,7 @@
 - `CpuAugmentedImages` is the seeds' data set: torchvision v2 transforms on one image at a time.
 - `AugmentedDeviceLoader` batches uint8 images that live on the device, crops and flips them there.
 - `FlipAveraged` averages the logits of each image and its mirror (test-time augmentation).
+- `evaluation_loader`: the test images on the device, normalized, not augmented (every rung is evaluated on it).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from .data import ImageData
 from .loaders import DeviceLoader
 
 
@@ -120,3 +122,19 @@ class FlipAveraged(nn.Module):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return (self.model(images) + self.model(images.flip(-1))) / 2
+
+
+def evaluation_loader(data: ImageData, device: torch.device, mean, std, *, channels_last: bool = False):
+    """``data``'s test images on ``device``, normalized with the training images' ``mean`` and ``std``, not
+    augmented: what every rung, and lesson 12's fast loop, is evaluated on."""
+    batch = min(1024, len(data.test_images))
+    return AugmentedDeviceLoader(
+        data.test_images,
+        data.test_labels,
+        batch,
+        device=device,
+        mean=mean,
+        std=std,
+        augment=False,
+        channels_last=channels_last,
+    )

@@ -200,3 +200,19 @@ def write_image_folder(
             _draw_shape(image, shape, rng)
             image.save(root / shape / f"{n:04d}.jpg", quality=quality)
     return root
+
+
+def cifar_sized(data: ImageData, images: int) -> ImageData:
+    """``data`` with its training images repeated to ``images`` (an offline fallback timed at CIFAR-10's size)."""
+    if images <= len(data.train_images):
+        return data
+    index = torch.arange(images) % len(data.train_images)
+    return ImageData(
+        f"{data.name}, repeated to {images:,} training images",
+        data.train_images[index],
+        data.train_labels[index],
+        data.test_images,
+        data.test_labels,
+        data.classes,
+        data.fallback,
+    )

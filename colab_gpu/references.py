@@ -42,6 +42,12 @@ def reference_figures(key: str) -> dict[str, float | None]:
     return {label: measured.get(label) for label in REFERENCE_GPUS}
 
 
+def _shown(value: float) -> str:
+    """``value`` to three significant figures, its trailing zeros kept: a measured 1.003 reads "1.00", not "1"."""
+    text = f"{value:#.3g}"
+    return text if "e" in text else text.rstrip(".")
+
+
 def _record(key: str, value: float, device: torch.device) -> None:
     path = os.environ.get(FIGURES_ENV)
     if not path:
@@ -73,12 +79,14 @@ def compare_with_references(
     print(f"{what}:")
     if prediction is not None:
         print(f"  your prediction:   {prediction:g} {unit}")
-    print(f"  {here}: " + (f"{value:.3g} {unit}" if value is not None else "not measurable here"))
+    print(f"  {here}: " + (f"{_shown(value)} {unit}" if value is not None else "not measurable here"))
     figures = reference_figures(key)
     if all(figure is None for figure in figures.values()):  # one line until a GPU run of the course has it
         print(f"  {', '.join(figures)} (course reports): {NOT_MEASURED}, until the course's GPU CI has run")
     else:
         for label, figure in figures.items():
-            print(f"  {label:>4} (course report): " + (f"{figure:.3g} {unit}" if figure is not None else NOT_MEASURED))
+            print(
+                f"  {label:>4} (course report): " + (f"{_shown(figure)} {unit}" if figure is not None else NOT_MEASURED)
+            )
     if value is not None:
         _record(key, value, device)

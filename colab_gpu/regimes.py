@@ -50,7 +50,8 @@ INPUT_USELESS = ("a faster model: AMP, TF32, torch.compile, channels_last (the s
 SYNC_LEVER = "fewer host syncs: sum the loss on the device, read it once per epoch (lesson 03)"
 LAUNCH_LEVERS = (
     "a bigger batch: the same launches do more work each (lesson 06)",
-    'CUDA graphs: torch.compile(mode="reduce-overhead") replays the whole step as one launch (lesson 11)',
+    'CUDA graphs: torch.compile(mode="reduce-overhead") replays the compiled model\'s forward and backward as one '
+    "launch each; the optimizer and the rest of the step stay eager (lesson 11)",
     "a fused or foreach optimizer, e.g. torch.optim.Adam(..., fused=True): one launch for all parameters",
     SYNC_LEVER,
 )

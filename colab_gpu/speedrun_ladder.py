@@ -16,13 +16,14 @@ import copy
 import statistics
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain, repeat
 
 import torch
 from torch import nn
 
-from .augment import AugmentedDeviceLoader, FlipAveraged
-from .data import ImageData
+from .augment import FlipAveraged, evaluation_loader
+from .data import ImageData, cifar_sized  # noqa: F401 - lesson 12 calls cg.speedrun_ladder.cifar_sized
 from .device import synchronize
 from .precision import make_scaler, resolve_precision, restored_backend_settings
 from .profiling import ProfileSummary, Regime, profile_step
@@ -130,17 +131,23 @@ def run_rung(
     width: int = 64,
     seed: int = 0,
     profile: bool = False,
+    verbose: bool = False,
 ) -> RungResult:
     """Train a fresh model with ``rung.recipe`` for ``epochs`` epochs; measure every epoch and the test accuracy.
 
     With ``profile``, a few more of its steps are then profiled (`profile_step`), for the regime of this rung on
-    this runtime (``result.regime``): a lever that makes kernels cheaper pays only on a GPU-bound rung.
+    this runtime (``result.regime``): a lever that makes kernels cheaper pays only on a GPU-bound rung. With
+    ``verbose``, one line grows as the rung runs: its compiling, each epoch's seconds as it ends (rung 0 takes
+    minutes on a T4), then its figures.
 
     Taught in lesson 12.
     """
     device, recipe = torch.device(device), rung.recipe
     if rung.skip:
         raise ValueError(f"Rung {rung.number} ({rung.name}) is skipped on {device}: {rung.skip}.")
+
+    say = partial(print, end="", flush=True) if verbose else lambda *text, end="": None
+    say(f"rung {rung.number} {rung.name}:")
     torch.manual_seed(seed)
     mean, std = data.normalization()  # once: a float copy of every training image
     model = _model(recipe, data, width, device)
@@ -152,6 +159,7 @@ def run_rung(
         torch.backends.cudnn.benchmark = recipe.cudnn_benchmark
         if recipe.compiled:
             result.warmup_s = _warm_up_compiled(trained, model, loader, precision, device)
+            say(f" compiling {result.warmup_s:.1f} s;")
         optimizer = _optimizer(model, recipe, device)
         scheduler = (
             torch.optim.lr_scheduler.OneCycleLR(
@@ -179,46 +187,19 @@ def run_rung(
                 ).samples
             synchronize(device)
             result.epoch_seconds.append(time.perf_counter() - start)
+            say(f"{' epochs of' if len(result.epoch_seconds) == 1 else ''} {result.epoch_seconds[-1]:.1f}")
+        say(f" s; {result.seconds_per_epoch:.2f} s/epoch, {result.images_per_s:,.0f} images/s,")
         test = evaluation_loader(data, device, mean, std, channels_last=recipe.channels_last)
         result.test_acc = evaluate(
             FlipAveraged(model) if recipe.flip_test else model, test, device, autocast_dtype=precision.dtype
         ).accuracy
+        say(f" test accuracy {result.test_acc:.1%}")
         if profile:  # after the accuracy: these steps train on, and nothing reads the model afterwards
             step = _rung_step(trained, loader, optimizer, recipe, precision, loss_fn, scaler, device)
             result.profile = profile_step(step, device, steps=PROFILED_STEPS)
+            say(f"; {result.regime.name}")
+    say("", end="\n")
     return result
-
-
-def evaluation_loader(data: ImageData, device: torch.device, mean, std, *, channels_last: bool = False):
-    """``data``'s test images on ``device``, normalized with the training images' ``mean`` and ``std``, not
-    augmented: what every rung, and lesson 12's fast loop, is evaluated on."""
-    batch = min(1024, len(data.test_images))
-    return AugmentedDeviceLoader(
-        data.test_images,
-        data.test_labels,
-        batch,
-        device=device,
-        mean=mean,
-        std=std,
-        augment=False,
-        channels_last=channels_last,
-    )
-
-
-def cifar_sized(data: ImageData, images: int) -> ImageData:
-    """``data`` with its training images repeated to ``images`` (an offline fallback timed at CIFAR-10's size)."""
-    if images <= len(data.train_images):
-        return data
-    index = torch.arange(images) % len(data.train_images)
-    return ImageData(
-        f"{data.name}, repeated to {images:,} training images",
-        data.train_images[index],
-        data.train_labels[index],
-        data.test_images,
-        data.test_labels,
-        data.classes,
-        data.fallback,
-    )
 
 
 def run_ladder(
@@ -230,10 +211,12 @@ def run_ladder(
     verbose: bool = True,
     profile: bool = False,
 ) -> list[RungResult]:
-    """Train every rung that runs on ``device`` (or those in ``numbers``), printing a line per rung.
+    """Train every rung that runs on ``device`` (or those in ``numbers``), printing a line per rung that grows as
+    the rung runs (each epoch's seconds as it ends, then the rung's figures).
 
     Skipped rungs come back with no epochs and their reason in ``rung.skip``. With ``profile``, each rung's step is
-    profiled after its epochs, and its line ends with its regime (``result.regime``). Taught in lesson 12.
+    profiled after its epochs, and its line ends with its regime (``result.regime``). Rung 0's result is kept for
+    `checks.fast_loop` (lesson 12's exercise), which compares with it. Taught in lesson 12.
     """
     device, size = torch.device(device), ladder_size(device)
     results = []
@@ -245,17 +228,29 @@ def run_ladder(
             if verbose:
                 print(f"rung {rung.number} {rung.name}: skipped here, {rung.skip}")
             continue
-        result = run_rung(rung, data, device, epochs=epochs or size.epochs, width=size.width, profile=profile)
+        result = run_rung(
+            rung, data, device, epochs=epochs or size.epochs, width=size.width, profile=profile, verbose=verbose
+        )
         results.append(result)
-        if verbose:
-            compiled = f", compiling {result.warmup_s:.1f} s before" if result.warmup_s else ""
-            regime = f"; {result.regime.name}" if result.regime else ""
-            print(
-                f"rung {rung.number} {rung.name}: {result.seconds_per_epoch:.2f} s/epoch, "
-                f"{result.images_per_s:,.0f} images/s, test accuracy {result.test_acc:.1%}{compiled}{regime}",
-                flush=True,
-            )
+        if rung.number == 0:
+            remember_rung0(data, device, result)
     return results
+
+
+_RUNG0: list[tuple[ImageData, torch.device, RungResult]] = []  # the last rung 0 measured by run_ladder or the check
+
+
+def remember_rung0(data: ImageData, device: str | torch.device, result: RungResult) -> None:
+    """Keep ``result``, rung 0 trained on ``data`` (this very object) on ``device``, for `measured_rung0`."""
+    _RUNG0[:] = [(data, torch.device(device), result)]
+
+
+def measured_rung0(data: ImageData, device: str | torch.device) -> RungResult | None:
+    """Rung 0's result on ``data`` (the same object) and ``device`` from this session's `run_ladder`, or None: what
+    lesson 12's check compares with when the learner passes no baseline (a learner who watched the ladder on a
+    projector has none)."""
+    device = torch.device(device)
+    return next((result for kept, on, result in _RUNG0 if kept is data and on.type == device.type), None)
 
 
 def speedrun(

@@ -134,7 +134,9 @@ print("right layout:", tuple(nchw.shape), "->", tuple(outputs.shape))
 # schedule trains this net in a few epochs: the rate warms up, peaks, then anneals to almost zero.
 # `OneCycleLR` counts **optimizer steps**, so it is built for `epochs * len(train_loader)` steps
 # and stepped after every batch (`scheduler_step="batch"`). Stepped once per epoch instead, with
-# `total_steps=epochs`, it would train the whole last epoch at a rate of about 1e-8.
+# `total_steps=epochs`, it would train the whole last epoch at a rate of about 1e-8. On a GPU
+# the first epoch is the slow one (seconds): it loads CUDA's kernels and lets cuDNN time its
+# algorithms for each new shape; the epochs after it show the steady speed.
 
 # %%
 torch.backends.cudnn.benchmark = True
@@ -160,10 +162,12 @@ print(f"test accuracy after {epochs} epochs: {test_acc:.1%} (target {target:.0%}
 #   can also lose on small convolutions whose step is *launch-bound* (the GPU waits for Python
 #   to launch the next kernel): the algorithm it times as fastest on the GPU may launch more
 #   kernels or need a workspace, which costs the host more than the GPU time it saves. On the
-#   first H100 run, both layouts were slower with the flag on (default: 3.35 against 4.24 ms).
+#   course's H100 run (2026-11-26) both layouts were slower with the flag on (default 2.91 ->
+#   3.35 ms, channels_last 2.59 -> 3.29 ms).
 # - **`channels_last`**: stores images as (N, H, W, C) *in memory* while the tensor keeps its
-#   (N, C, H, W) shape. Tensor cores prefer that layout; on a GPU it mostly pays off with
-#   mixed precision (lesson 06 measures that). Convert both the model and the inputs.
+#   (N, C, H, W) shape. Tensor cores prefer that layout; it pays where they run the
+#   convolutions: in 16 bits (lesson 06 measures that), and in float32 on GPUs with TF32.
+#   Convert both the model and the inputs.
 #
 # Measuring `cudnn.benchmark` has a trap: cuDNN caches the algorithm it chose for each shape,
 # and that cache does not look at the flag. Time "off" and then "on" in the same process and
@@ -193,9 +197,11 @@ plt.xticks(rotation=20)
 plt.show()
 
 # %% [markdown]
-# Read your numbers rather than a rule of thumb: in float32 `channels_last` may gain nothing or
-# even lose; its gains come with tensor cores, in fp16 or bf16. Lesson 06 measures it with mixed
-# precision.
+# Read your numbers rather than a rule of thumb: on the course's H100 run (2026-11-26)
+# `channels_last` gained 11% in float32 (2.91 -> 2.59 ms): cuDNN runs float32 convolutions on
+# TF32 tensor cores there (`torch.backends.cudnn.allow_tf32`, on by default). A T4 has no TF32:
+# expect little or nothing in float32 there (a prediction); its gains come in fp16. Lesson 06
+# measures it with mixed precision.
 #
 # ## 6. GPU vs CPU for convolutions
 #
@@ -235,7 +241,9 @@ plt.show()
 # a few training steps of the same network at the fastest setting and says what each step waits
 # for. A **launch-bound** step (the GPU idles while Python launches the next kernel) gives a
 # GPU-vs-CPU figure that measures how fast this machine launches kernels: a bigger batch raises
-# it. A **GPU-bound** step's figure compares the two devices' arithmetic.
+# it. A **GPU-bound** step's figure compares the two devices' arithmetic. The profiler records
+# every operator and kernel, which costs host time, so its step is longer than section 5's:
+# read its shares, not its milliseconds.
 
 # %%
 

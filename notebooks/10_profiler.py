@@ -32,7 +32,7 @@
 # - to find the bottleneck of a loop you did not write, fix it, and measure the fix;
 # - why `nvidia-smi`'s "GPU utilisation" is not efficiency.
 #
-# **Time:** 50 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
+# **Time:** 55 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
 
 # %%
 # @title Setup: colab_gpu 0.32.0, the course's package (installed where missing; never torch)
@@ -210,9 +210,10 @@ print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://
 #   fused optimizers: the launches already hide behind busy kernels.
 # - **CPU-bound**: a CPU runtime, where the CPU does the math. Helps: a GPU runtime.
 #
-# A small model's step is often launch-bound on a GPU: on the course's H100, each operator
-# cost 20-40 µs of host time, while a 784-512-512-10 MLP step at batch 256 does about 25 µs of
-# math. The profiler's events say which regime a step is in, in plain PyTorch: the steps'
+# A small model's step is often launch-bound on a GPU: on the course's H100 run (2026-11-26),
+# section 8's small CNN took 41-55 µs of step per operator call under the profiler (11.2 ms for
+# 271 calls, 7.92 ms for 143), while a 784-512-512-10 MLP step at batch 256 kept the GPU busy
+# 5% of its 1.79 ms (lesson 11). The profiler's events say which regime a step is in, in plain PyTorch: the steps'
 # wall time (`ProfilerStep#N`), the time under the "data" label, the kernels' time on the GPU
 # timeline, the kernel launches (`cudaLaunchKernel`) and the waits for the GPU
 # (`cudaStreamSynchronize`, what a host read such as `.item()` calls).
@@ -420,7 +421,8 @@ assert grouped.ops_per_step < per_tensor.ops_per_step
 # %% [markdown]
 # On a GPU, print each one's regime: when the step is launch-bound, fewer launches are what
 # pays: a `foreach` or `fused=True` optimizer, a bigger batch, or CUDA graphs (lesson 11's
-# `torch.compile(mode="reduce-overhead")`), which replay the whole step as one launch. Default
+# `torch.compile(mode="reduce-overhead")`), which replay the compiled model's forward and
+# backward as one launch each (the optimizer and the rest of the step stay eager). Default
 # `torch.compile` fuses element-wise kernels into fewer, cheaper ones: that pays on a
 # GPU-bound step, not on a GPU that waits for the CPU.
 #
@@ -432,8 +434,9 @@ assert grouped.ops_per_step < per_tensor.ops_per_step
 # share of time **at least one kernel** was running, over the driver's last sampling period
 # (1/6 s to 1 s): asked once after the training ended, it says 0%. So ask it while the steps
 # run: the cell below reads it every 0.1 s in a background thread while the section 7 loop
-# (no reads) trains for two seconds, and prints the mean. It is close to the profile's
-# GPU-busy share. A single tiny kernel that occupies 1 of a GPU's streaming multiprocessors
+# (no reads) trains for two seconds, and prints the mean beside the profile's GPU-busy share
+# (on the course's H100 run (2026-11-26): 86% against 73%, the profiler's own overhead
+# stretching the profiled step). A single tiny kernel that occupies 1 of a GPU's streaming multiprocessors
 # (an H100 SXM has 132) counts as busy: high utilisation means the GPU is never idle, not that
 # it works at its speed. The achieved TFLOP/s against the matmul peak (section 7) says that.
 

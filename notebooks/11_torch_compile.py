@@ -26,7 +26,8 @@
 # - to measure it honestly: the first call (compiling) apart from the steady-state step, against
 #   eager, K steps at a time, after naming the step's regime on your runtime (lesson 10);
 # - which mode pays where: default compile fuses the element-wise work of a GPU-bound model;
-#   a small, launch-bound model needs `mode="reduce-overhead"` (CUDA graphs) instead;
+#   on a small, launch-bound model it cannot, and `mode="reduce-overhead"` (CUDA graphs) removes
+#   only part of the host's work;
 # - to see graph breaks (`torch._dynamo.explain`) and recompilations (`TORCH_LOGS`), and to fix
 #   both, including the last, smaller batch (`drop_last`, `dynamic=`);
 # - to train with `cg.fit(..., compile=True)` and to save a compiled model's weights;
@@ -80,7 +81,8 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # In eager mode (everything so far) PyTorch runs one operator at a time: Python calls
 # `linear`, the GPU runs its kernel, Python calls `relu`, another kernel, and so on. Each
 # kernel reads its inputs from memory and writes its output back, and each operator costs the
-# CPU time to dispatch and launch it (20-40 µs on the course's H100 run: lesson 10).
+# CPU time to dispatch and launch it (41-55 µs per operator call under the profiler on the
+# course's H100 run (2026-11-26): lesson 10).
 # `model = torch.compile(model)` changes how the same code runs:
 #
 # 1. **Dynamo** reads your Python `forward` as it runs and records the tensor operations into
@@ -120,7 +122,8 @@ print(support.reason)
 # - **GPU-bound**: the kernels take the time. Default `torch.compile` pays where they are
 #   chains of element-wise operations, which Inductor fuses into fewer kernels.
 # - **Launch-bound**: the GPU waits while the CPU dispatches and launches dozens of small
-#   kernels. Cheaper kernels cannot help; fewer launches can: `mode="reduce-overhead"`.
+#   kernels. Cheaper kernels cannot help; less host work per step can: `mode="reduce-overhead"`
+#   removes the model's launches, not the rest of the step's.
 #
 # `cg.workloads.compare_compiled(workload, device, modes, precision)` builds a fresh model per
 # side, times each compiled mode's first call, then times eager and compiled against each
@@ -171,28 +174,29 @@ cg.compare_with_references("11.compile_speedup_fusion", fused.speedup(), device,
 # %% [markdown]
 # What to expect: on a GPU this step is GPU-bound, far below the matmul peak (the regime line
 # says how far): its element-wise chains are most of its memory traffic. Fused, the step moves
-# about a third fewer bytes, so the course expects the compiled step to be at least
-# 1.3x faster on a T4 as on an H100 (the bench's "compile" row; a prediction until the
-# course's GPU run measures it). On a CPU the step is CPU-bound: Inductor's C++ fuses the
-# same chains, and the figure above says whether that pays on this CPU.
+# about a third fewer bytes. On the course's H100 run (2026-11-26) the GPU was busy 99% of the
+# step at 3% of its matmul peak, and the compiled step ran 1.69x faster in bf16 (34.7 against
+# 20.6 ms). Expected on a T4: at least 1.3x (a prediction, the bench's "compile" row's target).
+# On a CPU the step is CPU-bound: Inductor's C++ fuses the same chains, and the figure above
+# says whether that pays on this CPU.
 #
 # **The compile cache.** Inductor keeps what it compiled on disk (`/tmp/torchinductor_<user>`),
 # so a second compile of the same graph, even in a new process, skips the C++/Triton step and
 # takes a fraction of the first. On Colab the cache lives as long as the runtime: a new runtime
 # compiles from scratch.
 #
-# ### A launch-bound model: CUDA graphs pay (`mode="reduce-overhead"`)
+# ### A launch-bound model: what CUDA graphs remove (`mode="reduce-overhead"`)
 #
-# Lesson 03's MLP (784-512-512-10) at batch 256 is the opposite case. On the course's H100 run
-# (2026-11-26) its step did about 25 µs of math in 0.82 ms: the GPU waited on the host. Default
-# compile made that step *slower* (0.56x): there was nothing to fuse (eager already adds the
-# bias inside cuBLAS's `addmm`, and Inductor leaves the matmuls to cuBLAS), and every compiled
-# call adds guard checks and wrapper work on the host. A launch-bound step needs fewer
-# launches. `mode="reduce-overhead"` records what was compiled as **CUDA graphs** and replays
-# each with one launch: the forward pass as one graph, the backward pass as another (PyTorch's
-# "CUDA Graph Trees"); the loss, `zero_grad` and the optimizer step still run eagerly. It needs
-# a GPU, inputs of a fixed shape, and a little more memory (the graphs keep their own buffers).
-# The cell names this MLP's regime on your runtime, then, on a GPU, times the three ways.
+# Lesson 03's MLP (784-512-512-10) at batch 256 is the opposite case: on a GPU its kernels are
+# tiny, and the step waits on the host. Default compile has nothing to fuse here (eager already
+# adds the bias inside cuBLAS's `addmm`, and Inductor leaves the matmuls to cuBLAS), and every
+# compiled call adds guard checks and wrapper work on the host. `mode="reduce-overhead"`
+# records what was compiled as **CUDA graphs** and replays each with one launch: the forward
+# pass as one graph, the backward pass as another (PyTorch's "CUDA Graph Trees"). It needs a
+# GPU, inputs of a fixed shape, and a little more memory (the graphs keep their own buffers).
+# What was compiled is the model, not the step: the loss, `zero_grad`, the autograd engine and
+# the optimizer step still run eagerly, in Python, on the host. The cell names this MLP's
+# regime on your runtime, then, on a GPU, times the three ways.
 
 # %%
 mlp_step = cg.workloads.MLP_STEP  # lesson 03's MLP, in float32
@@ -208,7 +212,7 @@ cg.compare_with_references("11.graphs_speedup_mlp", None if graphs is None else 
                            device, what=f"{mlp_step.name}: reduce-overhead vs eager, speed-up")
 
 # %%
-# The first call costs many steps' worth of time on every runtime (hundreds on a fresh one), so compiling
+# The first call costs many steps' worth of time on every runtime (tens to thousands of steps), so compiling
 # pays back only over a long run. Whether the steady step is faster depends on the regime, as above.
 for comparison in [fused] + ([graphs] if graphs else []):
     for mode, steady in comparison.steps.items():
@@ -216,12 +220,22 @@ for comparison in [fused] + ([graphs] if graphs else []):
             assert comparison.first_call_s[mode] > 5 * steady.best, (comparison.workload, mode)
 
 # %% [markdown]
-# Expected on a GPU (a prediction until the course's GPU run measures it): this MLP is
-# launch-bound on a T4 as on an H100; default compile about 1x or below, `reduce-overhead`
-# about 2x. The bench's "compile_graphs" row holds the course to at least 2x on an even
-# smaller model (eight layers of 64 on batches of 32). `mode="max-autotune"` goes the other
-# way: it benchmarks several kernel variants for every matmul and convolution and keeps the
-# fastest, which makes compiling take minutes: worth it for a long GPU-bound job, not here.
+# On the course's H100 run (2026-11-26) this step was launch-bound (the GPU busy 5% of it).
+# Eager took 1.42 ms per step, default compile 1.89 ms (0.75x) and `reduce-overhead` 1.41 ms
+# (1.00x): the graphs saved about what compile's own wrapper costs (its guards, and the copies
+# of the inputs into the graphs' buffers), and the eager rest of the step still kept the GPU
+# waiting. Expected on a T4 (a prediction): launch-bound too, default compile about 1x or below,
+# `reduce-overhead` about 1x. The bench's "compile_graphs" row aims at 2x on an even smaller
+# model (eight layers of 64 on batches of 32): not measured on a GPU yet.
+#
+# **Going further (not measured in the course yet).** To take the whole step off the host,
+# capture forward, backward *and* the optimizer step in one CUDA graph: "whole-network
+# capture" with `torch.cuda.graph`, in PyTorch's notes on CUDA semantics (static tensors that
+# each step copies its batch into, then one `graph.replay()` per step; Adam needs
+# `capturable=True`). Or give each launch more work: a larger batch (lesson 06).
+# `mode="max-autotune"` is for the other regime: it benchmarks several kernel variants for
+# every matmul and convolution and keeps the fastest, which makes compiling take minutes: worth
+# it for a long GPU-bound job, not here.
 
 # %% [markdown]
 # ## 4. Graph breaks: where Dynamo stops
@@ -347,7 +361,8 @@ for compiled in (False, True):
 eager_run, compiled_run = histories[False].rows, histories[True].rows
 for epoch, (eager_row, compiled_row) in enumerate(zip(eager_run, compiled_run, strict=True), start=1):
     print(f"epoch {epoch}: {compiled_row['seconds']:.2f} s compiled vs {eager_row['seconds']:.2f} s eager")
-print("(epoch 1 of the compiled run includes compiling the training and the evaluation graphs)")
+print("(epoch 1 of the compiled run includes compiling the training and the evaluation graphs; in epoch 2 expect no "
+      "gain: this small MLP has nothing to fuse, and on a GPU its step is launch-bound, section 3)")
 # The same training: compiled kernels round differently, so the figures agree closely, not bit for bit.
 assert abs(compiled_run[-1]["train_loss"] - eager_run[-1]["train_loss"]) < 0.02
 assert abs(compiled_run[-1]["test_acc"] - eager_run[-1]["test_acc"]) < 0.02
@@ -368,7 +383,9 @@ with cg.shows_error(RuntimeError, match="_orig_mod",
                     fix="save model.state_dict() (or compiled._orig_mod.state_dict()), not the compiled wrapper's"):
     cg.mlp(784, hidden=256).load_state_dict(compiled_model.state_dict())
 restored = cg.mlp(784, hidden=256)
-print(restored.load_state_dict(compiled_model._orig_mod.state_dict()))  # the fix: the plain keys
+loaded = restored.load_state_dict(compiled_model._orig_mod.state_dict())  # the fix: the plain keys
+print(f"the original's weights load into a plain model: {len(loaded.missing_keys)} missing, "
+      f"{len(loaded.unexpected_keys)} unexpected keys")
 
 # %% [markdown]
 # ## 7. Common error: "No working C++ compiler found"
@@ -394,6 +411,7 @@ with inductor_config.patch({"cpp.cxx": ("no-such-compiler++",)}):
     with cg.shows_error(RuntimeError, match="C\\+\\+ compiler",
                         fix="install g++ (apt install g++), or train in eager mode: cg.compile_model falls back"):
         torch.compile(scaled_sine)(torch.ones(4))  # a CPU tensor: C++ code, on every runtime
+    print("cg.compile_model for the CPU, with the compiler still missing, falls back and says why:")
     fallback = cg.compile_model(nn.Linear(4, 2), "cpu")  # the same runtime, asked first: eager, and why
 assert isinstance(fallback, nn.Linear)
 
@@ -453,10 +471,11 @@ cg.checks.compiles_once(ExerciseNet().to(device), exercise_loader, device)
 #   (AOTAutograd) and writes fused kernels (Inductor: Triton on a GPU, C++ on a CPU), at the
 #   first call. Measure three things: the first call, the steady step, and eager, K steps at a
 #   time (`cg.compare_steps`), after naming the step's regime (`cg.profile_step(...).regime`).
-# - It pays back on long runs: the first call costs hundreds of steps. Default compile pays on a
-#   GPU-bound step with element-wise chains to fuse; on a launch-bound step (a small model, a
-#   small batch) it cannot, and `mode="reduce-overhead"` (CUDA graphs) does.
-#   `mode="max-autotune"` is for long jobs.
+# - It pays back on long runs: the first call costs tens to thousands of steps. Default compile
+#   pays on a GPU-bound step with element-wise chains to fuse; on a launch-bound step (a small
+#   model, a small batch) it cannot. `mode="reduce-overhead"` (CUDA graphs) replays only the
+#   compiled model: with the loss and optimizer still eager, it gave 1.00x on the course's H100
+#   run (2026-11-26). `mode="max-autotune"` is for long jobs.
 # - Graph breaks (`torch._dynamo.explain`, `TORCH_LOGS="graph_breaks"`): keep prints, `.item()`
 #   and `if` on a tensor's value out of `forward` (`clamp`, `torch.where` compute without one).
 #   Recompilations (`TORCH_LOGS="recompiles"`): a smaller last batch; `drop_last=True` or
@@ -490,7 +509,9 @@ else:
           ("" if fused.speedup() is not None else f"; and here: {fused.failed['default']}"))
 
 # %% [markdown]
-# What to expect on a GPU (predictions): in each precision the compiled step is faster than
-# eager and peaks lower, since it keeps fewer intermediate results for the backward pass; and
-# the compiled 16-bit step is the fastest of the four, with the casts fused into the kernels
-# around them.
+# On the course's H100 run (2026-11-26), in each precision the compiled step was faster than
+# eager and peaked lower, since it keeps fewer intermediate results for the backward pass
+# (bf16: 20.6 against 34.7 ms, 7,424 against 7,573 MiB; float32: 29.9 against 46.2 ms,
+# 12,396 against 12,841 MiB), and the compiled bf16 step was the fastest of the four, with the
+# casts fused into the kernels around them. Expected on a T4, in fp16 (a prediction): the same
+# order.

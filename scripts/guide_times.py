@@ -1,9 +1,10 @@
 """Put measured lesson run times into docs/instructor_guide.md.
 
 Usage: python scripts/guide_times.py cpu|gpu [build/timings.json]
-Reads the timings `make course` wrote and fills that column (`make import-gpu-run` fills the GPU column from a T4
-run's report) of the table between the
-`<!-- times:start -->` and `<!-- times:end -->` markers; the other column is kept.
+Reads the timings `make course` wrote and fills that column of the table between the
+`<!-- times:start -->` and `<!-- times:end -->` markers; the other column is kept. `make import-gpu-run` fills the
+GPU column from every imported run instead (`fill_gpu_from_reports`): each lesson's newest time on a T4, the GPU of
+the workshops, else its newest time on another GPU, which the cell names.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from pathlib import Path
 
 from nbtools import ROOT, lesson_sources, lesson_title, read_lesson
 
+from colab_gpu.references import gpu_label
+
 GUIDE = ROOT / "docs" / "instructor_guide.md"
 START, END = "<!-- times:start -->", "<!-- times:end -->"
 NOT_MEASURED = "not measured yet"
+WORKSHOP_GPU = "T4"  # the free Colab GPU: its times come first in the GPU column
+FROM_REPORTS = "imported GPU runs, a T4's where one ran"
 
 
 def current_columns(text: str) -> dict[str, dict[str, str]]:
@@ -54,10 +59,38 @@ def fill_column(column: str, timings: dict, guide: Path = GUIDE) -> None:
         columns[column][stem[:2]] = f"{result['seconds']:.0f} s" if result["status"] == "ok" else "failed"
     devices = dict(re.findall(r"<!-- device:(cpu|gpu)=([^>]*) -->", text))
     devices[column] = timings["device"]
-    table = render(columns, devices)
+    write_table(guide, text, columns, devices)
+
+
+def gpu_times(reports: Path) -> dict[str, str]:
+    """{lesson number: "67 s (H100)"} from the imported runs' report.json: a T4's newest time, else the newest."""
+    chosen: dict[str, tuple[bool, str, str]] = {}  # number -> (on a T4, date, cell)
+    for report_file in sorted(reports.glob("*/report.json")):
+        report = json.loads(report_file.read_text())
+        gpu = gpu_label(report["gpu"])
+        for stem, result in report.get("lessons", {}).get("lessons", {}).items():
+            if result.get("status") != "ok":
+                continue
+            key = (gpu == WORKSHOP_GPU, report.get("date", ""), f"{result['seconds']:.0f} s ({gpu})")
+            chosen[stem[:2]] = max(chosen.get(stem[:2], key), key)
+    return {number: cell for number, (_, _, cell) in chosen.items()}
+
+
+def fill_gpu_from_reports(reports: Path, guide: Path = GUIDE) -> dict[str, str]:
+    """Rewrite the GPU column from every imported run (`gpu_times`); the CPU column is kept. Returns the cells."""
+    text = guide.read_text()
+    columns = current_columns(text)
+    columns["gpu"] = gpu_times(reports)
+    devices = dict(re.findall(r"<!-- device:(cpu|gpu)=([^>]*) -->", text))
+    devices["gpu"] = FROM_REPORTS if columns["gpu"] else NOT_MEASURED
+    write_table(guide, text, columns, devices)
+    return columns["gpu"]
+
+
+def write_table(guide: Path, text: str, columns: dict[str, dict[str, str]], devices: dict[str, str]) -> None:
     device_notes = "".join(f"<!-- device:{k}={v} -->" for k, v in sorted(devices.items()))
     head, tail = text.split(START, 1)[0], text.split(END, 1)[1]
-    guide.write_text(f"{head}{START}{device_notes}\n{table}\n{END}{tail}")
+    guide.write_text(f"{head}{START}{device_notes}\n{render(columns, devices)}\n{END}{tail}")
 
 
 def main(argv: list[str]) -> int:

@@ -7,7 +7,8 @@ Importing it:
     (the logs and JUnit XML stay in the run, which the workflow keeps as an artifact);
   - refreshes colab_gpu/references.json from every imported run (scripts/update_references.py), so the lessons
     show "on a T4: ..." beside the learner's own figure once the next release ships it;
-  - fills the instructor guide's GPU column from a T4 run of every lesson (workshops run on Colab's free T4);
+  - fills the instructor guide's GPU column from every imported run: a lesson's T4 time where one ran (workshops run
+    on Colab's free T4), else its newest time on another GPU, named in the cell;
 and the site (scripts/course_site.py) then shows a lesson's GPU outputs wherever a run of its current source exists.
 
 A CPU dry run, or a run whose manifest and report disagree on the commit, is refused with the reason.
@@ -28,11 +29,8 @@ import update_references
 from gpu_suite import slug
 from nbtools import ROOT, lesson_sources
 
-from colab_gpu.references import gpu_label
-
 MANIFEST = "manifest.json"
 RUN_FILES = (MANIFEST, "report.md", "report.json")
-GUIDE_GPU = "T4"  # the GPU whose lesson times the instructor guide shows: the free Colab one
 
 
 class ImportRefused(Exception):
@@ -125,15 +123,6 @@ def copy_run(run: Path, target: Path, manifest: dict) -> list[str]:
     return lessons
 
 
-def guide_timings(manifest: dict, report: dict) -> dict:
-    """The report's lesson times, named for the guide's column header: GPU, where it ran, date and commit."""
-    where = "Kaggle" if manifest.get("image", {}).get("KAGGLE_KERNEL_RUN_TYPE") else "GPU suite"
-    return {
-        "device": f"{report['gpu']} ({where}, {manifest['started'][:10]}, {manifest['sha'][:7]})",
-        "lessons": report.get("lessons", {}).get("lessons", {}),
-    }
-
-
 def window_lines(report: dict) -> list[str]:
     """Which parts each window of GPU time ran, and what no window finished (a run merged by --resume)."""
     parts = report.get("parts", {})
@@ -169,12 +158,8 @@ def import_run(source: Path, root: Path = ROOT) -> str:
         f"refreshed {references.name}",
     ]
     done.extend(window_lines(report))
-    ran = set(report.get("lessons", {}).get("lessons", {}))
-    if gpu_label(report["gpu"]) == GUIDE_GPU and ran >= {source.stem for source in lesson_sources()}:
-        guide_times.fill_column("gpu", guide_timings(manifest, report), root / "docs" / "instructor_guide.md")
-        done.append("filled the instructor guide's GPU column")
-    elif gpu_label(report["gpu"]) == GUIDE_GPU:  # one header names the column's run: a part of one would mislabel it
-        done.append("left the instructor guide's GPU column as it was (the run did not cover every lesson)")
+    cells = guide_times.fill_gpu_from_reports(root / "reports" / "gpu", root / "docs" / "instructor_guide.md")
+    done.append(f"filled the instructor guide's GPU column: {len(cells)} of {len(lesson_sources())} lessons measured")
     return "\n".join(done)
 
 

@@ -3,16 +3,18 @@
 Usage: python scripts/update_references.py   (`make import-gpu-run` runs it; then release)
 Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the
 newest run wins. Runs without lesson figures are skipped, and so is a figure measured on another device than its
-run's GPU (a unit test of the run that recorded a CPU figure): each such figure is named.
+run's GPU (a unit test of the run that recorded a CPU figure), and a figure no lesson shows any more (an older run's
+figure of a comparison a lesson dropped): each such figure is named.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
-from nbtools import ROOT  # scripts/ is on the path: run as `python scripts/update_references.py`
+from nbtools import ROOT, lesson_sources  # scripts/ is on the path: run as `python scripts/update_references.py`
 
 sys.path.insert(0, str(ROOT))
 from colab_gpu.references import gpu_label  # noqa: E402
@@ -24,10 +26,23 @@ ABOUT = (
 )
 
 
-def collect(reports: Path = REPORTS) -> dict:
-    """{"figures": {key: {label: value}}, "sources": {label: report file}} from every report, newest last."""
+def lesson_figure_keys(lessons: list[Path] | None = None) -> set[str]:
+    """The figure keys the lessons show: each ``cg.compare_with_references("NN.name", ...)`` of a lesson's source."""
+    sources = lesson_sources() if lessons is None else lessons
+    return {
+        key for source in sources for key in re.findall(r'compare_with_references\(\s*"([^"]+)"', source.read_text())
+    }
+
+
+def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
+    """{"figures": {key: {label: value}}, "sources": {label: report file}} from every report, newest last.
+
+    Only the figures of ``shown`` (default: the keys the lessons show, `lesson_figure_keys`) are kept.
+    """
+    shown = lesson_figure_keys() if shown is None else shown
     figures: dict[str, dict[str, float]] = {}
     sources: dict[str, str] = {}
+    unshown: set[str] = set()
     for report in sorted(reports.glob("*/report.json")):  # in <date>-<gpu>/: sorted is oldest first
         data = json.loads(report.read_text())
         gpus = data.get("runtime", {}).get("gpus") or [{}]
@@ -36,11 +51,15 @@ def collect(reports: Path = REPORTS) -> dict:
             continue
         run = report.parent.relative_to(reports.parent.parent)  # reports/gpu/<date>-<gpu>
         kept = figures_measured_on(label, data.get("lesson_figures") or {}, run)
+        unshown.update(key for key in kept if key not in shown)
+        kept = {key: value for key, value in kept.items() if key in shown}
         if not kept:
             continue
         for key, value in kept.items():
             figures.setdefault(key, {})[label] = value
         sources[label] = report.parent.name
+    if unshown:
+        print(f"left out {len(unshown)} figure(s) that no lesson shows any more: {', '.join(sorted(unshown))}")
     return {"about": ABOUT, "figures": figures, "sources": sources}
 
 
@@ -61,8 +80,8 @@ def figures_measured_on(label: str, lesson_figures: dict, run: Path) -> dict[str
     return kept
 
 
-def main(reports: Path = REPORTS, target: Path = TARGET) -> int:
-    data = collect(reports)
+def main(reports: Path = REPORTS, target: Path = TARGET, shown: set[str] | None = None) -> int:
+    data = collect(reports, shown)
     target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     print(f"{len(data['figures'])} figure(s) from {len(data['sources'])} GPU report(s): {sorted(data['sources'])}")
     return 0

@@ -62,6 +62,63 @@ def test_merging_gives_the_same_outputs_without_the_adapters():
     assert sum(p.numel() for p in model.parameters()) == SHAPE.parameters  # back to the base model's size
 
 
+def test_an_fp16_layer_trains_with_adamw_with_fp32_adapters_and_returns_fp16():
+    torch.manual_seed(0)
+    layer = LoRALinear(nn.Linear(32, 24).to(torch.float16), rank=4)
+    assert (layer.A.dtype, layer.B.dtype) == (torch.float32, torch.float32)  # master weights, as PEFT keeps them
+    x = torch.randn(5, 32, dtype=torch.float16)
+    optimizer = torch.optim.AdamW([layer.A, layer.B], lr=1e-3)
+    for _ in range(3):
+        out = layer(x)
+        assert out.dtype == torch.float16  # the base layer's dtype, for the layers after it
+        optimizer.zero_grad()
+        out.float().square().mean().backward()
+        optimizer.step()
+    assert layer.A.isfinite().all() and layer.B.isfinite().all() and layer.B.abs().sum() > 0
+    # the same step on adapters in the base's fp16: eps = 1e-8 rounds to 0 in fp16, and A's first gradient is 0
+    half = LoRALinear(nn.Linear(32, 24).to(torch.float16), rank=4).to(torch.float16)
+    optimizer = torch.optim.AdamW([half.A, half.B], lr=1e-3)
+    half(x).float().square().mean().backward()
+    optimizer.step()
+    assert half.A.isnan().all()
+
+
+def test_add_lora_takes_your_class_and_merge_lora_merges_it():
+    class Yours(nn.Module):
+        def __init__(self, base, rank, alpha):
+            super().__init__()
+            self.base = base
+            self.A = nn.Parameter(torch.randn(rank, base.in_features) * 0.1)
+            self.B = nn.Parameter(torch.randn(base.out_features, rank) * 0.1)  # as if trained
+            self.scale = alpha / rank
+
+        def forward(self, x):
+            return self.base(x) + self.scale * (x @ self.A.T @ self.B.T)
+
+    model = language_model()
+    assert add_lora(model, rank=4, layer_class=Yours) == 2 * SHAPE.layers
+    assert sum(isinstance(m, Yours) for m in model.modules()) == 2 * SHAPE.layers
+    assert trainable_parameters(model) == SHAPE.layers * (4 * (64 + 64) + 4 * (64 + 32))  # frozen but A and B
+    tokens = torch.randint(0, SHAPE.vocab, (2, 10))
+    adapted = model(tokens)[0]
+    assert merge_lora(model) == 2 * SHAPE.layers
+    torch.testing.assert_close(model(tokens)[0], adapted, rtol=1e-4, atol=1e-5)
+
+
+def test_a_merged_16_bit_layer_keeps_its_dtype_and_computes_the_same():
+    torch.manual_seed(0)
+    layer = LoRALinear(nn.Linear(64, 48).to(torch.bfloat16), rank=4)
+    with torch.no_grad():
+        layer.B.normal_(0, 0.1)
+    x = torch.randn(8, 64, dtype=torch.bfloat16)
+    merged = layer.merged()
+    assert merged.weight.dtype == torch.bfloat16 and not merged.weight.requires_grad
+    exact = nn.functional.linear(
+        x.float(), layer.base.weight.float() + layer.scale * layer.B @ layer.A, layer.base.bias.float()
+    )
+    assert (merged(x).float() - exact).abs().max() < 0.05 * exact.abs().max()  # bf16: 3 significant digits
+
+
 def test_bad_input_says_what_exists():
     with pytest.raises(ValueError, match="rank must be between 1 and min\\(in, out\\) = 4"):
         LoRALinear(nn.Linear(4, 8), rank=5)

@@ -219,7 +219,8 @@ def test_real_oom_is_recovered_and_memory_returns_to_baseline():
     total = torch.cuda.get_device_properties(device).total_memory
 
     def step(batch_size):
-        x = torch.empty(batch_size, 2**20, dtype=torch.uint8, device=device)  # batch_size MiB
+        # float32 on purpose: a uint8 tensor's sum() makes an int64 copy on CUDA (9 MiB a sample, not 1; H100 run)
+        x = torch.empty(batch_size, 2**18, dtype=torch.float32, device=device)  # batch_size MiB
         return x.sum()
 
     found = cg.find_max_batch_size(step, device, start=256, limit=4 * total // 2**20)
@@ -234,7 +235,8 @@ def test_find_max_batch_size_on_a_real_gpu_derives_its_limit_from_the_free_memor
     baseline = torch.cuda.memory_allocated(device)
 
     def step(batch_size):
-        x = torch.empty(batch_size, 2**20, dtype=torch.uint8, device=device)  # batch_size MiB
+        # float32 on purpose: a uint8 tensor's sum() makes an int64 copy on CUDA (9 MiB a sample, not 1; H100 run)
+        x = torch.empty(batch_size, 2**18, dtype=torch.float32, device=device)  # batch_size MiB
         return x.sum()
 
     found = cg.find_max_batch_size(step, device, start=16)  # no limit given: 2**16 MiB would not fill an 80 GB GPU

@@ -175,6 +175,14 @@ def test_an_idle_gpu_with_many_launches_is_launch_bound_and_default_compile_is_n
     assert "What cannot help here: default torch.compile" in summary.advice()
 
 
+def test_the_cuda_graphs_lever_says_what_reduce_overhead_graphs_and_what_stays_eager():
+    # The H100 run: reduce-overhead gave 1.00x on a launch-bound MLP. It graphs the compiled model, not the step.
+    graphs = [lever for lever in synthetic_steps(busy=0.05, launches=23).regime.levers if "CUDA graphs" in lever]
+    assert len(graphs) == 1 and "whole step" not in graphs[0]
+    assert "forward and backward as one launch each" in graphs[0] and "optimizer" in graphs[0]
+    assert "stay eager" in graphs[0]
+
+
 def test_a_busy_gpu_near_its_matmul_peak_is_gpu_bound_and_precision_helps():
     # 40 GFLOP in a 1 ms step: 40 TFLOP/s against a measured peak of 51 (the H100's fp32 matmul)
     summary = synthetic_steps(busy=0.95, flops_per_step=40e9, peak_tflops=51.0)

@@ -21,6 +21,22 @@ def test_gpu_labels_from_device_names():
     assert references.gpu_label("Tesla P100-PCIE-16GB") is None
 
 
+def test_a_figure_keeps_its_trailing_zeros(capsys, monkeypatch):
+    # The H100 run measured reduce-overhead at 1.0035x eager: "1 x" read like a round guess, not a measurement.
+    monkeypatch.setattr(
+        references, "reference_figures", lambda key: {"T4": 2.0, "L4": None, "A100": 0.5, "H100": 1.0035}
+    )
+    cg.compare_with_references("11.x", 1.0, "cpu", what="speed-up")
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "  this CPU runtime: 1.00 x"
+    assert out[2:] == [
+        "    T4 (course report): 2.00 x",
+        "    L4 (course report): not measured yet",
+        "  A100 (course report): 0.500 x",
+        "  H100 (course report): 1.00 x",
+    ]
+
+
 def test_comparison_names_every_course_gpu_and_says_what_is_not_measured(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(
         references, "reference_figures", lambda key: {"T4": 21.5, "L4": None, "A100": None, "H100": 140.0}
@@ -94,11 +110,11 @@ def test_update_references_takes_the_newest_report_per_gpu(tmp_path):
     report("2026-12-02-h100", "NVIDIA H100 80GB HBM3", {"02.x": {"value": 150.0, "device": "H100"}})
     report("2026-12-03-p100", "Tesla P100-PCIE-16GB", {"02.x": {"value": 5.0, "device": "P100"}})
     report("2026-12-04-l4", "NVIDIA L4", {})  # an older suite without lesson figures
-    data = update_references.collect(reports)
+    data = update_references.collect(reports, shown={"02.x"})
     assert data["figures"] == {"02.x": {"T4": 22.0, "H100": 150.0}}
     assert data["sources"] == {"T4": "2026-12-01-tesla-t4-x2", "H100": "2026-12-02-h100"}
     target = tmp_path / "references.json"
-    assert update_references.main(reports, target) == 0
+    assert update_references.main(reports, target, shown={"02.x"}) == 0
     assert json.loads(target.read_text())["figures"] == data["figures"]
 
 
@@ -116,7 +132,7 @@ def test_update_references_leaves_out_a_figure_measured_on_another_device_than_t
     (reports / "2026-12-03-t4").mkdir()  # a run whose every figure is from another device adds nothing
     report = {"gpu": "Tesla T4 x2", "lesson_figures": {"02.x": {"value": 1.5, "device": "cpu"}}}
     (reports / "2026-12-03-t4" / "report.json").write_text(json.dumps(report))
-    data = update_references.collect(reports)
+    data = update_references.collect(reports, shown={"02.matmul_gpu_vs_cpu", "02.x", "02.y"})
     assert data["figures"] == {"02.matmul_gpu_vs_cpu": {"H100": 150.0}}
     assert data["sources"] == {"H100": "2026-12-02-h100"}
     assert capsys.readouterr().out.splitlines() == [
@@ -124,3 +140,38 @@ def test_update_references_leaves_out_a_figure_measured_on_another_device_than_t
         "02.x (cpu), 02.y (no device recorded)",
         "skipped 1 figure(s) of reports/gpu/2026-12-03-t4 measured on another device: 02.x (cpu)",
     ]
+
+
+def test_update_references_leaves_out_the_figures_no_lesson_shows_any_more(tmp_path, capsys):
+    # references.json kept 11.compile_speedup_mlp from an older run long after lesson 11 stopped printing it.
+    lessons = tmp_path / "notebooks"
+    lessons.mkdir()
+    (lessons / "11_compile.py").write_text(
+        'cg.compare_with_references("11.graphs_speedup_mlp", gain, device,\n'
+        '                           what="reduce-overhead vs eager")\n'
+        "cg.compare_with_references(\n"
+        '    "11.compile_speedup_fusion", fused.speedup(), device, what="compiled vs eager")\n'
+    )
+    shown = update_references.lesson_figure_keys(sorted(lessons.glob("*.py")))
+    assert shown == {"11.graphs_speedup_mlp", "11.compile_speedup_fusion"}
+    reports = tmp_path / "reports" / "gpu"
+    for run, figures in {
+        "2026-11-20-h100": {"11.compile_speedup_mlp": 1.09, "11.compile_speedup_fusion": 1.5},
+        "2026-11-26-h100": {"11.graphs_speedup_mlp": 1.0},
+        "2026-11-27-t4": {"10.item_every_step_cost": 0.9},  # a run of only dropped figures is no source
+    }.items():
+        (reports / run).mkdir(parents=True)
+        gpu = "Tesla T4" if run.endswith("t4") else "NVIDIA H100 80GB HBM3"
+        lesson_figures = {key: {"value": value, "device": gpu} for key, value in figures.items()}
+        (reports / run / "report.json").write_text(json.dumps({"gpu": gpu, "lesson_figures": lesson_figures}))
+    data = update_references.collect(reports, shown)
+    assert data["figures"] == {"11.compile_speedup_fusion": {"H100": 1.5}, "11.graphs_speedup_mlp": {"H100": 1.0}}
+    assert data["sources"] == {"H100": "2026-11-26-h100"}
+    assert capsys.readouterr().out.splitlines() == [
+        "left out 2 figure(s) that no lesson shows any more: 10.item_every_step_cost, 11.compile_speedup_mlp"
+    ]
+
+
+def test_the_shipped_references_hold_only_figures_a_lesson_shows():
+    shipped = json.loads((Path(cg.references.__file__).parent / "references.json").read_text())
+    assert set(shipped["figures"]) <= update_references.lesson_figure_keys()

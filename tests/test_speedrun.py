@@ -1,6 +1,7 @@
 """Lesson 12's speedrun ladder and its augmentation, on the CPU (GPU rungs through the fake-GPU fixtures)."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import jupytext
@@ -8,13 +9,12 @@ import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchvision.transforms import v2
 
 import colab_gpu as cg
 from colab_gpu import bench, speedrun_rungs
 from colab_gpu import speedrun_ladder as sr
 from colab_gpu.bench import pipelines
-from colab_gpu.checks.core import HINT
+from colab_gpu.checks.core import HINT, PASS
 from colab_gpu.compiling import CompileSupport
 
 CPU = torch.device("cpu")
@@ -81,25 +81,29 @@ def _crop_offset(image: torch.Tensor, crop: torch.Tensor, padding: int) -> tuple
     return None
 
 
-def lesson_loops() -> tuple[dict, dict]:
-    """The exercise's two `train_fast`: the starting code (rung 0) and the worked solution, run from the lesson."""
+def lesson_loops() -> tuple:
+    """The lesson's three `train_fast`: rung 0 (section 5), the exercise's starting point (rung 2 with TODOs) and the
+    worked solution, each run from the lesson's cells (section 5's imports, data set and speed net first)."""
     cells = jupytext.read(LESSON).cells
+    rung0 = next(c.source for c in cells if c.cell_type == "code" and "class CroppedFlipped" in c.source)
+    net = next(c.source for c in cells if c.cell_type == "code" and "def speed_net" in c.source)
     solution = next(i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", []))
-    namespaces = []
-    for cell in (cells[solution - 1], cells[solution]):
-        namespace = {"torch": torch, "cg": cg, "F": F, "v2": v2}
-        exec(compile(cells[solution - 1].source, str(LESSON), "exec"), namespace)  # the imports and data set
-        exec(compile(cell.source, str(LESSON), "exec"), namespace)
-        namespaces.append(namespace)
-    return namespaces[0]["train_fast"], namespaces[1]["train_fast"]
+    loops = []
+    for cell in (rung0, cells[solution - 1].source, cells[solution].source):
+        namespace = {"torch": torch, "cg": cg}
+        for source in (rung0, net.split("\n\nper_image")[0], cell):
+            exec(compile(source, str(LESSON), "exec"), namespace)
+        loops.append(namespace["train_fast"])
+    return tuple(loops)
 
 
 def test_lesson_crop_is_the_package_crop_in_plain_pytorch():
     cells = jupytext.read(LESSON).cells
-    cell = next(c for c in cells if c.source.lstrip().startswith("from torch.nn import functional"))
+    cell = next(c for c in cells if c.source.lstrip().startswith("def random_crop"))
     namespace = {
         "torch": torch,
         "cg": cg,
+        "F": F,
         "plt": __import__("matplotlib.pyplot").pyplot,
         "data": cg.load_digits(32, 3).limit(train=8, test=8),
     }
@@ -109,20 +113,22 @@ def test_lesson_crop_is_the_package_crop_in_plain_pytorch():
     assert None not in offsets and len(set(offsets)) > 5
 
 
-def test_check_fast_loop_fails_on_rung_0s_loop_as_the_lesson_starts_it(capsys):
+def test_check_fast_loop_hints_at_the_missing_rungs_for_the_exercise_as_it_starts(capsys):
+    # The student version's Run all on a CPU: the check runs on the starting point, rung 2's loop, and gives a hint.
     data = cg.load_digits(32, 3).limit(train=320, test=64)
     rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=2)
-    starting, _ = lesson_loops()
+    _, starting, _ = lesson_loops()
     assert not cg.checks.fast_loop(starting, data, CPU, baseline=rung0)
-    assert "aim for 2x" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "aim for 2x" in out and "Which rung's change is missing?" in out and "the speed net" in out
 
 
 def test_check_fast_loop_passes_the_lesson_solution(capsys):
-    # The data the lesson uses offline on a CPU, for the CPU ladder's 3 epochs.
+    # The data the lesson uses offline on a CPU, for the CPU ladder's 3 epochs; the whole ladder passed as baseline.
     data = cg.load_digits(32, 3).limit(train=1_000, test=500)
     rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=sr.ladder_size(CPU).epochs)
-    _, solution = lesson_loops()
-    assert cg.checks.fast_loop(solution, data, CPU, baseline=rung0)
+    _, _, solution = lesson_loops()
+    assert cg.checks.fast_loop(solution, data, CPU, baseline=[sr.RungResult(sr.ladder(CPU)[1]), rung0])
     assert "vs rung 0's" in capsys.readouterr().out
 
 
@@ -143,6 +149,86 @@ def test_check_fast_loop_explains_each_mistake(capsys):
         assert not cg.checks.fast_loop(wrong, data, CPU, baseline=slow_and_good)
         out = capsys.readouterr().out
         assert HINT in out and hint in out, out
+    assert not cg.checks.fast_loop(untrained, data, CPU, baseline=slow_and_good.test_acc)
+    assert "baseline= takes rung 0's result from your ladder" in capsys.readouterr().out
+    assert not cg.checks.fast_loop(untrained, data, CPU, baseline=[sr.RungResult(sr.ladder(CPU)[1])])
+    assert "have no rung 0" in capsys.readouterr().out
+
+
+def test_check_fast_loop_trains_rung_0_itself_when_the_ladder_did_not_run(capsys, monkeypatch):
+    # A workshop learner who watched the ladder on the projector has no results: the check trains rung 0 once, and a
+    # learner who ran the ladder gets theirs used. Never a NameError.
+    monkeypatch.setattr(sr, "_RUNG0", [])
+    monkeypatch.setattr(
+        sr, "ladder_size", lambda device: dataclasses.replace(speedrun_rungs.ladder_size(CPU), epochs=1)
+    )
+    monkeypatch.setattr(cg.checks.tuning, "ladder_size", sr.ladder_size)
+    data = cg.load_digits(32, 3).limit(train=64, test=32)
+
+    def untrained(data, device, epochs):
+        return cg.speed_net(3, 10, width=4)
+
+    cg.checks.fast_loop(untrained, data, CPU)
+    out = capsys.readouterr().out
+    assert "training it here first, 1 epochs" in out and (PASS in out or HINT in out), out
+    cg.checks.fast_loop(untrained, data, CPU)  # kept: not trained again
+    assert "training it here first" not in capsys.readouterr().out
+    other = cg.load_digits(32, 3).limit(train=64, test=32)
+    ladder = cg.run_ladder(other, CPU, numbers=[0], verbose=False)
+    assert sr.measured_rung0(other, CPU) is ladder[0] and sr.measured_rung0(data, CPU) is None
+    cg.checks.fast_loop(untrained, other, CPU)
+    assert "training it here first" not in capsys.readouterr().out
+
+
+def test_check_fast_loop_says_a_compiled_loop_that_is_too_slow_pays_for_compiling(capsys):
+    data = cg.load_digits(32, 3).limit(train=64, test=32)
+    baseline = sr.RungResult(sr.ladder(CPU)[0], epoch_seconds=[1.0, 1.0], images=64, test_acc=0.1)
+
+    def loop(compiled):
+        def train_fast(data, device, epochs):
+            torch.manual_seed(0)
+            model = cg.speed_net(3, 10, width=4)
+            forward = torch.compile(model, backend="eager") if compiled else model  # Dynamo, without Inductor
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+            images = (data.train_images.float() / 255)[:32]
+            for _ in range(epochs):
+                loss = F.cross_entropy(forward(images), data.train_labels[:32])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            return model
+
+        return train_fast
+
+    # An aim no loop reaches: what matters is which hint a slow loop gets.
+    assert not cg.checks.fast_loop(loop(compiled=True), data, CPU, baseline=baseline, min_speedup=1e6)
+    out = capsys.readouterr().out
+    assert "Your clock includes compiling" in out and "Which rung" not in out, out
+    assert not cg.checks.fast_loop(loop(compiled=False), data, CPU, baseline=baseline, min_speedup=1e6)
+    out = capsys.readouterr().out
+    assert "Which rung's change is missing?" in out and "compiling" not in out, out
+
+
+def test_check_fast_loop_on_a_cpu_alternates_rung_0_and_the_loop_one_epoch_each(monkeypatch, capsys):
+    # Another process sharing the two cores then slows both alike (a correct loop read 3.2x idle, 1.5x when busy).
+    calls = []
+    data = cg.load_digits(32, 3).limit(train=64, test=32)
+    rung0 = sr.ladder(CPU)[0]
+
+    def run_rung(rung, data, device, *, epochs):
+        calls.append(("rung 0", epochs))
+        return sr.RungResult(rung, epoch_seconds=[0.3] * epochs, images=64, test_acc=0.1)
+
+    def train_fast(data, device, epochs):
+        calls.append(("yours", epochs))
+        return cg.speed_net(3, 10, width=4)
+
+    monkeypatch.setattr(cg.checks.tuning, "run_rung", run_rung)
+    baseline = sr.RungResult(rung0, epoch_seconds=[9.0, 9.0, 9.0], images=64, test_acc=0.1)
+    assert cg.checks.fast_loop(train_fast, data, CPU, baseline=baseline)
+    assert calls == [("yours", 3)] + [("rung 0", 1), ("yours", 1)] * cg.checks.tuning.CPU_ROUNDS
+    out = capsys.readouterr().out
+    assert "one epoch in" in out and "rung 0's 0.30 s (medians of 3, alternating)" in out, out
 
 
 def test_run_rung_measures_every_epoch_and_the_test_accuracy(small_digits):
@@ -156,6 +242,22 @@ def test_run_rung_measures_every_epoch_and_the_test_accuracy(small_digits):
     assert last.images == 192 // large * large  # drop_last: every step has the same shape (lesson 11)
     with pytest.raises(ValueError, match="Rung 5 \\(torch.compile\\) is skipped on cpu: compiling the CNN"):
         sr.run_rung(rungs[5], small_digits, CPU, epochs=1)
+
+
+def test_the_ladder_prints_each_epoch_of_a_rung_as_it_ends(small_digits, capsys, monkeypatch):
+    # Rung 0 trains for minutes on a T4: its line shows each epoch's seconds before the rung's figures.
+    seen = []
+    evaluate = sr.evaluate
+    monkeypatch.setattr(sr, "evaluate", lambda *a, **k: (seen.append(capsys.readouterr().out), evaluate(*a, **k))[1])
+    sr.run_ladder(small_digits, CPU, epochs=2, numbers=[1, 2])
+    out = seen[0] + capsys.readouterr().out
+    assert re.fullmatch(
+        r"rung 2 data on the device: epochs of \d+\.\d \d+\.\d s; \d+\.\d\d s/epoch, [\d,]+ images/s,",
+        seen[0].splitlines()[-1],
+    )
+    assert re.search(r"images/s, test accuracy \d+\.\d%\n$", out) and out.startswith(
+        "rung 1 workers + pinned memory: skipped"
+    )
 
 
 def test_the_seeds_loop_reads_the_loss_every_step():
@@ -181,7 +283,7 @@ def test_compile_warm_up_restores_the_initial_weights(small_digits):
     model = cg.speed_net(3, 10, width=8)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     mean, std = small_digits.normalization()
-    loader = sr.AugmentedDeviceLoader(
+    loader = cg.augment.AugmentedDeviceLoader(
         small_digits.train_images,
         small_digits.train_labels,
         32,

@@ -140,8 +140,12 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# The curve should flatten at the number of cores: past that, workers take turns on the same
-# cores. On Colab (2 vCPUs) that means **at most 2 workers**. Before you measure,
+# Past the number of cores, workers take turns on the same cores, so the curve flattens
+# somewhere there; a worker also waits (handing its batch to the main process), so a few more
+# can fill those waits. On the course's H100 run (2026-11-26, 16 cores) it still rose past the
+# cores (32 workers: 14,092 samples/s, +23% over 16); on Colab's 2 vCPUs expect it to flatten
+# at 2 (a prediction). One worker can be slower than none (946 against 1,245 samples/s on that
+# run): it decodes what the main process would, and each batch must then travel to it. Before you measure,
 # `cg.suggest_num_workers()` follows a rule: one worker per core, at most 8. Given your sweep,
 # it picks the fewest workers within 10% of the fastest, where the plateau starts, and says why:
 # that is the number to use on this runtime.
@@ -168,7 +172,7 @@ with warnings.catch_warnings(record=True) as caught:
     loader = cg.worker_loader(jpegs, 128, device=device, num_workers=too_many, persistent_workers=False)
     next(iter(loader))
 messages = [str(w.message) for w in caught if "worker" in str(w.message)]
-print(messages[0][:200] if messages else "no warning")
+print(messages[0] if messages else "no warning")
 assert messages, "PyTorch warns when a DataLoader asks for more workers than cores"
 
 # %% [markdown]
@@ -312,11 +316,15 @@ assert all(matches)
 # dominates the loader, which is why the loaders alone differ so much. The epoch gains less:
 # the training steps cost the same behind either loader, so the gain is bounded by the step's
 # own cost, (load + train) / train. To raise the bound, make the step cheaper (a bigger batch, a
-# fused optimizer: lesson 10's levers for a launch-bound step). The last two lines above name
-# each step's regime on this runtime (lesson 10 teaches the rule). On a GPU, expect the step fed
-# by the DataLoader to wait for its data (input-bound), and the one fed from the device to wait
-# on kernel launches (launch-bound: this MLP is small). Use a GPU-resident loader whenever the
-# data set fits in GPU memory.
+# fused optimizer: lesson 10's levers for a launch-bound step). The epoch's "loading" (its time
+# minus the no-loading epoch's) can exceed the loader timed alone (on the course's H100 run
+# (2026-11-26): 0.50 s against 0.31 s at 767 batches/s): in an epoch, a copy from pageable
+# memory can wait for the GPU to finish the queued step, so the host no longer runs ahead. The
+# last two lines above name each step's regime on this runtime (lesson 10 teaches the rule). On
+# the course's H100 run (2026-11-26) the step fed by the DataLoader was input-bound (the GPU
+# waited 61% of it) and the one fed from the device launch-bound (busy 11%: this MLP is small);
+# expect the same on a T4 (a prediction). Use a GPU-resident loader whenever the data set fits
+# in GPU memory.
 #
 # ## 5. Augment on the GPU with `torchvision.transforms.v2`
 #
@@ -454,9 +462,10 @@ cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_c
 #
 # - Measure the input pipeline on its own (`cg.measure_loader`): if it delivers fewer
 #   samples/s than the GPU trains, the GPU waits.
-# - CPU-heavy pipelines: `num_workers` where your sweep's plateau starts (at most the cores: 2
-#   on Colab), `persistent_workers=True`, and `prefetch_factor` if batches arrive unevenly. Time a
-#   sweep over enough batches (ten per worker), not over one epoch of a small data set.
+# - CPU-heavy pipelines: `num_workers` where your sweep's plateau starts (2 on Colab's 2 vCPUs,
+#   a prediction; the course's 16-core H100 host still gained at 32), `persistent_workers=True`,
+#   and `prefetch_factor` if batches arrive unevenly. Time a sweep over enough batches (ten per
+#   worker), not over one epoch of a small data set.
 # - `pin_memory=True` + `.to(device, non_blocking=True)`: faster, asynchronous copies.
 # - Data that fits in GPU memory: keep it there (`cg.DeviceLoader`) and augment on the GPU
 #   with v2 on uint8 batches: `ToImage`, random ops, `ToDtype(float32, scale=True)`, `Normalize`.

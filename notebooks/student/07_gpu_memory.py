@@ -165,7 +165,8 @@ else:
 # matrix multiply, PyTorch gives cuBLAS (NVIDIA's matmul library) a *workspace* from the caching
 # allocator and keeps it for the life of the process: one per cuBLAS handle, and each thread that
 # multiplies has its own (this notebook's, and autograd's backward thread). A workspace is 32 MiB
-# on an H100 (the H100 run showed 65 MiB left here) and about 8 MiB on older GPUs such as the T4.
+# on an H100 (65.0 MiB left here on the course's H100 run (2026-11-26)); expected on a T4: about
+# 8 MiB each (a prediction).
 # So a "back to baseline" check takes its baseline after a first matmul, as section 4 does.
 
 # %%
@@ -267,8 +268,10 @@ if on_gpu:
 # `except torch.OutOfMemoryError:` then `cg.cleanup(device)`. `cg.find_max_batch_size` does
 # exactly that to find the largest batch that fits: it doubles the batch until it runs out
 # of memory, then bisects, cleaning up after every failure. Three details make it usable:
-# - it stops bisecting once the gap is within 1/16 of the size (a few tries, not sixteen: on a
-#   small GPU each try at a large batch is a slow, full training step);
+# - it stops bisecting once the gap is within 1/16 of the size (about four bisections, not
+#   sixteen: on a small GPU each try at a large batch is a slow, full training step); the
+#   doublings before them are most of the tries (on the course's H100 run (2026-11-26): 21
+#   tries, 16 of them doublings from 64);
 # - it **suggests** a batch 10% below the edge, rounded down to a multiple of 8: memory use
 #   varies from step to step (fragmentation, cuDNN workspaces), and a batch that just fitted
 #   once fails an hour later;
@@ -407,11 +410,11 @@ if on_gpu:
 #
 # lets the allocator grow segments instead of creating new ones. Use this name:
 # PyTorch 2.9 added a device-neutral `PYTORCH_ALLOC_CONF`, but torch 2.9.x silently ignores it
-# for this key on CUDA (pytorch/pytorch#183387; the H100 run's torch 2.11 applied it) and
-# releases before 2.9 do not know it, while `PYTORCH_CUDA_ALLOC_CONF` works on every version this
-# course supports (PyTorch's out-of-memory message names `PYTORCH_CUDA_ALLOC_CONF` in 2.7-2.9 and
-# 2.14, but `PYTORCH_ALLOC_CONF` in 2.10, Kaggle's version: set `PYTORCH_CUDA_ALLOC_CONF` whatever
-# it says).
+# for this key on CUDA (pytorch/pytorch#183387; torch 2.11 applied it on the course's H100 run
+# (2026-11-26)) and releases before 2.9 do not know it, while `PYTORCH_CUDA_ALLOC_CONF` works on
+# every version this course supports (PyTorch's out-of-memory message names
+# `PYTORCH_CUDA_ALLOC_CONF` in 2.7-2.9, 2.11 and 2.14, but `PYTORCH_ALLOC_CONF` in 2.10, Kaggle's
+# version: set `PYTORCH_CUDA_ALLOC_CONF` whatever it says).
 #
 # A setting that is silently ignored is worse than none, so **confirm it took effect**: the
 # allocator reports the settings it applied in `torch.cuda.memory._snapshot()["allocator_settings"]`
@@ -455,6 +458,7 @@ else:
 # %%
 import matplotlib.pyplot as plt
 
+del deep, x, grads  # section 5's checkpointing experiment: not part of this step's memory
 if on_gpu:
     model = cg.mlp(in_features, hidden=hidden, depth=depth).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -473,7 +477,8 @@ if on_gpu:
     cg.plot_memory_timeline(timeline, f"one training step, batch 512, MLP depth {depth} (change since before the step)")
     plt.show()
     print(f"{len(timeline)} allocations and frees; at most {max(timeline) / 2**20:.1f} MiB more than before the "
-          f"step; peak allocated {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB")
+          f"step; peak allocated {torch.cuda.max_memory_allocated(device) / 2**20:.1f} MiB (the model, its "
+          "gradients and Adam's state included)")
     # The snapshot and the allocator's own peak count the same tensors: before + the timeline's top is the peak's
     assert held_before + max(timeline) <= torch.cuda.max_memory_allocated(device)
     print("wrote memory_snapshot.pickle: open it at https://pytorch.org/memory_viz")

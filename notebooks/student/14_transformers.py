@@ -34,7 +34,8 @@
 # - what a language model needs in GPU memory (weights, the KV cache, training with Adam),
 #   computed before you load anything, then measured;
 # - generation with and without a KV cache: the same tokens, far less work;
-# - LoRA by hand: fine-tune a model by training two small matrices per layer;
+# - LoRA by hand: fine-tune a model by training two small matrices per layer, kept in fp32
+#   beside 16-bit weights; put your layer into a model, save only what trained, merge it;
 # - a pretrained model from the Hugging Face Hub, loaded straight to the GPU in 16 bits, its
 #   memory and its KV cache checked against the formulas.
 #
@@ -76,6 +77,43 @@ import colab_gpu as cg
 device = cg.get_device()
 on_gpu = device.type == "cuda"
 print(f"PyTorch {torch.__version__}, computing on: {device}")
+
+# %% [markdown]
+# **The words this lesson uses.** A language model reads text as *tokens* (a word or a piece
+# of one, each an integer id) and is a stack of identical layers. Each layer has:
+# - **query, key, value** (`q`, `k`, `v`): three vectors each token computes from its input
+#   with three linear layers. A token's query is compared with the key of every token up to
+#   it (a dot product: how relevant is that token?), and the token's output is the average of
+#   their values, weighted by those scores. That is **attention**.
+# - **heads**: attention runs side by side on slices of `head_dim` numbers, each slice with
+#   its own q, k and v: 8 heads of 64 numbers make 512-number vectors.
+# - **KV heads, grouped-query attention (GQA)**: recent models compute fewer key and value
+#   heads than query heads; each KV head serves a group of query heads (below). What a model
+#   keeps of past tokens (its KV cache, section 4) is the KV heads only: with 8 query heads
+#   and 2 KV heads, 4x less.
+# - **rotary positions (RoPE)**: how the model knows word order: q and k are rotated by an
+#   angle that grows with the token's position, so their dot product depends on how far apart
+#   the two tokens are.
+# - **RMSNorm**: a normalization like LayerNorm that divides each vector by its root mean
+#   square (no mean subtracted), then scales it.
+# - **gated MLP**: the layer's feed-forward part, `down(silu(gate(x)) * up(x))`: two linear
+#   layers up, one gating the other, one linear layer down.
+#
+# At the ends of the stack, the **embedding** turns each id into a vector, and the output layer
+# turns each position's final vector into **logits**, one score per token of the vocabulary
+# (softmax makes them the probabilities of the next token). With **tied embeddings** both use
+# the same matrix. **Greedy decoding** picks the token with the largest logit (`argmax`) at each
+# step. **Compute capability** is a GPU generation's number
+# (`torch.cuda.get_device_capability()`): 7.5 for a T4, 8.0 for an A100, 8.9 for an L4, 9.0
+# for an H100; from 8.0 on, a GPU has bf16 tensor cores (lesson 06) and FlashAttention.
+#
+# Grouped-query attention with 8 query heads and 2 KV heads, as in this lesson's small model:
+#
+# ```text
+#  query heads:   q0  q1  q2  q3        q4  q5  q6  q7
+#                   \   \  /   /          \   \  /   /
+#  KV heads:          k0, v0                k1, v1        <- the KV cache stores these 2, not 8
+# ```
 
 # %% [markdown]
 # ## 1. Attention, by hand and fused
@@ -124,19 +162,15 @@ assert difference < tolerance
 #
 # A T4 has no FlashAttention: PyTorch uses the memory-efficient kernel, which is close. But
 # note the trap from lesson 06: in **bf16** a T4 has no fused kernel at all and falls back to
-# math. `cg.attention_backend` is this table as code; PyTorch's own choice (a private function,
-# `torch._fused_sdp_choice`) must agree with it:
+# math. `cg.attention_backend` is this table as code; on this runtime it says:
 
 # %%
-capability = torch.cuda.get_device_capability(device) if on_gpu else None
+capability = torch.cuda.get_device_capability(device) if on_gpu else None  # (7, 5) on a T4; None: a CPU
 cudnn_first = on_gpu and cg.cudnn_attention_first(capability, torch.backends.cudnn.version(), torch.__version__)
-names = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
+runtime = f"compute capability {capability[0]}.{capability[1]}" if on_gpu else "a CPU"
 for candidate in (torch.float16, torch.bfloat16):
-    x = torch.randn(1, heads, length, head_dim, device=device, dtype=candidate)
-    predicted = cg.attention_backend(capability, candidate, head_dim, cudnn_first=cudnn_first, key_length=length)
-    actual = names[torch._fused_sdp_choice(x, x, x)]
-    print(f"{str(candidate):15} the rule says {predicted:9} PyTorch picks {actual}")
-    assert predicted == actual
+    kernel = cg.attention_backend(capability, candidate, head_dim, cudnn_first=cudnn_first, key_length=length)
+    print(f"{runtime}, {candidate}: {kernel}")
 
 # %% [markdown]
 # You can force a kernel with `torch.nn.attention.sdpa_kernel`. When the kernel cannot run
@@ -166,22 +200,6 @@ for reason in reasons(why):
     print("warning:", reason)
 
 # %% [markdown]
-# Forced one at a time, the kernels show which of them this runtime has for section 1's
-# inputs, and what each costs (math is PyTorch's unfused version of the four lines above):
-
-# %%
-for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
-                SDPBackend.MATH):
-    with warnings.catch_warnings(record=True) as why, sdpa_kernel(backend):
-        warnings.simplefilter("always")
-        try:
-            timing = cg.benchmark(lambda: F.scaled_dot_product_attention(q, k, v), device=device, repeat=5)
-            print(f"{backend.name:20} {cg.format_seconds(timing.median):>9}")
-        except RuntimeError:  # "No available kernel": the warnings say why
-            said = [r for r in reasons(why) if not r.endswith("because:")]  # the reasons, not their headings
-            print(f"{backend.name:20} refused: {'; '.join(said) or 'not a kernel PyTorch has for this device'}")
-
-# %% [markdown]
 # ## 2. Time and memory against the sequence length
 #
 # By hand, the score matrix holds `heads x tokens x tokens` numbers: double the length, four
@@ -194,21 +212,25 @@ my_prediction = None  # e.g. 4
 # %%
 import matplotlib.pyplot as plt
 
+
+def median_time(attention, q, k, v):  # seconds per call of attention(q, k, v), the median of 3
+    return cg.benchmark(lambda: attention(q, k, v), device=device, repeat=3).median
+
+
 lengths = [1024, 2048, 4096, 8192] if on_gpu else [256, 512, 1024, 2048]
 rows = []
 for n in lengths:
     qn, kn, vn = (torch.randn(1, heads, n, head_dim, device=device, dtype=dtype) for _ in range(3))
-    by_hand = cg.benchmark(lambda qn=qn, kn=kn, vn=vn: attention_by_hand(qn, kn, vn), device=device, repeat=3)
-    fused_time = cg.benchmark(lambda qn=qn, kn=kn, vn=vn: F.scaled_dot_product_attention(qn, kn, vn),
-                              device=device, repeat=3)
+    by_hand = median_time(attention_by_hand, qn, kn, vn)
+    fused_time = median_time(F.scaled_dot_product_attention, qn, kn, vn)
     score_mib = (qn @ kn.transpose(-2, -1)).nbytes / 2**20  # the scores attention by hand writes to memory
     with cg.measure_peak(device) as peak:  # lesson 07: the allocator's peak, on a GPU (None on a CPU)
         attention_by_hand(qn, kn, vn)
     with cg.measure_peak(device) as fused_peak:
         F.scaled_dot_product_attention(qn, kn, vn)
-    rows.append((n, by_hand.median, fused_time.median, score_mib, peak.peak_mib, fused_peak.peak_mib))
-    print(f"{n:5} tokens: by hand {cg.format_seconds(by_hand.median):>9}, fused "
-          f"{cg.format_seconds(fused_time.median):>9}; scores {score_mib:8,.0f} MiB"
+    rows.append((n, by_hand, fused_time, score_mib, peak.peak_mib, fused_peak.peak_mib))
+    print(f"{n:5} tokens: by hand {cg.format_seconds(by_hand):>9}, fused "
+          f"{cg.format_seconds(fused_time):>9}; scores {score_mib:8,.0f} MiB"
           + (f"; peak by hand {peak.peak_mib:,.0f} MiB, fused {fused_peak.peak_mib:,.1f} MiB" if on_gpu else ""))
 if on_gpu:  # the fused kernel never stores the scores: at the longest length its peak stays far below them
     assert rows[-1][5] < rows[-1][3]
@@ -270,7 +292,7 @@ assert memory.ADAM_TRAINING_BYTES_PER_PARAMETER * llama_1b.parameters > t4  # 1B
 # Built on the GPU, its fp32 copy lives there for a moment instead: fine for a small model,
 # not for a 7B one (29 GB in fp32), which you load in its 16-bit dtype weight by weight.
 # For a pretrained model, `from_pretrained(..., dtype=torch.float16, device_map="cuda")` does
-# both while loading (section 6).
+# both while loading (section 7).
 
 # %%
 shape = memory.ModelShape("tiny", vocab=2048, hidden=256, intermediate=688, layers=4, heads=8, kv_heads=2,
@@ -364,9 +386,11 @@ print(f"the prompt pass, {batch} x {prompt_tokens:,} tokens: {prefill.regime}")
 # batch until memory (the cache grows with it) or compute runs out. Measured here:
 
 # %%
+from functools import partial
+
 for batch in (1, 4, 16):
     prompts = torch.randint(0, shape.vocab, (batch, 32), device=device)
-    result = cg.benchmark(lambda prompts=prompts: cg.generate(model, prompts, 32), device=device, warmup=1, repeat=3)
+    result = cg.benchmark(partial(cg.generate, model, prompts, 32), device=device, warmup=1, repeat=3)
     print(f"batch {batch:2}: {batch * 32 / result.median:8,.0f} tokens/s")
 
 # %% [markdown]
@@ -391,8 +415,8 @@ prompts = torch.randint(0, shape.vocab, (batch, prompt_tokens), device=device)
 formats = {"fp16": torch.float16, "bf16": torch.bfloat16}
 models = {name: copy.deepcopy(model).to(dtype) for name, dtype in formats.items()}  # the same weights, rounded
 with torch.inference_mode():  # the prompt pass of generation: the last position's logits only
-    timings = cg.compare_steps({name: lambda m=m: m(prompts, last_only=True) for name, m in models.items()},
-                               device=device, warmup=1)
+    passes = {name: partial(m, prompts, last_only=True) for name, m in models.items()}  # called later
+    timings = cg.compare_steps(passes, device=device, warmup=1)
 for name, result in timings.items():
     kernel = cg.attention_backend(capability, formats[name], shape.head_dim, cudnn_first=cudnn_first,
                                   key_length=prompt_tokens)
@@ -410,16 +434,31 @@ if not on_gpu:
 # adds to a few linear layers (the attention's query and value projections) a trainable update
 # `B @ A` of low rank `r`: A is (r x in), B is (out x r), and the layer computes
 # `base(x) + (alpha / r) · x Aᵀ Bᵀ`. B starts at **zero**, so at step 0 the model is
-# unchanged; only `r x (in + out)` numbers per layer train.
+# unchanged; only `r x (in + out)` numbers per layer train. The scale is `alpha / r`, not a
+# constant, so that changing the rank does not change the size of the update: the learning
+# rate you tuned still fits.
+#
+# A model loaded in 16 bits has 16-bit layers, but A and B are trained weights, and trained
+# weights stay in fp32: lesson 06's master weights. In fp16 they break at the first AdamW step:
+# B starts at zero, so A's first gradient is 0, and Adam divides by √(its running mean of
+# squared gradients) + `eps`, where `eps = 1e-8` rounds to 0 in fp16 (whose smallest number is
+# 6e-8): 0/0, NaN. PEFT keeps its adapters in fp32 for this reason. `forward` casts A and B to
+# the input's dtype, as autocast casts fp32 weights, and the layer returns the base layer's
+# dtype, which the layers after it expect.
 #
 # ## Exercise: write a LoRA linear layer
 #
-# Complete `MyLoRALinear`: keep `base` frozen (`requires_grad_(False)`), add `self.A` (random:
-# `nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))`, as `nn.Linear` does, or any small random
-# values) and `self.B` (zeros) as `nn.Parameter`s on the base layer's device
-# and in its dtype (a model loaded in 16 bits has 16-bit layers), and add the scaled update in
-# `forward`. The check runs your layer against the definition, then measures what
-# it saves on this runtime.
+# Complete `MyLoRALinear`:
+# - keep `base` frozen (`requires_grad_(False)`);
+# - add `self.A` (random: `nn.init.kaiming_uniform_(self.A, a=math.sqrt(5))`, as `nn.Linear`
+#   does) and `self.B` (zeros) as `nn.Parameter`s in fp32 on the base layer's device. Pass
+#   `device=` and `dtype=` when you create the tensor: `.to()` on an `nn.Parameter` returns a
+#   plain tensor, which no optimizer sees;
+# - keep `self.scale = alpha / rank`, and add the scaled update in `forward`, computed with A
+#   and B cast to `x.dtype`.
+#
+# The check runs your layer against the definition on an fp32 and an fp16 layer (one AdamW
+# step included), then measures what it saves on this runtime.
 
 # %%
 from torch import nn
@@ -429,59 +468,130 @@ class MyLoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, rank: int, alpha: float):
         super().__init__()
         self.base = base
-        # your code: freeze base, add self.A and self.B, keep the scale alpha / rank
+        # your code: freeze base, add self.A and self.B (fp32, on base.weight.device), self.scale = alpha / rank
 
     def forward(self, x):
-        return self.base(x)  # your code: add the low-rank update
+        return self.base(x)  # your code: add the low-rank update, with A and B cast to x.dtype
 
 
 # %%
 cg.checks.lora_linear(MyLoRALinear, device)
 
 # %% [markdown]
-# With adapters on a real model: `cg.add_lora` wraps the `q` and `v` projections of every
-# layer in the package's version of your class, a short training run on a small text lowers the
-# loss, and `cg.merge_lora` folds `B @ A` into the weights for inference, at no cost per token.
-# In practice the library that does this is PEFT (section 6): the same arithmetic.
+# ## 6. Your layer in a model: train, measure, save, merge
+#
+# To put a layer into a model, walk the model's modules and replace each target `nn.Linear`
+# in place: `named_children()` gives each submodule with its attribute name, and `setattr`
+# swaps it. Freeze the model first: the adapters, created after, train. The model is built in
+# this runtime's 16 bits, as a model you load would be (fp32 on a CPU). The check decides which
+# layer goes in: yours once it passes; until then the package's `LoRALinear` (the same layer),
+# so that the lesson runs to the end.
+
+# %%
+from colab_gpu.lora import LoRALinear
+
+lora_class = MyLoRALinear if cg.checks.lora_linear(MyLoRALinear, device) else LoRALinear
+print(f"the LoRA layer below: {lora_class.__name__}")
 
 # %%
 text = "the quick brown fox jumps over the lazy dog. " * 8
 ids = torch.tensor([[ord(c) % shape.vocab for c in text]], device=device)  # one token per character
 torch.manual_seed(0)
 with torch.device(device):
-    model = cg.TinyDecoder(shape)
-cg.add_lora(model, rank=8)
-trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-print(f"training {trainable:,} of {sum(p.numel() for p in model.parameters()):,} parameters")
-optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    model = cg.TinyDecoder(shape).to(dtype)
+
+model.requires_grad_(False)  # freeze everything: the adapters created below train
+for module in list(model.modules()):  # a list: the loop changes the model
+    for name, child in list(module.named_children()):
+        if name in ("q", "v") and isinstance(child, nn.Linear):  # the query and value projections
+            setattr(module, name, lora_class(child, rank=8, alpha=16.0))  # in place of the nn.Linear
+adapters = [p for p in model.parameters() if p.requires_grad]
+print(f"layer 0's q is now a {type(model.layers[0].q).__name__}; training {sum(p.numel() for p in adapters):,} "
+      f"of {sum(p.numel() for p in model.parameters()):,} parameters: adapters in {adapters[0].dtype}, "
+      f"weights in {dtype}")
+
+# %% [markdown]
+# `cg.add_lora(model, targets=("q", "v"), rank=8, layer_class=lora_class)` is this loop, and
+# says which linear layers exist when no name matches (the reload below and section 7 use it).
+# Training needs no change for the adapters: the optimizer gets them, and in fp16 lesson 06's
+# `GradScaler` scales the loss (it unscales fp32 gradients only: one more reason for fp32
+# adapters).
+
+# %%
+optimizer = torch.optim.AdamW(adapters, lr=1e-2)
+scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)  # lesson 06: fp16 only
 losses = []
 for _ in range(60):
     logits, _ = model(ids[:, :-1])
-    loss = F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten())
     optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
     losses.append(loss.item())  # 60 steps: reading the loss each step costs nothing worth avoiding here
 print(f"loss {losses[0]:.2f} -> {losses[-1]:.2f}")
 assert losses[-1] < 0.8 * losses[0]
-# What training keeps from step to step, measured, against training every weight (section 3's arithmetic)
-gradients = memory.storage_bytes(p.grad for p in model.parameters() if p.grad is not None)
+
+# %% [markdown]
+# What training keeps from step to step, measured, against training every weight (section 3's
+# arithmetic):
+
+# %%
+gradients = memory.storage_bytes(p.grad for p in adapters if p.grad is not None)
 moments = memory.storage_bytes(t for state in optimizer.state.values() for key, t in state.items() if key != "step")
 full = memory.training_bytes(shape.parameters)
 print(f"gradients {gradients / 2**20:.2f} MiB and Adam's moments {moments / 2**20:.2f} MiB; training every weight: "
       f"{full['gradients'] / 2**20:.1f} MiB and {full['adam moments'] / 2**20:.1f} MiB")
 assert 50 * gradients < full["gradients"] and 50 * moments < full["adam moments"]
 
+# %% [markdown]
+# Only the adapters changed, so only they need saving: the parameters that require a gradient.
+# To use them again, build the base model again (for a pretrained one, `from_pretrained`),
+# add the adapters, and load the file with `strict=False`: the base model's weights are the
+# keys it lacks.
+
+# %%
+import io
+
+trained = {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}  # A and B of each layer
+file = io.BytesIO()  # in your project, a path: torch.save(trained, "adapters.pt")
+torch.save(trained, file)
+print(f"saved {len(trained)} tensors: {file.tell() / 2**20:.2f} MiB, for a model of "
+      f"{memory.storage_bytes(model.parameters()) / 2**20:.2f} MiB")
+
+torch.manual_seed(0)
+with torch.device(device):
+    reloaded = cg.TinyDecoder(shape).to(dtype)  # the same base weights
+cg.add_lora(reloaded, targets=("q", "v"), rank=8, layer_class=lora_class)
+file.seek(0)
+missing, unexpected = reloaded.load_state_dict(torch.load(file), strict=False)
+assert not unexpected and len(missing) + len(trained) == len(reloaded.state_dict())
 model.eval()
+reloaded.eval()
 with torch.no_grad():
     adapted = model(ids)[0]
-    cg.merge_lora(model)
-    merged = model(ids)[0]
-print(f"after merging: largest difference {(adapted - merged).abs().max().item():.1e}")
-assert torch.allclose(adapted, merged, rtol=1e-3, atol=1e-4)
+    difference = (reloaded(ids)[0] - adapted).abs().max().item()
+print(f"reloaded: {len(missing)} tensors from the base model, {len(trained)} from the file; largest difference "
+      f"{difference:.1e}")
+assert difference <= 1e-3 * adapted.abs().max().item()
 
 # %% [markdown]
-# ## 6. A pretrained model from the Hugging Face Hub
+# For inference, `cg.merge_lora` folds each `scale · B @ A` into its base weight: the model is an
+# ordinary one again, at no cost per token. In 16 bits the merged weight is rounded once, so
+# the outputs move by that rounding (fp16 and bf16 keep 3 to 4 significant digits).
+
+# %%
+with torch.no_grad():
+    merged_layers = cg.merge_lora(model)
+    merged = model(ids)[0]
+difference = (adapted - merged).abs().max().item()
+print(f"merged {merged_layers} layers into nn.Linear: largest difference {difference:.1e}, for logits up to "
+      f"{adapted.abs().max().item():.1f}")
+assert merged_layers == 2 * shape.layers
+assert difference <= (1e-5 if dtype == torch.float32 else 2e-2) * adapted.abs().max().item()
+
+# %% [markdown]
+# ## 7. A pretrained model from the Hugging Face Hub
 #
 # In your own projects you will load a model rather than build one, with Hugging Face
 # `transformers` (preinstalled on Colab and Kaggle; `pip install transformers` elsewhere leaves
@@ -546,23 +656,26 @@ print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f}
       f"maximum: {llm.config.max_position_embeddings:,})")
 
 # %% [markdown]
-# The same LoRA as section 5 fits this model: its attention projections are called `q_proj`
-# and `v_proj`. Counted, and checked against `rank x (inputs + outputs)` per adapted layer:
+# Your LoRA layer fits this model too: its attention projections are called `q_proj` and
+# `v_proj`, and `cg.add_lora` does section 6's loop. Counted, and checked against
+# `rank x (inputs + outputs)` per adapted layer:
 
 # %%
 total = sum(p.numel() for p in llm.parameters())
 rank = 8
-cg.add_lora(llm, targets=("q_proj", "v_proj"), rank=rank)
+cg.add_lora(llm, targets=("q_proj", "v_proj"), rank=rank, layer_class=lora_class)
 trainable = sum(p.numel() for p in llm.parameters() if p.requires_grad)
 q_out, v_out = llm_shape.heads * llm_shape.head_dim, llm_shape.kv_heads * llm_shape.head_dim
 assert trainable == llm_shape.layers * rank * ((llm_shape.hidden + q_out) + (llm_shape.hidden + v_out))
+adapter_dtype = next(p.dtype for p in llm.parameters() if p.requires_grad)
 print(f"LoRA of rank 8 on {llm_shape.layers} layers: {trainable:,} trainable parameters, "
-      f"{100 * trainable / total:.2f}% of {total:,}")
+      f"{100 * trainable / total:.2f}% of {total:,}; adapters in {adapter_dtype}, weights in {dtype}")
 
 # %% [markdown]
 # In practice, [PEFT](https://huggingface.co/docs/peft) adds the adapters, trains them with
 # `transformers`' Trainer or your own loop, and saves only them (a few MB). Where it is
-# installed, the same adapters through PEFT count the same:
+# installed, the same adapters through PEFT count the same, and PEFT keeps them in fp32 too
+# (its `autocast_adapter_dtype=True`, the default):
 
 # %%
 import importlib.util
@@ -580,7 +693,8 @@ else:
             warnings.simplefilter("ignore", FutureWarning)
             peft_model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"]))
         peft_trainable, _ = peft_model.get_nb_trainable_parameters()
-        print(f"PEFT: {peft_trainable:,} trainable parameters")
+        peft_dtype = next(p.dtype for p in peft_model.parameters() if p.requires_grad)
+        print(f"PEFT: {peft_trainable:,} trainable parameters, adapters in {peft_dtype}, weights in {dtype}")
         assert peft_trainable == trainable
         del base, peft_model
 
@@ -596,6 +710,45 @@ else:
 #   Build a model on the device in its dtype (`with torch.device(device)`), not on the CPU.
 # - A KV cache gives the same tokens for far less work per step; batching raises throughput.
 #   A generation loop reads nothing back per token and computes the logits it reads, no more.
-# - LoRA: freeze the model, train `B @ A` (B at zero) on a few layers, merge for inference.
+# - LoRA: freeze the model, train `B @ A` (B at zero, scaled by `alpha / r`) on a few layers,
+#   A and B in fp32 beside 16-bit weights (in fp16, Adam's first step gives NaN), cast to the
+#   input's dtype in `forward`. Put a layer into a model by replacing each target `nn.Linear`
+#   found by `named_children()`; save only the parameters that require a gradient; merge for
+#   inference.
 # - A Hub model: `from_pretrained(name, dtype=..., device_map=...)` loads it on the GPU in 16
 #   bits; `ModelShape.from_config(model.config)` gives section 3's arithmetic for it.
+#
+# The part below is optional.
+
+# %% [markdown]
+# ## Going further (optional): which attention kernel runs, and what each costs
+#
+# PyTorch's own choice of kernel for given inputs is a private function,
+# `torch._fused_sdp_choice` (private: it may change in any release). It agrees with
+# `cg.attention_backend`, section 1's table as code:
+
+# %%
+names = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}  # the numbers it returns
+for candidate in (torch.float16, torch.bfloat16):
+    x = torch.randn(1, heads, length, head_dim, device=device, dtype=candidate)
+    predicted = cg.attention_backend(capability, candidate, head_dim, cudnn_first=cudnn_first, key_length=length)
+    actual = names[torch._fused_sdp_choice(x, x, x)]
+    print(f"{str(candidate):15} the rule says {predicted:9} PyTorch picks {actual}")
+    assert predicted == actual
+
+# %% [markdown]
+# Forced one at a time, the kernels show which of them this runtime has for section 1's
+# inputs, and what each costs (math is PyTorch's unfused version of section 1's four lines):
+
+# %%
+for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
+                SDPBackend.MATH):
+    with warnings.catch_warnings(record=True) as why, sdpa_kernel(backend):
+        warnings.simplefilter("always")
+        try:
+            timing = cg.benchmark(lambda: F.scaled_dot_product_attention(q, k, v), device=device, repeat=5)
+            print(f"{backend.name:20} {cg.format_seconds(timing.median):>9}")
+        except RuntimeError:  # "No available kernel": the warnings say why
+            said = [r for r in reasons(why) if not r.endswith("because:")]  # the reasons, not their headings
+            print(f"{backend.name:20} refused: {'; '.join(said) or 'not a kernel PyTorch has for this device'}")
+
