@@ -34,7 +34,7 @@
 # - to write the fast loop yourself, measure it against rung 0 here, and take it home in plain
 #   PyTorch (and what to do when the data does not fit on the GPU).
 #
-# **Time:** 75 minutes. **Prerequisites:** lessons 03 (the loop), 05 (feeding the GPU),
+# **Time:** 80 minutes. **Prerequisites:** lessons 03 (the loop), 05 (feeding the GPU),
 # 06 (mixed precision) and 11 (`torch.compile`).
 
 # %%

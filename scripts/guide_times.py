@@ -64,14 +64,15 @@ def fill_column(column: str, timings: dict, guide: Path = GUIDE) -> None:
 
 def gpu_times(reports: Path) -> dict[str, str]:
     """{lesson number: "67 s (H100)"} from the imported runs' report.json: a T4's newest time, else the newest."""
-    chosen: dict[str, tuple[bool, str, str]] = {}  # number -> (on a T4, date, cell)
+    chosen: dict[str, tuple[bool, str, str]] = {}  # number -> (on a T4, when the run ended, cell)
     for report_file in sorted(reports.glob("*/report.json")):
         report = json.loads(report_file.read_text())
         gpu = gpu_label(report["gpu"])
         for stem, result in report.get("lessons", {}).get("lessons", {}).items():
             if result.get("status") != "ok":
                 continue
-            key = (gpu == WORKSHOP_GPU, report.get("date", ""), f"{result['seconds']:.0f} s ({gpu})")
+            when = max([w.get("started", "") for w in report.get("windows", [])] or [report.get("date", "")])
+            key = (gpu == WORKSHOP_GPU, when, f"{result['seconds']:.0f} s ({gpu})")
             chosen[stem[:2]] = max(chosen.get(stem[:2], key), key)
     return {number: cell for number, (_, _, cell) in chosen.items()}
 
