@@ -205,15 +205,17 @@ for r in ran:
 # 128 the small CNN's step is short, and on a fast GPU it is *launch-bound*: the GPU finishes each
 # kernel before Python has launched the next one, so cheaper kernels save nothing, while
 # autocast adds cast kernels and a compiled model adds its guards. That is how rung 3 can come out
-# slower than rung 2 (the first H100 run: 1.65 against 1.56 s per epoch). Rung 4's levers are the
+# slower than rung 2 (on the course's H100 run of 2026-11-26: 1.83 against 1.60 s per epoch). Rung 4's levers are the
 # ones a launch-bound step needs: four times the work per launch (batch 512), and a fused optimizer
 # (one launch for every parameter, and no wait on GradScaler's overflow flag in float16).
 #
-# Whether the techniques of rungs 3 and 5 pay once the batch is large depends on the GPU: on a T4
-# (8 TFLOP/s in fp32) a batch of 512 keeps it busy, on an H100 the small CNN may still be
-# launch-bound, and only the wider speed net of rung 6 keeps it busy (expectations: the committed
-# outputs are a CPU's). The next cell measures it where it matters, on the last rung's step:
-# the same recipe without `torch.compile`, then also without mixed precision, each profiled.
+# Whether the techniques of rungs 3 and 5 pay once the batch is large depends on the GPU. On the
+# course's H100 run (2026-11-26) even rung 6's step stayed launch-bound (the GPU busy 37% of it):
+# with `torch.compile` it ran at 0.98x the speed without it, with mixed precision at 0.93x:
+# neither lever paid there. A T4 does about a twentieth of an H100's arithmetic (8 TFLOP/s in fp32), so
+# a batch of 512 should keep it busy and both levers should pay (a prediction: no T4 run yet).
+# The next cell measures it where it matters, on the last rung's step: the same recipe without
+# `torch.compile`, then also without mixed precision, each profiled.
 
 # %%
 last = ran[-1]
