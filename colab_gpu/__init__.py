@@ -18,9 +18,10 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 08 multi-GPU: ``parallel`` (DDP setup, torchrun);
 - 09 errors: ``errors`` (shows_error), ``atlas`` (the errors learners meet), ``explain`` (cg.explain and
   ``%load_ext colab_gpu``);
-- 10 profiler: ``profiling`` (a profile reduced to its regime: input-, launch-, GPU- or CPU-bound, what helps and
-  what cannot: ``regimes``), ``profile_events`` (a profile's events as spans),
-  ``timing.compare_steps`` (two ways of running a short step, timed against each other);
+- 10 profiler: ``profiling`` (a step timed, then profiled), ``profile_summary`` (the profile reduced to its numbers),
+  ``regimes`` (the regime: input-, launch-, GPU- or CPU-bound, what helps and what cannot), ``profile_events``
+  (a profile's events as spans, kernels by kind), ``recorded`` (steps profiled on the course's GPUs),
+  ``timing.compare_steps`` (two ways of running a step, timed against each other);
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
 - 12 capstone: ``speedrun_ladder`` (the rungs, each measured; ``speedrun_ladder.speedrun``, the last one),
   ``augment`` (crops and flips per image on the CPU or per batch on the device);
@@ -74,6 +75,7 @@ from .parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, launch
 from .plots import bar_seconds, plot_bandwidth, plot_history, plot_memory_timeline, show_figure, show_images
 from .precision import choose_precision, restored_backend_settings, set_tf32, tf32_enabled, tf32_mode
 from .profiling import ProfileSummary, profile_step, profile_training_steps, summarize_profile
+from .recorded import recorded_steps
 from .references import compare_with_references
 from .runtime import cpu_count, print_runtime_report, runtime_report
 from .speedrun_ladder import run_ladder, speedrun
@@ -151,6 +153,7 @@ __all__ = [
     "print_runtime_report",
     "profile_step",
     "profile_training_steps",
+    "recorded_steps",
     "random_crop",
     "rank0_print",
     "restored_backend_settings",

@@ -1,5 +1,6 @@
 """A torch.profiler run's events as the spans `colab_gpu.profiling` reads (lesson 10): which ran on the GPU, which
-are host reads of a device value, which are kernel launches, and how much of a span of time kernels covered.
+are host reads of a device value (and whose: the learner's or the GradScaler's), which are kernel launches, what kind
+of work each kernel is, and how much of a span of time kernels covered.
 """
 
 from __future__ import annotations
@@ -16,6 +17,27 @@ FRAMEWORK_READS = ("Optimizer.step#", "enumerate(DataLoader)#")
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 STEP_PREFIX = "ProfilerStep"  # "ProfilerStep#3" in a trace, "ProfilerStep*" in events()
+# `colab_gpu.profiling.profile_step` runs GradScaler.step under this label. With fp16, the scaler reads its inf/NaN
+# flag with .item() every step before the optimizer's step: a host read that is not the learner's, removed by an
+# optimizer built with fused=True (the scaler then hands the flag to it on the device; lesson 12).
+SCALER_LABEL = "GradScaler.step"
+
+# What a GPU kernel is busy with, by its name (cuBLAS, cuDNN, CUTLASS and Triton names) and its length. Each kind has
+# its own levers (`colab_gpu.regimes`): tensor-core work pays for 16 bits and layouts, element-wise chains for fusion,
+# tiny kernels for more work per kernel.
+MATMUL = "matmuls and convolutions"
+ELEMENTWISE = "element-wise, normalisation and reduction kernels"
+TINY = "tiny kernels"
+COPIES = "copies"
+# A kernel shorter than this is mostly its fixed costs: launch, filling the GPU's multiprocessors, draining the last
+# wave. A decode step of a small language model runs hundreds of them (lesson 14); a GPU-bound training step's
+# matmuls and element-wise kernels over a whole batch last tens of microseconds or more.
+TINY_KERNEL_US = 10.0
+MATMUL_NAMES = (
+    "gemm", "gemv", "nvjet", "xmma", "cutlass", "cublas", "tensorop", "splitk", "bmm", "dot_kernel", "convolve",
+    "conv1d", "conv2d", "conv3d", "wgrad", "dgrad", "fprop", "winograd", "fft", "flash", "fmha", "attention", "attn",
+    "triton_tem",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -29,6 +51,7 @@ class Span:
     top_level_op: bool = False  # an aten operator called from Python, not from inside another operator
     in_framework: bool = False  # inside an optimizer's step() or a DataLoader's next batch
     synchronizes: bool = False  # a synchronizing CUDA call runs inside it
+    in_scaler: bool = False  # inside GradScaler.step (labelled by profile_step)
 
     @property
     def duration_us(self) -> float:
@@ -62,6 +85,7 @@ def spans_of(prof) -> list[Span]:
             parent = parent.cpu_parent
         top_level = event.name.startswith("aten::") and not (ancestors and ancestors[0].startswith("aten::"))
         in_framework = any(a.startswith(FRAMEWORK_READS) for a in ancestors)
+        in_scaler = SCALER_LABEL in ancestors
         synchronizes = event.name == HOST_READ and any(_calls(child, SYNCS) for child in event.cpu_children)
         spans.append(
             Span(
@@ -72,9 +96,35 @@ def spans_of(prof) -> list[Span]:
                 top_level,
                 in_framework,
                 synchronizes,
+                in_scaler,
             )
         )
     return spans
+
+
+def kernel_category(name: str, duration_us: float) -> str:
+    """What a GPU kernel (or copy) named ``name`` that ran ``duration_us`` is busy with: `COPIES`, `TINY`, `MATMUL`
+    or `ELEMENTWISE` (everything else: element-wise, normalisation, reductions, indexing). Lesson 10."""
+    lowered = name.lower()
+    if lowered.startswith(("memcpy", "memset")):
+        return COPIES
+    if duration_us < TINY_KERNEL_US:
+        return TINY
+    if any(part in lowered for part in MATMUL_NAMES):
+        return MATMUL
+    return ELEMENTWISE
+
+
+def kernel_shares(kernels: Iterable[Span]) -> dict[str, float]:
+    """Each `kernel_category`'s share of the kernels' summed time, largest first."""
+    totals: dict[str, float] = {}
+    for kernel in kernels:
+        category = kernel_category(kernel.name, kernel.duration_us)
+        totals[category] = totals.get(category, 0.0) + kernel.duration_us
+    whole = sum(totals.values())
+    if not whole:
+        return {}
+    return {category: total / whole for category, total in sorted(totals.items(), key=lambda item: -item[1])}
 
 
 def _calls(event, names: tuple[str, ...]) -> bool:

@@ -1,22 +1,23 @@
-"""Reading a torch.profiler run as a few numbers a learner can act on (lesson 10).
+"""Profiling a step with torch.profiler and reading it as a few numbers a learner can act on (lesson 10).
 
 `summarize_profile` turns a finished ``torch.profiler.profile`` (run with a ``schedule`` and ``prof.step()``
-once per training step) into a `ProfileSummary`: time per step, the share of each ``record_function`` label,
-host reads of device values per step (each one a synchronization on a GPU), operator calls per step, and on a
-GPU the kernel launches per step and the share of the step time the GPU was busy; given the step's floating-point
-work and this GPU's measured matmul peak, also the TFLOP/s it achieved against that peak.
+once per training step) into a `ProfileSummary` (`colab_gpu.profile_summary`): time per step, the share of each
+``record_function`` label, host reads of device values per step, operator calls per step, and on a GPU the kernel
+launches, the kernels' time and the share of the step the GPU was busy; given the step's floating-point work and
+this GPU's measured matmul peak, also the TFLOP/s it achieved against that peak.
 
-This module is the one home of the *regime rule* (`ProfileSummary.regime`, a `Regime`): a step is input-bound,
-launch-bound, GPU-bound or (on a CPU runtime) CPU-bound, and which levers pay depends on which. `profile_step`
-profiles any step (a training step, a decode step) and returns its summary; lessons 04, 05, 10, 11, 12 and 14 call
-it to explain their own figures on the learner's runtime.
+`profile_step` times any step without the profiler, then profiles it, and returns its summary, whose ``regime`` is
+the regime rule's verdict (`colab_gpu.regimes`: input-, launch-, GPU- or CPU-bound, and which levers pay); lessons
+04, 05, 10, 11, 12 and 14 call it to explain their own figures on the learner's runtime.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -25,6 +26,7 @@ from .device import synchronize
 from .profile_events import (  # noqa: F401 (the profile's vocabulary, read here too)
     HOST_READ,
     LAUNCHES,
+    SCALER_LABEL,
     STEP_PREFIX,
     SYNCS,
     Span,
@@ -33,107 +35,14 @@ from .profile_events import (  # noqa: F401 (the profile's vocabulary, read here
     is_device_annotation,
     spans_of,
 )
+from .profile_summary import ProfileSummary, summarize_spans  # noqa: F401 (their public home is here too)
 from .regimes import INPUT_BOUND_SHARE, Regime, regime_of  # noqa: F401 (Regime: its public home is here too)
-from .timing import format_seconds
+from .timing import compare_steps
 
-
-@dataclass(frozen=True)
-class ProfileSummary:
-    """What a profile says about one training step, averaged over the profiled steps. Taught in lesson 10.
-
-    ``achieved_tflops`` is the step's floating-point work over its time (when the caller gave the work per step),
-    and ``peak_tflops`` the measured matmul peak of this GPU it is compared with (the caller's measurement, e.g.
-    ``cg.timing.matmul_tflops`` in the step's precision). `regime` reads the whole summary as one of four regimes.
-    """
-
-    steps: int
-    step_ms: float
-    shares: dict[str, float] = field(default_factory=dict)  # record_function label -> fraction of step time
-    host_reads_per_step: float = 0.0
-    ops_per_step: float = 0.0
-    launches_per_step: float | None = None  # GPU only
-    gpu_busy: float | None = None  # fraction of the step time some kernel or copy ran; GPU only
-    input_wait: float = 0.0  # fraction of the step spent in "data" while no kernel ran (CPU runtime: the data share)
-    achieved_tflops: float | None = None  # flops per step / step time, when the flops were given
-    peak_tflops: float | None = None  # this GPU's measured matmul peak, as given by the caller
-
-    @property
-    def share_of_peak(self) -> float | None:
-        """Achieved TFLOP/s over the measured matmul peak, when both are known."""
-        if self.achieved_tflops is None or not self.peak_tflops:
-            return None
-        return self.achieved_tflops / self.peak_tflops
-
-    @property
-    def regime(self) -> Regime:
-        """What bounds this step: the course's one regime rule (lesson 10; `colab_gpu.regimes`)."""
-        return regime_of(self)
-
-    def advice(self) -> str:
-        """The regime's whole text: what bounds the step, what helps (with the lesson that teaches it), what cannot."""
-        regime = self.regime
-        return f"{regime} What helps: {'; '.join(regime.levers)}. What cannot help here: {'; '.join(regime.useless)}."
-
-    def __str__(self) -> str:
-        lines = [f"{self.steps} profiled steps, {format_seconds(self.step_ms / 1e3)} per step"]
-        lines += [f"  {label:<10} {share:6.1%} of the step" for label, share in self.shares.items()]
-        lines.append(f"  host reads of tensor values per step: {self.host_reads_per_step:g}")
-        lines.append(f"  operator calls per step: {self.ops_per_step:g}")
-        if self.gpu_busy is not None:
-            lines.append(
-                f"  kernel launches per step: {self.launches_per_step:g}; GPU busy {self.gpu_busy:.0%} of the step"
-            )
-            if "data" in self.shares:
-                lines.append(f"  the GPU waits for data {self.input_wait:.0%} of the step")
-        if self.achieved_tflops is not None:
-            peak = f", {self.share_of_peak:.0%} of this GPU's measured matmul peak" if self.share_of_peak else ""
-            lines.append(f"  {self.achieved_tflops:.3g} TFLOP/s{peak}")
-        lines.append(f"regime: {self.advice()}")
-        return "\n".join(lines)
-
-
-def summarize_spans(
-    spans: list[Span],
-    labels: Iterable[str] = ("data", "forward", "backward", "step"),
-    *,
-    flops_per_step: float | None = None,
-    peak_tflops: float | None = None,
-) -> ProfileSummary:
-    """The `ProfileSummary` of ``spans`` (`spans_of`), counting only what happened inside the profiled steps."""
-    steps = [s for s in spans if s.name.startswith(STEP_PREFIX) and not s.on_device]
-    if not steps:
-        raise ValueError(
-            "The profile has no recorded training steps. Profile with schedule=torch.profiler.schedule("
-            "wait=1, warmup=1, active=3, repeat=1) (without repeat=1 the schedule starts a new, empty "
-            "cycle), call prof.step() at the end of every step, run more steps than wait + warmup + "
-            "active, and read the profile after the `with` block ends."
-        )
-    first, last = min(s.start_us for s in steps), max(s.end_us for s in steps)
-    inside = [s for s in spans if first <= s.start_us <= last]
-    step_us = sum(s.duration_us for s in steps)
-    shares = {
-        label: sum(s.duration_us for s in inside if s.name == label and not s.on_device) / step_us for label in labels
-    }
-    kernels = [(s.start_us, s.end_us) for s in inside if s.on_device]
-    on_gpu = bool(kernels) or any(s.name in LAUNCHES for s in inside)
-    data = [(s.start_us, s.end_us) for s in inside if s.name == "data" and not s.on_device]
-    count = len(steps)
-    step_ms = step_us / count / 1e3
-    return ProfileSummary(
-        steps=count,
-        step_ms=step_ms,
-        shares={label: share for label, share in shares.items() if share > 0},
-        host_reads_per_step=sum(
-            s.name == HOST_READ and (s.synchronizes if on_gpu else not s.in_framework) for s in inside
-        )
-        / count,
-        ops_per_step=sum(s.top_level_op and not s.on_device for s in inside) / count,
-        launches_per_step=sum(s.name in LAUNCHES for s in inside) / count if on_gpu else None,
-        gpu_busy=min(_covered_us(kernels) / (last - first), 1.0) if on_gpu else None,
-        input_wait=_uncovered_us(data, kernels) / step_us,
-        achieved_tflops=flops_per_step / (step_ms * 1e-3) / 1e12 if flops_per_step else None,
-        peak_tflops=peak_tflops,
-    )
+# When this names a file (the GPU suite sets it for each lesson and for the bench), `profile_step` appends each
+# summary's record to it, one JSON line per profiled step: a GPU run's profiles, committed with the run and replayed
+# by the regime tests on the CPU (tests/test_regimes.py).
+PROFILES_ENV = "COLAB_GPU_PROFILES"
 
 
 def summarize_profile(
@@ -142,14 +51,30 @@ def summarize_profile(
     *,
     flops_per_step: float | None = None,
     peak_tflops: float | None = None,
+    peak_precision: str | None = None,
+    unprofiled_step_ms: float | None = None,
 ) -> ProfileSummary:
     """Reduce a finished ``torch.profiler.profile`` to a `ProfileSummary`. Taught in lesson 10.
 
     ``labels`` are the ``torch.profiler.record_function`` names whose share of the step is reported;
-    ``flops_per_step`` (the step's floating-point operations) and ``peak_tflops`` (this GPU's measured matmul
-    peak) add the achieved TFLOP/s and its share of the peak.
+    ``flops_per_step`` (the step's floating-point operations, e.g. from ``torch.utils.flop_counter``) and
+    ``peak_tflops`` (this GPU's measured matmul peak in the step's precision, named by ``peak_precision``) add the
+    achieved TFLOP/s and its share of the peak. ``unprofiled_step_ms``, the same step timed without the profiler,
+    is what the GPU's busy share divides by; without it, the profiled step (stretched by the profiler) is.
     """
-    return summarize_spans(spans_of(prof), labels, flops_per_step=flops_per_step, peak_tflops=peak_tflops)
+    if not hasattr(prof, "events"):
+        raise TypeError(
+            f"summarize_profile needs the profiler itself (the `prof` of `with profile(...) as prof:`), got "
+            f"{type(prof).__name__}. Pass prof, not prof.key_averages() or prof.events()."
+        )
+    return summarize_spans(
+        spans_of(prof),
+        labels,
+        flops_per_step=flops_per_step,
+        peak_tflops=peak_tflops,
+        peak_precision=peak_precision,
+        unprofiled_step_ms=unprofiled_step_ms,
+    )
 
 
 def profile_step(
@@ -159,13 +84,16 @@ def profile_step(
     steps: int = 5,
     flops_per_step: float | None = None,
     peak_tflops: float | None = None,
+    peak_precision: str | None = None,
 ) -> ProfileSummary:
-    """Profile ``steps`` calls of ``step`` (one whole training or inference step each) and return their summary.
+    """Time ``step`` without the profiler, then profile ``steps`` calls of it, and return their summary.
 
-    One call is skipped and one warms up first (``torch.profiler.schedule(wait=1, warmup=1, active=steps)``);
-    CUDA activity is recorded on a GPU; ``prof.step()`` follows every call. The device is synchronized after the
-    warm-up and after the last call only: in between, the CPU queues ahead of the GPU as a training loop does,
-    and the profiled time is that of ``steps`` whole steps, their kernels included. Label the input part of
+    The step is measured twice because the profiler stretches it: first timed with `compare_steps` (K calls
+    between two synchronizations, so the CPU queues ahead as a training loop does), then profiled, one call
+    skipped and one warming up first (``torch.profiler.schedule(wait=1, warmup=1, active=steps)``), CUDA activity
+    recorded on a GPU, ``prof.step()`` after every call and the device synchronized only after the warm-up and the
+    last call. The busy share is the profile's kernel time per step over the unprofiled step. GradScaler.step runs
+    under its own label, so the scaler's host read is named apart from the loop's own. Label the input part of
     ``step`` with ``torch.profiler.record_function("data")`` for the input-bound rule to see it. Read ``.regime``
     of the result.
 
@@ -173,9 +101,10 @@ def profile_step(
         step: one whole step, called with no arguments.
         device: the device it runs on.
         steps: profiled calls (after the skipped and the warm-up one).
-        flops_per_step: the step's floating-point operations (e.g. 6 x parameters x samples for an MLP's training
-            step), for the achieved TFLOP/s.
-        peak_tflops: this GPU's measured matmul peak in the step's precision (``cg.timing.matmul_tflops``).
+        flops_per_step: the step's floating-point operations, counted with ``torch.utils.flop_counter``
+            (lesson 10), for the achieved TFLOP/s.
+        peak_tflops: this GPU's measured matmul peak in the step's precision (``cg.workloads.matmul_peak``).
+        peak_precision: that precision's name, for the text ("fp32", "fp16" ...).
 
     Example:
         >>> layer = torch.nn.Linear(32, 32)
@@ -185,10 +114,64 @@ def profile_step(
 
     Taught in lesson 10; lessons 04, 05, 11, 12 and 14 call it to name the regime of their own figures.
     """
+    if not callable(step):
+        raise TypeError(
+            f"profile_step needs the step as a function to call, got a {type(step).__name__}. Wrap it: "
+            "cg.profile_step(lambda: my_step(), device)."
+        )
     if steps < 1:
         raise ValueError(f"profile_step needs steps >= 1 profiled calls, got steps={steps}.")
-    prof = _profile_calls(step, torch.device(device), steps)
-    return summarize_profile(prof, flops_per_step=flops_per_step, peak_tflops=peak_tflops)
+    device = torch.device(device)
+    timing = compare_steps({"step": step}, device=device, warmup=1)["step"]
+    prof = _profile_calls(step, device, steps)
+    summary = summarize_spans(
+        spans_of(prof),
+        flops_per_step=flops_per_step,
+        peak_tflops=peak_tflops,
+        peak_precision=peak_precision,
+        unprofiled_step_ms=timing.median * 1e3,
+        steps_per_sample=timing.steps_per_sample,
+    )
+    _keep_record(summary, step, device)
+    return summary
+
+
+def _keep_record(summary: ProfileSummary, step: Callable[[], object], device: torch.device) -> None:
+    """Append the summary's record, with its step's name, device and verdict, to the file `PROFILES_ENV` names."""
+    path = os.environ.get(PROFILES_ENV)
+    if not path:
+        return
+    regime = summary.regime
+    entry = {
+        "step": getattr(step, "__qualname__", type(step).__name__),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "regime": regime.name,
+        "kernels": regime.kernels,
+        "record": summary.to_record(),
+    }
+    with open(path, "a", encoding="utf-8") as profiles:
+        profiles.write(json.dumps(entry) + "\n")
+
+
+@contextmanager
+def _scaler_steps_labelled():
+    """Run every GradScaler.step under the `SCALER_LABEL` label while profiling, so that the read of its inf/NaN
+    flag (fp16: every step, before the optimizer's step) is named as the scaler's, not the learner's."""
+    from torch.profiler import record_function
+
+    scaler = torch.amp.GradScaler
+    original = scaler.step
+
+    @functools.wraps(original)
+    def step(self, *args, **kwargs):
+        with record_function(SCALER_LABEL):
+            return original(self, *args, **kwargs)
+
+    scaler.step = step
+    try:
+        yield
+    finally:
+        scaler.step = original
 
 
 def _profile_calls(step: Callable[[], object], device: torch.device, steps: int):
@@ -201,9 +184,12 @@ def _profile_calls(step: Callable[[], object], device: torch.device, steps: int)
     # "gpuGetDeviceCount failed"): chatter in a learner's notebook. It reads this once, before the first profile.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(
-        activities=activities, schedule=schedule(wait=1, warmup=1, active=steps, repeat=1), acc_events=True
-    ) as prof:
+    with (
+        _scaler_steps_labelled(),
+        profile(
+            activities=activities, schedule=schedule(wait=1, warmup=1, active=steps, repeat=1), acc_events=True
+        ) as prof,
+    ):
         for call in range(2 + steps):
             step()
             if call in (1, 1 + steps):

@@ -1,25 +1,53 @@
 """The regime rule, the course's one home of it (lesson 10): what bounds a step, and which levers pay.
 
 A step is input-bound (it waits for data), launch-bound (the GPU idles while Python and kernel launches keep the host
-busy), GPU-bound (the kernels are the cost: near the matmul peak, or far below it in memory-bound element-wise
-chains) or, on a CPU runtime, CPU-bound. `regime_of` reads a `colab_gpu.profiling.ProfileSummary`
-(``summary.regime``); lessons 04, 05, 10, 11, 12 and 14 print it to explain their own figures.
+busy), GPU-bound (the kernels are the cost; what they are busy with says which lever: matmuls and convolutions,
+element-wise chains, or many tiny kernels) or, on a CPU runtime, CPU-bound. `regime_of` reads a
+`colab_gpu.profiling.ProfileSummary` (``summary.regime``); lessons 04, 05, 10, 11, 12 and 14 print it to explain their
+own figures.
+
+Why these thresholds. In a loop that queues its work ahead (no host reads), a step costs about max(H, G): H the
+host's work (Python, dispatch, kernel launches, the batch), G the GPU's (its kernels, and a few microseconds between
+dependent kernels). The GPU-busy share, kernel time over the step timed *without* the profiler (the profiler
+stretches the host's side 1.1-2.5x, never the kernels), is then G / max(H, G). Below 1, the GPU waited for the
+host: a kernel lever (AMP, fusion, TF32) makes G smaller and the step no faster, while a host lever pays up to
+1 / busy. The gaps between queued kernels explain only a few percent of idle time, more (10-15%) for hundreds of tiny
+kernels. Hence: busy under 80% (the host's part at least 1.25x the GPU's) is launch-bound; from 80% up the kernels
+are the cost, and under 90% the host is close behind (a kernel lever pays only until the GPU's part falls to the
+host's). On the course's H100 (2026-11-26), divided by the unprofiled step: lesson 04's CNN 43% (launch-bound),
+lesson 10's busy MLP 93%, lesson 12's eager fp32 rung 104% (clamped to 100%), lesson 14's decode step about 88%.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .levers import (
+    CPU_LEVERS,
+    CPU_USELESS,
+    GPU_USELESS,
+    INPUT_LEVERS,
+    INPUT_USELESS,
+    KERNEL_LEVERS,
+    KERNEL_USELESS,
+    LAUNCH_LEVERS,
+    LAUNCH_USELESS,
+    LEVER_NAMES,  # noqa: F401 (the exercise's vocabulary, read through this module too)
+    SCALER_LEVER,
+    SYNC_LEVER,
+    Lever,
+)
+from .profile_events import ELEMENTWISE, MATMUL, TINY, TINY_KERNEL_US
 from .timing import format_seconds
 
-# The regime rule's thresholds (`ProfileSummary.regime`).
+# The regime rule's thresholds (`ProfileSummary.regime`; the module's docstring derives them).
 # The share of the step the GPU waits for the "data" label (on a CPU runtime: the label's share) from which the input
 # pipeline is the bottleneck. Data fetched while the GPU runs the previous step's kernels costs nothing.
 INPUT_BOUND_SHARE = 0.3
-LAUNCH_BOUND_BUSY = 0.5  # a GPU busy less than this share of the step waits on the host (Python, launches, syncs)
-# Achieved TFLOP/s over the measured matmul peak from which a busy GPU's time is matmul time. The H100 run
-# (COURSE_DESIGN.md, "Measuring on a GPU"): AMP MLP training reached 0.67 of the bf16 matmul peak; chains of
-# element-wise kernels (GELU, LayerNorm, dropout, an optimizer's per-tensor updates) reach a few percent of it.
+LAUNCH_BOUND_BUSY = 0.8  # below: the GPU idles a fifth of the step or more, waiting on the host
+HOST_CLOSE_BUSY = 0.9  # from LAUNCH_BOUND_BUSY to this: GPU-bound, with the host close behind
+# Achieved TFLOP/s over the measured matmul peak (in the step's precision) from which matmuls run near the peak. The
+# H100 run: AMP MLP training reached 0.67 of the bf16 peak; lesson 04's CNN in fp32 cuDNN convolutions far less.
 NEAR_PEAK = 0.3
 
 
@@ -28,84 +56,50 @@ class Regime:
     """What bounds a step, why (with the profile's own numbers), what helps and what cannot. Taught in lesson 10.
 
     ``name`` is one of "input-bound", "launch-bound", "GPU-bound" or "CPU-bound"; ``str(regime)`` is the one line
-    a lesson prints, `ProfileSummary.advice` the whole text.
+    a lesson prints, `ProfileSummary.advice` the whole text. ``kernels`` names what a GPU-bound step's kernels are
+    busy with (a `colab_gpu.profile_events` kind: matmuls and convolutions, element-wise chains, tiny kernels).
+    ``lever_names`` and ``useless_names`` are the levers' short names (`LEVER_NAMES`), in the order of the texts.
     """
 
     name: str
     reason: str
     levers: tuple[str, ...]
     useless: tuple[str, ...]
+    kernels: str | None = None
+    lever_names: tuple[str, ...] = ()
+    useless_names: tuple[str, ...] = ()
+    useless_entries: tuple[tuple[tuple[str, ...], str], ...] = ()
 
     def __str__(self) -> str:
         return f"{self.name}: {self.reason}"
 
+    def why_useless(self, lever: str) -> str | None:
+        """Why the lever of short name ``lever`` (`LEVER_NAMES`) cannot help this step, or None when it is not
+        among those that cannot."""
+        return next((text for names, text in self.useless_entries if lever in names), None)
 
-# What helps in each regime, and what cannot (COURSE_DESIGN.md, "Measuring on a GPU").
-INPUT_LEVERS = (
-    "DataLoader workers and pinned memory (lesson 05)",
-    "the whole data set on the GPU, cg.DeviceLoader (lesson 05)",
-    "augmentation per batch on the GPU (lesson 05)",
-)
-INPUT_USELESS = ("a faster model: AMP, TF32, torch.compile, channels_last (the step waits for data, not the model)",)
-SYNC_LEVER = "fewer host syncs: sum the loss on the device, read it once per epoch (lesson 03)"
-LAUNCH_LEVERS = (
-    "a bigger batch: the same launches do more work each (lesson 06)",
-    'CUDA graphs: torch.compile(mode="reduce-overhead") replays the compiled model\'s forward and backward as one '
-    "launch each; the optimizer and the rest of the step stay eager (lesson 11)",
-    "a fused or foreach optimizer, e.g. torch.optim.Adam(..., fused=True): one launch for all parameters",
-    SYNC_LEVER,
-)
-LAUNCH_USELESS = (
-    "default torch.compile, AMP, TF32, channels_last and cudnn.benchmark: they make kernels cheaper, "
-    "and this step does not wait on kernels",
-)
-MATMUL_LEVERS = (
-    "lower precision: AMP in bf16/fp16, TF32 for fp32 matmuls (lesson 06)",
-    "layouts the tensor cores like: channels_last for convolutions, sizes in multiples of 8 (lesson 06)",
-)
-FUSION_LEVERS = (
-    "fusion: default torch.compile fuses chains of element-wise kernels into one (lesson 11)",
-    "AMP: 16-bit tensors halve the memory traffic of each element-wise kernel (lesson 06)",
-)
-GPU_USELESS = (
-    "CUDA graphs (reduce-overhead) and fused optimizers: the launches already hide behind busy kernels",
-    "more DataLoader workers: the data is not what the step waits for",
-)
-CPU_LEVERS = (
-    "a GPU runtime (Colab: Runtime > Change runtime type > T4 GPU)",
-    "less work per step: a smaller model, smaller inputs",
-)
-CPU_USELESS = (
-    "GPU levers: pinned memory, CUDA graphs, cudnn.benchmark, TF32 and AMP (the CPU has no tensor cores to feed)",
-)
+
+def _regime(name: str, reason: str, levers, useless, kernels: str | None = None) -> Regime:
+    """A `Regime` from lever entries: their texts, and their short names in order, each once."""
+
+    def names(entries) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(short for shorts, _ in entries for short in shorts))
+
+    texts = tuple(text for _, text in levers), tuple(text for _, text in useless)
+    return Regime(name, reason, *texts, kernels, names(levers), names(useless), tuple(useless))
 
 
 def regime_of(summary) -> Regime:  # a colab_gpu.profiling.ProfileSummary (which imports this module)
-    """What bounds this step: the course's one regime rule (lesson 10).
+    """What bounds this step: the course's one regime rule (lesson 10; the module's docstring derives it).
 
     Input-bound when the step waits for the "data" label >= 30% of its time (on a GPU: while no kernel runs;
-    data fetched while the GPU computes costs nothing); on a GPU, launch-bound when the GPU is busy less than
-    half the step, else GPU-bound (near the measured matmul peak, or far below it: memory-bound element-wise
-    kernels); on a CPU runtime, CPU-bound.
+    data fetched while the GPU computes costs nothing); on a GPU, launch-bound when the kernels fill less than 80%
+    of the step timed without the profiler, else GPU-bound, with the levers of what the kernels are busy with; on
+    a CPU runtime, CPU-bound.
     """
     step = f"{format_seconds(summary.step_ms / 1e3)} step"
-    gpu_reads = summary.gpu_busy is not None and summary.host_reads_per_step >= 1
     if summary.input_wait >= INPUT_BOUND_SHARE:
-        if summary.gpu_busy is None:
-            reason = f"{summary.input_wait:.0%} of each {step} goes to fetching the next batch."
-        else:
-            reason = (
-                f"the GPU waits {summary.input_wait:.0%} of each {step} for the next batch (busy "
-                f"{summary.gpu_busy:.0%} of it)."
-            )
-        levers = INPUT_LEVERS
-        if gpu_reads:
-            reason = reason[:-1] + (
-                f"; {summary.host_reads_per_step:g} host read(s) per step keep the CPU from preparing it while the "
-                "GPU computes."
-            )
-            levers = (SYNC_LEVER,) + levers
-        return Regime("input-bound", reason, levers, INPUT_USELESS)
+        return _input_bound(summary, step)
     if summary.gpu_busy is None:
         reads = ""
         if summary.host_reads_per_step >= 1:
@@ -113,48 +107,92 @@ def regime_of(summary) -> Regime:  # a colab_gpu.profiling.ProfileSummary (which
                 f" Its {summary.host_reads_per_step:g} host read(s) per step cost nothing here; on a GPU each one "
                 "stops the CPU until the GPU catches up (lesson 03)."
             )
-        return Regime(
+        return _regime(
             "CPU-bound",
-            f"a CPU runtime: the CPU itself runs the {summary.ops_per_step:g} operators of each {step}.{reads}",
+            f"a CPU runtime: the CPU itself runs the {summary.ops_per_step:,.0f} operators of each {step}.{reads}",
             CPU_LEVERS,
             CPU_USELESS,
         )
+    busy = f"the GPU is busy {summary.gpu_busy:.0%} of each {step}"
     if summary.gpu_busy < LAUNCH_BOUND_BUSY:
         launches = summary.launches_per_step or 0.0
         per_launch = f" ({summary.step_ms * 1e3 / launches:.0f} µs of step per launch)" if launches else ""
-        reads = (
-            f", and {summary.host_reads_per_step:g} host read(s) per step stop the CPU until the GPU catches up"
-            if summary.host_reads_per_step >= 1
-            else ""
-        )
-        return Regime(
+        reads = _reads_text(summary, "stop the CPU until the GPU catches up")
+        return _regime(
             "launch-bound",
-            f"the GPU is busy {summary.gpu_busy:.0%} of each {step}: {launches:g} kernel launches per step"
-            f"{per_launch} keep it waiting on the host{reads}.",
-            LAUNCH_LEVERS,
+            f"{busy}: the host's work, {launches:,.0f} kernel launches per step{per_launch}, takes longer than the "
+            f"kernels{reads}.",
+            _sync_levers(summary) + LAUNCH_LEVERS,
             LAUNCH_USELESS,
         )
-    busy = f"the GPU is busy {summary.gpu_busy:.0%} of each {step}"
-    share = summary.share_of_peak
-    if share is None:
-        reason = (
-            f"{busy}; the kernels themselves are the cost (give flops_per_step and peak_tflops to tell "
-            "matmul-bound from memory-bound)."
-        )
-        levers, useless = MATMUL_LEVERS + FUSION_LEVERS[:1], GPU_USELESS
-    elif share >= NEAR_PEAK:
-        rate = f"{summary.achieved_tflops:.3g} TFLOP/s, {share:.0%} of this GPU's measured matmul peak"
-        reason = f"{busy} at {rate}: the matmuls are the cost."
-        levers = MATMUL_LEVERS
-        useless = GPU_USELESS + ("fusion (default torch.compile): matmuls already run in cuBLAS",)
+    return _gpu_bound(summary, busy)
+
+
+def _input_bound(summary, step: str) -> Regime:
+    if summary.gpu_busy is None:
+        reason = f"{summary.input_wait:.0%} of each {step} goes to fetching the next batch."
     else:
-        rate = f"{summary.achieved_tflops:.3g} TFLOP/s, {share:.0%} of this GPU's measured matmul peak"
-        reason = f"{busy} at only {rate}: the kernels are memory-bound element-wise chains."
-        levers, useless = FUSION_LEVERS, GPU_USELESS
-    if gpu_reads:  # a busy GPU could have hidden the CPU's next step: each read makes them take turns
-        reason = reason[:-1] + (
-            f"; its {summary.host_reads_per_step:g} host read(s) per step leave the GPU idle while the CPU "
-            "prepares the next step."
+        reason = (
+            f"the GPU waits {summary.input_wait:.0%} of each {step} for the next batch (busy {summary.gpu_busy:.0%} "
+            "of it)."
         )
-        levers = levers + (SYNC_LEVER,)
-    return Regime("GPU-bound", reason, levers, useless)
+    levers = INPUT_LEVERS
+    if summary.gpu_busy is not None and summary.host_reads_per_step >= 1:
+        reason = reason[:-1] + _reads_text(summary, "keep the CPU from preparing it while the GPU computes") + "."
+        levers = _sync_levers(summary) + levers
+    return _regime("input-bound", reason, levers, INPUT_USELESS)
+
+
+def _gpu_bound(summary, busy: str) -> Regime:
+    kind, what = _busy_with(summary)
+    reason = f"{busy}, {what}"
+    if summary.share_of_peak is not None:
+        peak = f"{summary.peak_precision} matmul peak" if summary.peak_precision else "matmul peak"
+        near = "" if summary.share_of_peak >= NEAR_PEAK else "only "
+        reason += f", at {near}{summary.achieved_tflops:.3g} TFLOP/s, {summary.share_of_peak:.0%} of this GPU's {peak}"
+    if summary.gpu_busy < HOST_CLOSE_BUSY:
+        reason += "; the host is close behind: a faster kernel pays only until the GPU's part falls to the host's"
+    if kind is None:  # kernels of unknown kinds (a recorded step without them): the levers of both big kinds
+        levers, useless = KERNEL_LEVERS[MATMUL][:1] + KERNEL_LEVERS[ELEMENTWISE][:1], GPU_USELESS
+    else:
+        levers, useless = KERNEL_LEVERS[kind], KERNEL_USELESS[kind] + GPU_USELESS
+    # A busy GPU could have hidden the CPU's next step: each read makes them take turns.
+    if summary.host_reads_per_step >= 1:
+        reason += _reads_text(summary, "leave the GPU idle while the CPU prepares the next step")
+        levers = levers + _sync_levers(summary)
+    return _regime("GPU-bound", reason + ".", levers, useless, kind)
+
+
+def _busy_with(summary) -> tuple[str | None, str]:
+    """What a GPU-bound step's kernels are busy with, and the words that say it: the largest kind of the profile's
+    kernels; for a step recorded without its kernels' kinds, matmuls when the work done at the peak rate fills
+    most of the kernels' time (they cannot have run faster than the peak), else unknown (None)."""
+    if summary.kernel_shares:
+        kind, share = next(iter(summary.kernel_shares.items()))  # largest first
+        what = f"{share:.0%} of the kernels' time in {kind}"
+        if kind == TINY:
+            what += f" (each under {TINY_KERNEL_US:g} µs: too little work to fill the GPU)"
+        return kind, what
+    if summary.share_of_peak is not None and summary.kernel_ms:
+        at_peak = min(summary.share_of_peak * summary.step_ms / summary.kernel_ms, 1.0)
+        if at_peak >= 0.5:
+            return MATMUL, f"at least {at_peak:.0%} of the kernels' time in {MATMUL} (their work at the peak rate)"
+    return None, "in kernels of kinds this profile did not record"
+
+
+def _reads_text(summary, effect: str) -> str:
+    """ ", and N host read(s) per step <effect>", naming the GradScaler's reads apart from the loop's own."""
+    reads = summary.host_reads_per_step
+    if reads < 1:
+        return ""
+    scaler = summary.scaler_reads_per_step
+    whose = f" ({scaler:g} of them the GradScaler's inf/NaN check)" if scaler >= 1 else ""
+    return f"; its {reads:g} host read(s) per step{whose} {effect}"
+
+
+def _sync_levers(summary) -> tuple[Lever, ...]:
+    """The lever for each kind of host read the step makes: the loop's own, the GradScaler's."""
+    if summary.host_reads_per_step < 1:
+        return ()
+    own = summary.host_reads_per_step - summary.scaler_reads_per_step
+    return ((SYNC_LEVER,) if own >= 1 else ()) + ((SCALER_LEVER,) if summary.scaler_reads_per_step >= 1 else ())

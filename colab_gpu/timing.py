@@ -47,7 +47,8 @@ class BenchResult:
         return q3 - q1
 
     def __str__(self) -> str:
-        per = f", K={self.steps_per_sample} steps per sample" if self.steps_per_sample > 1 else ""
+        k = self.steps_per_sample
+        per = f", K={k} step{'s' if k > 1 else ''} per sample"
         return f"{format_seconds(self.median)} median (±{format_seconds(self.spread / 2)}, n={len(self.times)}{per})"
 
 
@@ -114,11 +115,25 @@ def interleaved_medians(runs: dict[str, Callable[[], None]], repeat: int) -> dic
 
 MIN_SAMPLE_SECONDS = 0.02  # a sample shorter than this measures launch latency and clock jitter, not the step
 MIN_SAMPLES = 7
+# On a GPU, the fewest steps a sample queues between two synchronizations. With K steps per sample the CPU's first
+# step is not hidden behind the GPU's work, so a loop that queues ahead reads (H + K G) / K per step where it costs
+# max(H, G): at K = 1 the CPU and the GPU take turns by construction, and a host read (`.item()`) costs 1.00x
+# whatever it really costs. At K = 8 the error is at most H / (8 G), a few percent for a GPU busy a few times longer
+# than the host (lesson 10's 20 ms T4 step: 1.17x of a true 1.20x, where K = 1 read 1.00x).
+MIN_QUEUED_STEPS = 8
+PROBE_CALLS = 3  # K comes from the median of these single calls: one slow outlier (a 50 ms hiccup) cannot set it
 
 
-def steps_per_sample(one_step: float, min_sample: float = MIN_SAMPLE_SECONDS, most: int = 1000) -> int:
-    """K: how many calls of a step of ``one_step`` seconds make a sample last at least ``min_sample``."""
-    return max(1, min(most, math.ceil(min_sample / max(one_step, 1e-9))))
+def steps_per_sample(one_step: float, min_sample: float = MIN_SAMPLE_SECONDS, most: int = 1000, least: int = 1) -> int:
+    """K: how many calls of a step of ``one_step`` seconds make a sample last at least ``min_sample`` (and at least
+    ``least`` calls)."""
+    return max(least, min(most, math.ceil(min_sample / max(one_step, 1e-9))))
+
+
+def can_queue(device: str | torch.device) -> bool:
+    """Whether the CPU can queue work ahead of ``device``: a GPU runs what the CPU queued while the CPU goes on; on a
+    CPU runtime the one processor does both, in turn, so no comparison there can show run-ahead (lesson 10)."""
+    return torch.device(device).type == "cuda"
 
 
 def compare_steps(
@@ -129,14 +144,16 @@ def compare_steps(
     warmup: int = 3,
     min_sample: float = MIN_SAMPLE_SECONDS,
 ) -> dict[str, BenchResult]:
-    """Time two (or more) ways of running a short step against each other: the course's one method for steps under
-    a few milliseconds.
+    """Time two (or more) ways of running a step against each other: the course's one method for steps of a few
+    milliseconds, and for any step whose CPU work can run ahead of the GPU.
 
     Timing a sub-millisecond step one synchronized call at a time measures the launch latency and the clock's jitter:
     on an H100 the same MLP step read 0.82 and 1.02 ms in one notebook. Here each sample times K calls between two
-    synchronizations (K makes the fastest side's sample last ``min_sample``, 20 ms), so the CPU queues ahead of
-    the GPU as a real training loop does; the sides are interleaved, in alternating order, so a drift (clocks,
-    heat, a busy neighbour) hits all alike; and there are at least 7 samples, of which the median counts.
+    synchronizations, so the CPU queues ahead of the GPU as a real training loop does. K makes the fastest side's
+    sample last ``min_sample`` (20 ms), from the median of 3 single calls, and on a GPU it is at least 8
+    (`MIN_QUEUED_STEPS`: a 25 ms T4 step is still queued 8 at a time). The sides are interleaved, in alternating
+    order, so a drift (clocks, heat, a busy neighbour) hits all alike; and there are at least 7 samples, of which
+    the median counts. On a CPU runtime there is no queue (`can_queue`): K only makes samples long enough to time.
 
     Returns each side's `BenchResult`: seconds per call, one per sample, and K (print it beside the figure).
 
@@ -157,12 +174,15 @@ def compare_steps(
     for name, step in steps.items():
         for _ in range(warmup):
             step()
-        synchronize(device)
-        start = time.perf_counter()
-        step()
-        synchronize(device)
-        one[name] = time.perf_counter() - start
-    k = steps_per_sample(min(one.values()), min_sample)
+        probes = []
+        for _ in range(PROBE_CALLS):
+            synchronize(device)
+            start = time.perf_counter()
+            step()
+            synchronize(device)
+            probes.append(time.perf_counter() - start)
+        one[name] = statistics.median(probes)
+    k = steps_per_sample(min(one.values()), min_sample, least=MIN_QUEUED_STEPS if can_queue(device) else 1)
     times: dict[str, list[float]] = {name: [] for name in steps}
     order = list(steps)
     for sample in range(samples):

@@ -25,14 +25,17 @@
 #   `schedule`, and `record_function` labels for data, forward, backward and the optimizer step;
 # - to read `key_averages()` as two views, the kernels the GPU ran and the operators that
 #   launched them, and to open a trace in Perfetto;
-# - to name a step's **regime** from the profiler's events: input-bound, launch-bound,
-#   GPU-bound (or CPU-bound on a CPU runtime), and which fixes can pay in each;
+# - to name a step's **regime** from the profiler's events and the step timed without it:
+#   input-bound, launch-bound, GPU-bound (in matmuls, element-wise chains or tiny kernels), or
+#   CPU-bound on a CPU runtime, and which fixes can pay in each;
+# - to count a step's floating-point work with `FlopCounterMode`;
 # - to see the classic bottlenecks in a profile (a slow input pipeline, a host-device sync
 #   every step, many tiny operations) and fix each, measured before and after;
 # - to find the bottleneck of a loop you did not write, fix it, and measure the fix;
+# - to read a step's numbers yourself: name its regime, choose a lever, apply it, re-measure;
 # - why `nvidia-smi`'s "GPU utilisation" is not efficiency.
 #
-# **Time:** 55 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
+# **Time:** 75 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
 
 # %%
 # @title Setup: colab_gpu 0.33.0, the course's package (installed where missing; never torch)
@@ -195,60 +198,99 @@ print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://
 # ## 5. The regime: what does the step wait on?
 #
 # The table has hundreds of rows; one question decides what to fix: what does each step
-# wait on? Which fixes can pay depends on the answer, the step's **regime**:
+# wait on? Which fixes can pay depends on the answer, the step's **regime**. On a GPU the CPU
+# queues kernels ahead, so in a loop without host reads a step costs about the *larger* of
+# two parts: the host's (Python, dispatch, launches, the batch) and the GPU's (its kernels).
+# The GPU's **busy share**, the kernels' time per step over the step's time, then says which
+# part is larger: below 100% the GPU waited for the host, and a cheaper kernel makes the step
+# no faster. The gaps between queued kernels explain only a few percent of idle time, so:
 #
 # - **input-bound**: "data" takes >= 30% of the step while the GPU has nothing to run. Helps:
 #   workers, pinned memory, the data on the GPU (lesson 05). Cannot help: a faster model.
-# - **launch-bound**: the GPU is busy < 50% of the step, waiting for the CPU to launch the next
-#   kernel. Helps: a bigger batch; CUDA graphs (`torch.compile(mode="reduce-overhead")`, lesson
-#   11); fused or foreach optimizers; fewer host syncs (lesson 03). Cannot help: default
-#   `torch.compile`, AMP, TF32, channels_last, `cudnn.benchmark`: they make kernels cheaper,
-#   and the step does not wait on kernels.
-# - **GPU-bound**: the GPU is busy most of the step. Near its matmul peak, precision (AMP,
-#   TF32) and layouts help (lesson 06); far below it, the kernels are memory-bound element-wise
-#   chains and fusion helps (default `torch.compile`, lesson 11). Cannot help: CUDA graphs and
-#   fused optimizers: the launches already hide behind busy kernels.
+# - **launch-bound**: the GPU is busy < 80% of the step (the host's part is at least 1.25x the
+#   GPU's). Helps: fewer host syncs (lesson 03), a bigger batch, a fused or foreach optimizer
+#   (section 8), CUDA graphs of the whole step (lesson 11). Cannot help: default
+#   `torch.compile`, AMP, TF32, channels_last, `cudnn.benchmark`: they make kernels cheaper.
+# - **GPU-bound**: the GPU is busy >= 80% of the step (under 90%, the host is close behind:
+#   a faster kernel pays only until the GPU's part falls to the host's). The lever depends on
+#   what the kernels are busy with: **matmuls and convolutions** (cuBLAS, cuDNN: 16-bit
+#   precision, TF32, channels_last, lessons 04 and 06), **element-wise** chains,
+#   normalisations and reductions (fusion with default `torch.compile`, lesson 11; 16-bit
+#   tensors; a fused optimizer), or **tiny kernels** under 10 µs each, too little work to fill
+#   the GPU (a bigger batch; fewer kernels).
 # - **CPU-bound**: a CPU runtime, where the CPU does the math. Helps: a GPU runtime.
 #
-# A small model's step is often launch-bound on a GPU: on the course's H100 run (2026-11-26),
-# section 8's small CNN took 41-55 µs of step per operator call under the profiler (11.2 ms for
-# 271 calls, 7.92 ms for 143), while a 784-512-512-10 MLP step at batch 256 kept the GPU busy
-# 5% of its 1.79 ms (lesson 11). The profiler's events say which regime a step is in, in plain PyTorch: the steps'
-# wall time (`ProfilerStep#N`), the time under the "data" label, the kernels' time on the GPU
+# One trap: **the profiler stretches the step**. It records every operator, which costs host
+# time (more per operator on Colab's 2 vCPUs), but not the kernels, so a busy share against
+# the *profiled* step reads too low. On the course's H100 run (2026-11-26) lesson 04's CNN step
+# took 6.6 ms under the profiler and 2.59 ms without it; its 1.12 ms of kernels read 17% busy
+# against the first and 43% against the second. Section 7's step read 73% (3.89 ms profiled)
+# where its kernels fill 93% of the real 3.04 ms step. So time the step without the profiler
+# too, and divide by that. The cell below does it from the profile's events, in plain
+# PyTorch: the steps (`ProfilerStep#N`), the time under "data", the kernels' time on the GPU
 # timeline, the kernel launches (`cudaLaunchKernel`) and the waits for the GPU
 # (`cudaStreamSynchronize`, what a host read such as `.item()` calls).
 
 # %%
+import time
+
 events = [e for e in prof.events() if not (e.is_user_annotation and e.device_type != DeviceType.CPU)]
 steps = [e for e in events if e.name.startswith("ProfilerStep")]
-step_us = sum(e.time_range.elapsed_us() for e in steps)
-data_share = sum(e.time_range.elapsed_us() for e in events if e.name == "data") / step_us
-print(f"{len(steps)} steps of {step_us / len(steps) / 1e3:.1f} ms, 'data' {data_share:.0%} of each")
+profiled_ms = sum(e.time_range.elapsed_us() for e in steps) / len(steps) / 1e3
+data_share = sum(e.time_range.elapsed_us() for e in events if e.name == "data") / (profiled_ms * 1e3 * len(steps))
+
+
+def train_step():
+    """Section 2's step, without the labels."""
+    inputs, targets = next(batches)
+    inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
+    loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+
+
+batches = iter(loader)
+train_step()  # warm-up
+timed = 5
 if on_gpu:
-    busy = sum(e.time_range.elapsed_us() for e in events if e.device_type != DeviceType.CPU) / step_us
+    torch.cuda.synchronize(device)
+start = time.perf_counter()
+for _ in range(timed):  # queued back to back, as in training: one synchronization at the end
+    train_step()
+if on_gpu:
+    torch.cuda.synchronize(device)
+step_ms = (time.perf_counter() - start) / timed * 1e3
+print(f"a step takes {step_ms:.1f} ms without the profiler, {profiled_ms:.1f} ms under it; "
+      f"'data' {data_share:.0%} of the profiled step")
+if on_gpu:
+    kernel_ms = sum(e.time_range.elapsed_us() for e in events if e.device_type != DeviceType.CPU) / len(steps) / 1e3
+    busy = min(kernel_ms / step_ms, 1.0)
     launches = sum(e.name.startswith(("cudaLaunchKernel", "cuLaunchKernel")) for e in events) / len(steps)
     waits = sum(e.name == "cudaStreamSynchronize" for e in events) / len(steps)
-    print(f"GPU busy {busy:.0%} of the step (kernels' time / the steps' wall time); per step: "
-          f"{launches:g} kernel launches, {waits:g} waits for the GPU")
+    print(f"kernels {kernel_ms:.2f} ms per step: GPU busy {busy:.0%} of the real step "
+          f"({kernel_ms / profiled_ms:.0%} of the profiled one); per step: {launches:g} kernel launches, "
+          f"{waits:g} waits for the GPU")
 if data_share >= 0.3:
     regime = "input-bound"
 elif not on_gpu:
     regime = "CPU-bound"
 else:
-    regime = "launch-bound" if busy < 0.5 else "GPU-bound"
+    regime = "launch-bound" if busy < 0.8 else "GPU-bound"
 print("regime:", regime)
 
 # %% [markdown]
-# `cg.summarize_profile` reads the same events (`cg.profile_step(step, device)` profiles any
-# step and returns the same summary). It adds the host reads per step (`.item()`,
-# `print(loss)`, `if loss < x:`), the operator calls per step, and, given the step's
-# floating-point work and this GPU's measured matmul peak, the TFLOP/s it reaches (section 7).
-# Its "data" rule counts only the time the GPU had nothing to run: a batch fetched while the
-# GPU computes the previous step costs nothing. Then it names the regime, why, what helps and
-# what cannot.
+# `cg.summarize_profile` reads the same events; given the step's time without the profiler
+# (`unprofiled_step_ms=`), it divides by that (`cg.profile_step(step, device)` times any step
+# with `cg.compare_steps`, then profiles it, and does all of this for you). It adds the host
+# reads per step (`.item()`, `print(loss)`, `if loss < x:`), the operator calls per step, what
+# the kernels are busy with, and, given the step's floating-point work and this GPU's measured
+# matmul peak, the TFLOP/s it reaches (section 7). Its "data" rule counts only the time the
+# GPU had nothing to run: a batch fetched while the GPU computes the previous step costs
+# nothing. Then it names the regime, why, what helps and what cannot.
 
 # %%
-first = cg.summarize_profile(prof)
+first = cg.summarize_profile(prof, unprofiled_step_ms=step_ms)
 print(first)
 assert first.regime.name == regime
 
@@ -302,7 +344,9 @@ assert fast.shares.get("data", 0) < slow.shares["data"]
 # does, then copied from pinned memory without waiting (lesson 05). The two loops are timed
 # against each other outside the profiler (it adds its own cost to every event):
 # `cg.compare_steps` times K steps between two synchronizations per sample, so the CPU can
-# queue ahead as in a real loop, and interleaves the two sides (here for 15 samples each).
+# queue ahead as in a real loop (on a GPU K is at least 8: with K = 1 the CPU and the GPU
+# would take turns in both loops, and the read would cost 1.00x by construction), and
+# interleaves the two sides (here for 15 samples each).
 # **Predict first:** on a GPU, how many times slower is the loop with `.item()`?
 
 # %%
@@ -378,19 +422,38 @@ if on_gpu:  # each loss read waits for the GPU
     assert rows["cudaStreamSynchronize"].count >= 3
 
 # %% [markdown]
-# `cg.profile_step` profiles each loop's step and names its regime. Give it the step's
-# floating-point work (6 per weight per sample for a training step: 2 forward, 4 backward) and
-# this GPU's matmul peak, measured as lesson 06 measures it, and it also says how near the
-# peak the step runs.
+# `cg.profile_step` times each loop's step without the profiler, profiles it and names its
+# regime. Give it the step's floating-point work and this GPU's matmul peak, measured as
+# lesson 06 measures it, in the step's precision (float32 here; an AMP step's is the 16-bit
+# peak), and it also says how near the peak the step runs.
+#
+# **Count the work, don't guess it.** "6 per weight per sample" (2 forward, 4 backward) holds
+# for dense layers only, and not even exactly: the first layer computes no gradient for its
+# input. A convolution uses each weight at every output pixel: lesson 04's CNN does 29.4 GFLOP
+# per step where the rule says 0.22, 133x less. `torch.utils.flop_counter.FlopCounterMode`
+# counts the matmuls and convolutions of a real forward and backward pass; on the `meta`
+# device (shapes only) it costs no memory and no time.
 
 # %%
+from torch.utils.flop_counter import FlopCounterMode
+
+with torch.device("meta"):  # the same model and batch, shapes only
+    meta_model = cg.mlp(3 * 32 * 32, hidden=width)
+    meta_inputs, meta_targets = torch.randn(batch, 3, 32, 32), torch.zeros(batch, dtype=torch.long)
+with FlopCounterMode(display=False) as counter:
+    F.cross_entropy(meta_model(meta_inputs), meta_targets).backward()
+flops = counter.get_total_flops()
+weights = sum(layer.weight.numel() for layer in busy_model if isinstance(layer, torch.nn.Linear))
+print(f"counted: {flops / 1e9:.3g} GFLOP per step; the rule of thumb, 6 x {weights:,} weights x {batch} samples: "
+      f"{6 * weights * batch / 1e9:.3g} GFLOP")
+assert flops < 6 * weights * batch  # the first layer's input gradient is not computed
+
 n = 4096 if on_gpu else 1024
 a = torch.randn(n, n, device=device)
 peak = 2 * n**3 / cg.benchmark(lambda: a @ a, device=device).median / 1e12
-weights = sum(layer.weight.numel() for layer in busy_model if isinstance(layer, torch.nn.Linear))
 print(f"measured matmul peak ({n} x {n}, float32): {peak:.3g} TFLOP/s")
-summaries = {read: cg.profile_step(lambda read=read: busy_step(read), device, flops_per_step=6 * weights * batch,
-                                   peak_tflops=peak) for read in (True, False)}
+summaries = {read: cg.profile_step(lambda read=read: busy_step(read), device, flops_per_step=flops,
+                                   peak_tflops=peak, peak_precision="fp32") for read in (True, False)}
 for read, summary in summaries.items():
     print(f"{'with' if read else 'without'} .item(): {summary.host_reads_per_step:g} host read(s) per step, "
           f"{summary.achieved_tflops:.3g} TFLOP/s; {summary.regime}")
@@ -420,11 +483,14 @@ assert grouped.ops_per_step < per_tensor.ops_per_step
 
 # %% [markdown]
 # On a GPU, print each one's regime: when the step is launch-bound, fewer launches are what
-# pays: a `foreach` or `fused=True` optimizer, a bigger batch, or CUDA graphs (lesson 11's
-# `torch.compile(mode="reduce-overhead")`), which replay the compiled model's forward and
-# backward as one launch each (the optimizer and the rest of the step stay eager). Default
-# `torch.compile` fuses element-wise kernels into fewer, cheaper ones: that pays on a
-# GPU-bound step, not on a GPU that waits for the CPU.
+# pays: a `foreach` or `fused=True` optimizer, or a bigger batch (the same launches, more work
+# each). On a GPU-bound step whose kernels are element-wise chains, a fused optimizer pays too:
+# one kernel per update for all parameters. CUDA graphs remove launches as well, but lesson
+# 11's `torch.compile(mode="reduce-overhead")` graphs only the compiled model's forward and
+# backward; the loss, the optimizer and the rest of the step stay eager, and on the course's
+# H100 that measured 1.00x for a launch-bound MLP. Default `torch.compile` fuses element-wise
+# kernels into fewer, cheaper ones: that pays on a GPU-bound step, not on a GPU that waits for
+# the CPU.
 #
 # ## 9. GPU utilisation from outside, and why it is not efficiency
 #
@@ -434,11 +500,12 @@ assert grouped.ops_per_step < per_tensor.ops_per_step
 # share of time **at least one kernel** was running, over the driver's last sampling period
 # (1/6 s to 1 s): asked once after the training ended, it says 0%. So ask it while the steps
 # run: the cell below reads it every 0.1 s in a background thread while the section 7 loop
-# (no reads) trains for two seconds, and prints the mean beside the profile's GPU-busy share
-# (on the course's H100 run (2026-11-26): 86% against 73%, the profiler's own overhead
-# stretching the profiled step). A single tiny kernel that occupies 1 of a GPU's streaming multiprocessors
-# (an H100 SXM has 132) counts as busy: high utilisation means the GPU is never idle, not that
-# it works at its speed. The achieved TFLOP/s against the matmul peak (section 7) says that.
+# (no reads) trains for two seconds, and prints the mean beside the GPU-busy share (on the
+# course's H100 run (2026-11-26): 86%, where the share against the profiled step read 73% and
+# the same kernels fill 93% of the unprofiled step). A single tiny kernel that occupies 1 of a
+# GPU's streaming multiprocessors (an H100 SXM has 132) counts as busy: high utilisation
+# means the GPU is never idle, not that it works at its speed. The achieved TFLOP/s against
+# the matmul peak (section 7) says that.
 
 # %%
 import shutil
@@ -498,7 +565,7 @@ with cg.shows_error(AssertionError, match="must be initialized|^$",
     empty.key_averages()
 
 # %% [markdown]
-# ## Exercise: find and fix the bottleneck of a loop you did not write
+# ## Exercise 1: find and fix the bottleneck of a loop you did not write
 #
 # `their_steps` below is someone else's training loop: a small MLP on the JPEG images, with
 # three suspects in plain sight: the loss read with `.item()` every step (section 7), an
@@ -603,7 +670,97 @@ def my_steps(steps):
 cg.checks.bottleneck_fix(their_steps, my_steps, device)
 
 # %% [markdown]
+# ## Exercise 2: name the regime, choose the lever, measure it
+#
+# The regime rule is a skill: read a step's numbers, name the row of the summary's table it
+# falls in, choose a lever of that row, apply it, and measure again. No helper prints the
+# verdict here: `.measurements()` prints a summary's numbers without it, and
+# `cg.checks.regime` checks your reading. The levers go by short names (printed below).
+#
+# **Part 1: three steps the course profiled on an H100** (any runtime: a CPU runtime can
+# only ever say "CPU-bound", so these are recorded, as numbers). For each, set its pair in
+# `my_readings` to (regime, lever).
+
+# %%
+from colab_gpu.levers import LEVER_NAMES
+
+recorded = cg.recorded_steps()
+for number, step in enumerate(recorded):
+    print(f"step {number}: {step}\n")
+print("lever names:", ", ".join(LEVER_NAMES))
+
+my_readings = [(None, None), (None, None), (None, None)]  # (regime, lever) for steps 0, 1 and 2
+
+# %% tags=["solution"]
+# Step 0 waits for its data (61% of the step), step 1 keeps its GPU busy only 43% of the real step, step 2 93%,
+# doing at least half of its kernels' time as matmuls (its TFLOP/s against the peak say so).
+my_readings = [("input-bound", "workers"), ("launch-bound", "bigger batch"), ("GPU-bound", "16-bit")]
+
+# %%
+for step, (my_regime, my_lever) in zip(recorded, my_readings, strict=True):
+    cg.checks.regime(step, my_regime, my_lever)
+
+# %% [markdown]
+# **Part 2: a step on your runtime.** `small_step` trains lesson 03's MLP on a batch of 64
+# samples already on the device, with an Adam that updates each parameter tensor on its own
+# (`foreach=False`), and returns how many samples it trained on. Read its numbers, name its
+# regime and a lever, and write `my_step`: the same training with that lever applied,
+# returning its number of samples. `cg.checks.regime` profiles `small_step`, checks your
+# reading, then times both (`cg.compare_steps`) and wants yours to train at least 1.1x the
+# samples per second. On a CPU runtime it checks the reading only: the levers that pay there
+# are not the GPU's.
+
+# %%
+torch.manual_seed(0)
+small = cg.mlp(784, hidden=512).to(device)
+small_adam = torch.optim.Adam(small.parameters(), lr=1e-3, foreach=False)
+pool_inputs, pool_targets = torch.randn(4096, 784, device=device), torch.randint(0, 10, (4096,), device=device)
+
+
+def small_step(batch: int = 64) -> int:
+    """One training step of lesson 03's MLP on ``batch`` random samples already on the device."""
+    picked = torch.randint(0, len(pool_inputs), (batch,), device=device)
+    loss = F.cross_entropy(small(pool_inputs[picked]), pool_targets[picked])
+    small_adam.zero_grad(set_to_none=True)
+    loss.backward()
+    small_adam.step()
+    return batch
+
+
+print(cg.profile_step(small_step, device).measurements())
+
+my_regime, my_lever = None, None  # e.g. "GPU-bound", "fusion"
+
+
+def my_step() -> int:
+    """small_step with your lever applied; returns how many samples it trained on."""
+    return small_step()
+
+
+# %% tags=["solution"]
+# On a GPU the kernels of a batch of 64 fill a small share of the step: the host's launches are the cost. A batch of
+# 1,024 does 16 times the work for the same launches (a fused optimizer, fewer launches, pays too).
+my_regime, my_lever = ("launch-bound", "bigger batch") if on_gpu else ("CPU-bound", "GPU runtime")
+
+
+def my_step() -> int:
+    """small_step on 16 times the samples: the same launches, each with more work."""
+    return small_step(1024)
+
+
+# %%
+cg.checks.regime(small_step, my_regime, my_lever, my_step, device)
+
+# %% [markdown]
 # ## Summary
+#
+# | the profile says | regime | the first lever |
+# |---|---|---|
+# | "data" >= 30% of the step while no kernel runs | input-bound | workers, pinned memory, data on the GPU |
+# | GPU busy < 80% of the unprofiled step | launch-bound | fewer syncs, a bigger batch, a fused optimizer |
+# | busy >= 80%, mostly matmuls and convolutions | GPU-bound | 16 bits or TF32, channels_last |
+# | busy >= 80%, mostly element-wise kernels | GPU-bound | fusion: default `torch.compile` |
+# | busy >= 80%, mostly kernels under 10 µs | GPU-bound | a bigger batch, fewer kernels |
 #
 # - Profile before you fix: the suspect in plain sight is not always the cost.
 # - Profile a few steps, not a whole epoch: `profile(activities=[CPU, CUDA],
@@ -613,16 +770,15 @@ cg.checks.bottleneck_fix(their_steps, my_steps, device)
 #   each by self CUDA time (in one table they count each kernel twice); on a CPU,
 #   `.table(sort_by="self_cpu_time_total")`. `export_chrome_trace` and
 #   <https://ui.perfetto.dev> for the two timelines.
-# - Name the regime before you fix anything: input-bound ("data" while the GPU idles: lesson
-#   05), launch-bound (the GPU busy < 50%: a bigger batch, CUDA graphs with
-#   `mode="reduce-overhead"`, fused or foreach optimizers, fewer host syncs) or GPU-bound
-#   (near the matmul peak: AMP, TF32, layouts; far below it: fusion with `torch.compile`).
-#   A fix from another regime cannot pay. `cg.summarize_profile(prof)` and
-#   `cg.profile_step(step, device)` name it, with the numbers behind it.
+# - Name the regime before you fix anything, from the kernels' time over the step timed
+#   *without* the profiler (it stretches the host's side, not the kernels). A fix from
+#   another row of the table above cannot pay. `cg.profile_step(step, device)` measures the
+#   step both ways and names the row, with the numbers behind it; count the step's work with
+#   `FlopCounterMode`, and compare it with the peak of the step's precision.
 # - A `.item()` per step costs what the CPU could have done ahead of a busy GPU: time such
 #   comparisons with `cg.compare_steps` (K steps per sample, interleaved), outside the profiler.
 # - "GPU utilisation" is the share of time some kernel runs, not how fast it runs: sample it
 #   while the steps run.
 #
-# Next: lesson 11, `torch.compile`: CUDA graphs for a launch-bound step, fusion for a
-# GPU-bound one.
+# Next: lesson 11, `torch.compile`: fusion for a GPU-bound step of element-wise chains, and
+# what CUDA graphs can and cannot remove from a launch-bound one.

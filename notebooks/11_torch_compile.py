@@ -148,7 +148,7 @@ chosen = cg.choose_precision(device)
 fusion = cg.workloads.fusion_workload(device)
 fusion_profile = cg.profile_step(cg.workloads.workload_step(fusion, device, chosen), device,
                                  flops_per_step=cg.workloads.training_flops(fusion),
-                                 peak_tflops=cg.workloads.matmul_peak(device, chosen))
+                                 peak_tflops=cg.workloads.matmul_peak(device, chosen), peak_precision=chosen.name)
 
 
 def print_regime(workload, summary):
@@ -225,14 +225,16 @@ for comparison in [fused] + ([graphs] if graphs else []):
 # (1.00x): the graphs saved about what compile's own wrapper costs (its guards, and the copies
 # of the inputs into the graphs' buffers), and the eager rest of the step still kept the GPU
 # waiting. Expected on a T4 (a prediction): launch-bound too, default compile about 1x or below,
-# `reduce-overhead` about 1x. The bench's "compile_graphs" row aims at 2x on an even smaller
-# model (eight layers of 64 on batches of 32): not measured on a GPU yet.
+# `reduce-overhead` about 1x. The bench's "compile_graphs" row, on an even smaller model
+# (eight layers of 64 on batches of 32), therefore promises only that the graphs cost nothing
+# (at least 0.95x): not measured on a GPU yet.
 #
 # **Going further (not measured in the course yet).** To take the whole step off the host,
 # capture forward, backward *and* the optimizer step in one CUDA graph: "whole-network
 # capture" with `torch.cuda.graph`, in PyTorch's notes on CUDA semantics (static tensors that
 # each step copies its batch into, then one `graph.replay()` per step; Adam needs
-# `capturable=True`). Or give each launch more work: a larger batch (lesson 06).
+# `capturable=True`). Or give each launch more work: a larger batch (lesson 07 finds the
+# largest that fits).
 # `mode="max-autotune"` is for the other regime: it benchmarks several kernel variants for
 # every matmul and convolution and keeps the fastest, which makes compiling take minutes: worth
 # it for a long GPU-bound job, not here.

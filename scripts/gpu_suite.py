@@ -60,6 +60,7 @@ from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_
 )
 
 from colab_gpu.bench import EXPERIMENTS
+from colab_gpu.profiling import PROFILES_ENV
 from colab_gpu.references import FIGURES_ENV
 
 RUN_DIR = BUILD / "gpu-run"
@@ -177,6 +178,8 @@ def run_bench(parts: dict[str, dict], python: str, out: Path, env: dict, window:
     folder = out / "bench" / f"window-{number}"
     left = window.left()
     command = [python, "-m", "colab_gpu", "bench", "--out", str(folder), "--only", *names]
+    (out / "profiles").mkdir(parents=True, exist_ok=True)
+    env = dict(env, **{PROFILES_ENV: str(out / "profiles" / f"bench-window-{number}.jsonl")})
     code, seconds = run_command(command, env, out / "logs" / f"bench-window-{number}.log", left and max(1, left))
     found = json.loads((folder / "bench.json").read_text()) if (folder / "bench.json").exists() else {}
     rows = {row["key"]: row for row in found.get("rows", [])}

@@ -3,7 +3,8 @@
 A run is what scripts/gpu_runner.py leaves (Kaggle's /kaggle/working, the maintainer notebook's zip, a self-hosted
 runner's build/gpu-run): manifest.json, the suite's report.md/report.json, the executed notebooks, logs, JUnit XML.
 Importing it:
-  - copies manifest.json, report.md, report.json and the GPU-executed notebooks to reports/gpu/<date>-<gpu>/
+  - copies manifest.json, report.md, report.json, the GPU-executed notebooks and the steps the run profiled
+    (profiles/*.jsonl, which tests/test_regimes.py replays) to reports/gpu/<date>-<gpu>/
     (the logs and JUnit XML stay in the run, which the workflow keeps as an artifact);
   - refreshes colab_gpu/references.json from every imported run (scripts/update_references.py), so the lessons
     show "on a T4: ..." beside the learner's own figure once the next release ships it;
@@ -116,6 +117,11 @@ def copy_run(run: Path, target: Path, manifest: dict) -> list[str]:
         if name != MANIFEST:
             shutil.copyfile(run / name, target / name)
     (target / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")  # the run's, or read from its report
+    profiles = sorted((run / "profiles").glob("*.jsonl"))  # the steps it profiled: tests/test_regimes.py replays them
+    if profiles:
+        (target / "profiles").mkdir()
+    for profile in profiles:
+        shutil.copyfile(profile, target / "profiles" / profile.name)
     lessons = []
     for notebook in sorted((run / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         shutil.copyfile(notebook, target / "notebooks" / notebook.name)

@@ -6,7 +6,8 @@ executes that same notebook once, with nbclient instead of pytest, and derives f
     ``# NBVAL_CHECK_OUTPUT`` must print what the committed notebook shows, once both are sanitized with
     nbval_sanitize.cfg (nbval's own stream coalescing and sanitizing patterns, and the fields nbval skips);
   - the lesson's time (its student version's remaining cells included: the pair is what runs);
-  - the lesson's executed notebook (`nbval_pairs.lesson_part`), and the figures it recorded (``COLAB_GPU_FIGURES``).
+  - the lesson's executed notebook (`nbval_pairs.lesson_part`), the figures it recorded (``COLAB_GPU_FIGURES``), and
+    the steps it profiled (``COLAB_GPU_PROFILES``: profiles/<lesson>.jsonl, replayed by the regime tests).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from nbtools import NOTEBOOKS, ROOT, execute, strip_machine_paths, write_paired
 from nbval.plugin import coalesce_streams, get_sanitize_patterns
 from nbval_pairs import lesson_part
 
+from colab_gpu.profiling import PROFILES_ENV
 from colab_gpu.references import FIGURES_ENV
 
 SANITIZE = ROOT / "nbval_sanitize.cfg"
@@ -129,6 +131,9 @@ def run_lesson(
     figures_file = out / "figures" / f"{stem}.json"
     figures_file.parent.mkdir(parents=True, exist_ok=True)
     figures_file.unlink(missing_ok=True)
+    profiles_file = out / "profiles" / f"{stem}.jsonl"
+    profiles_file.parent.mkdir(parents=True, exist_ok=True)
+    profiles_file.unlink(missing_ok=True)
     expected = nbformat.read(pair, as_version=4)
     start = time.monotonic()
     own_deadline = start + timeout
@@ -138,7 +143,7 @@ def run_lesson(
         cwd=NOTEBOOKS,
         timeout=timeout,
         log=out / "logs" / f"{stem}.log",
-        env=dict(env, **{FIGURES_ENV: str(figures_file)}),
+        env=dict(env, **{FIGURES_ENV: str(figures_file), PROFILES_ENV: str(profiles_file)}),
         deadline=deadline,
     )
     run = LessonRun(stem, "passed", done.seconds, timeout, done.error, done.failed_cell)
@@ -173,5 +178,6 @@ def kernel_env(require_cuda: bool) -> dict[str, str]:
     """The environment the suite's lessons run in: this one, REQUIRE_CUDA as asked, no figures file of its own."""
     env = dict(os.environ, REQUIRE_CUDA="1" if require_cuda else "", PYTHONUNBUFFERED="1")
     env.pop(FIGURES_ENV, None)
+    env.pop(PROFILES_ENV, None)
     env.pop("PYTEST_CURRENT_TEST", None)  # ipykernel would stop capturing child processes' output
     return env

@@ -46,11 +46,14 @@ def lessons_in(block: str) -> list[str]:
 
 def live_minutes(number: str, live: str, text: str | None = None) -> int:
     """The budget minutes of the sections an agenda's "live" cell names ("sections 2-4, 6 (timing)", "the
-    exercise"): what those sections take a learner, which the block's slot must hold."""
+    exercise", "exercise 2"): what those sections take a learner, which the block's slot must hold."""
     budget = lesson_budget(number, text)
     named: set[int] = set()
     for listed in re.findall(r"sections? ((?:\d+(?:-\d+)?(?:, | and )?)+)", live):
         for first, last in re.findall(r"(\d+)(?:-(\d+))?", listed):
             named.update(range(int(first), int(last or first) + 1))
     minutes = sum(m for name, m in budget if re.match(r"(\d+)\.", name) and int(name.split(".")[0]) in named)
+    exercises = re.findall(r"exercise (\d+)", live)  # "exercise 2": that one only; "the exercise": all of them
+    if exercises:
+        return minutes + sum(m for name, m in budget if re.match(rf"Exercise ({'|'.join(exercises)})\b", name))
     return minutes + (exercise_minutes(number, text) if "exercise" in live else 0)

@@ -118,9 +118,21 @@ def test_the_labels_gpu_copies_are_not_kernels_so_idle_gaps_stay_idle():
     assert "busy 10%" in summary.advice() and "reduce-overhead" in summary.advice()
 
 
-def synthetic_steps(count=4, step_us=1000.0, busy=0.95, launches=10, data=0.0, reads=0, on_gpu=True, **summary_options):
+def synthetic_steps(
+    count=4,
+    step_us=1000.0,
+    busy=0.95,
+    launches=10,
+    data=0.0,
+    reads=0,
+    on_gpu=True,
+    kernel="kernel",
+    scaler_reads=0,
+    **summary_options,
+):
     """The summary of ``count`` steps as a profile records them: a "data" label over the first ``data`` of each
-    step, then its launches and kernels (covering ``busy`` of the step), and ``reads`` synchronizing host reads."""
+    step, then its launches and ``kernel`` kernels (covering ``busy`` of the step), and ``reads`` synchronizing host
+    reads, the first ``scaler_reads`` of them inside GradScaler.step."""
     spans = []
     for i in range(count):
         t0 = i * step_us
@@ -132,10 +144,11 @@ def synthetic_steps(count=4, step_us=1000.0, busy=0.95, launches=10, data=0.0, r
             start = begin + k * (1 - data) * step_us / launches
             if on_gpu:
                 spans.append(Span("cudaLaunchKernel", False, start, start + 1))
-                spans.append(Span("kernel", True, start + 1, start + 1 + kernel_us))
+                spans.append(Span(kernel, True, start + 1, start + 1 + kernel_us))
             spans.append(Span("aten::addmm", False, start, start + 2, top_level_op=True))
         for r in range(reads):
-            spans.append(Span(HOST_READ, False, t0 + step_us - 5 - r, t0 + step_us - 4 - r, True, synchronizes=True))
+            start = t0 + step_us - 5 - r
+            spans.append(Span(HOST_READ, False, start, start + 1, True, synchronizes=True, in_scaler=r < scaler_reads))
     return summarize_spans(spans, **summary_options)
 
 
@@ -160,58 +173,6 @@ def test_data_fetched_while_the_gpu_computes_is_not_waited_for():
     assert summary.regime.name == "GPU-bound"
 
 
-def test_an_idle_gpu_with_many_launches_is_launch_bound_and_default_compile_is_not_a_lever():
-    summary = synthetic_steps(step_us=820, busy=0.12, launches=40, reads=1)
-    regime = summary.regime
-    assert regime.name == "launch-bound" and summary.gpu_busy == pytest.approx(0.12)
-    assert "busy 12% of each 820 µs step: 40 kernel launches per step (20 µs of step per launch)" in regime.reason
-    assert "1 host read(s) per step stop the CPU" in regime.reason
-    levers = " ".join(regime.levers)
-    for lever in ("bigger batch", 'mode="reduce-overhead"', "fused=True", "fewer host syncs", "lesson 03"):
-        assert lever in levers
-    assert "torch.compile(" not in levers.replace('torch.compile(mode="reduce-overhead")', "")
-    for useless in ("default torch.compile", "AMP", "TF32", "channels_last", "cudnn.benchmark"):
-        assert useless in regime.useless[0]
-    assert "What cannot help here: default torch.compile" in summary.advice()
-
-
-def test_the_cuda_graphs_lever_says_what_reduce_overhead_graphs_and_what_stays_eager():
-    # The H100 run: reduce-overhead gave 1.00x on a launch-bound MLP. It graphs the compiled model, not the step.
-    graphs = [lever for lever in synthetic_steps(busy=0.05, launches=23).regime.levers if "CUDA graphs" in lever]
-    assert len(graphs) == 1 and "whole step" not in graphs[0]
-    assert "forward and backward as one launch each" in graphs[0] and "optimizer" in graphs[0]
-    assert "stay eager" in graphs[0]
-
-
-def test_a_busy_gpu_near_its_matmul_peak_is_gpu_bound_and_precision_helps():
-    # 40 GFLOP in a 1 ms step: 40 TFLOP/s against a measured peak of 51 (the H100's fp32 matmul)
-    summary = synthetic_steps(busy=0.95, flops_per_step=40e9, peak_tflops=51.0)
-    assert summary.achieved_tflops == pytest.approx(40) and summary.share_of_peak == pytest.approx(40 / 51)
-    regime = summary.regime
-    assert regime.name == "GPU-bound" and "at 40 TFLOP/s, 78% of this GPU's measured matmul peak" in regime.reason
-    assert any("AMP" in lever for lever in regime.levers) and any("channels_last" in lever for lever in regime.levers)
-    assert not any("fusion" in lever for lever in regime.levers) and any("reduce-overhead" in u for u in regime.useless)
-    assert "40 TFLOP/s, 78% of this GPU's measured matmul peak" in str(summary)
-    synced = synthetic_steps(busy=0.95, reads=1, flops_per_step=40e9, peak_tflops=51.0).regime
-    assert synced.name == "GPU-bound" and "1 host read(s) per step leave the GPU idle" in synced.reason
-    assert "fewer host syncs" in synced.levers[-1]
-
-
-def test_a_busy_gpu_far_below_its_peak_runs_memory_bound_chains_that_fusion_helps():
-    summary = synthetic_steps(busy=0.9, launches=60, flops_per_step=2e9, peak_tflops=51.0)
-    regime = summary.regime
-    assert regime.name == "GPU-bound" and "only 2 TFLOP/s, 4% of this GPU's measured matmul peak" in regime.reason
-    assert "memory-bound element-wise chains" in regime.reason
-    assert any("default torch.compile fuses" in lever for lever in regime.levers)
-    unknown = synthetic_steps(busy=0.9).regime  # without the flops: both families of levers, and how to tell
-    assert unknown.name == "GPU-bound" and "flops_per_step and peak_tflops" in unknown.reason
-    assert [lever.split(":")[0] for lever in unknown.levers] == [
-        "lower precision",
-        "layouts the tensor cores like",
-        "fusion",
-    ]
-
-
 def test_a_cpu_runtime_is_cpu_bound_and_gpu_levers_cannot_help():
     summary = synthetic_steps(on_gpu=False, launches=30)
     assert summary.gpu_busy is None and summary.launches_per_step is None
@@ -220,7 +181,7 @@ def test_a_cpu_runtime_is_cpu_bound_and_gpu_levers_cannot_help():
     assert "GPU runtime" in regime.levers[0] and "CUDA graphs" in regime.useless[0]
 
 
-def test_profile_step_profiles_any_step_and_names_its_regime():
+def test_profile_step_times_the_step_without_the_profiler_then_profiles_it():
     torch.manual_seed(0)
     layer = torch.nn.Linear(64, 64)
     calls = []
@@ -232,11 +193,58 @@ def test_profile_step_profiles_any_step_and_names_its_regime():
         layer(x).sum().backward()
 
     summary = cg.profile_step(step, "cpu", steps=3, flops_per_step=6 * 64 * 64 * 32, peak_tflops=1.0)
-    assert len(calls) == 5 and summary.steps == 3  # one skipped and one warm-up call first
-    assert summary.step_ms > 0 and summary.ops_per_step >= 3 and summary.achieved_tflops > 0
+    timed = 1 + cg.timing.PROBE_CALLS + 7 * summary.steps_per_sample  # compare_steps: warm-up, probes, 7 samples
+    assert len(calls) == timed + 5 and summary.steps == 3  # then one skipped and one warm-up call, 3 profiled
+    assert summary.step_ms > 0 and summary.profiled_step_ms > 0 and summary.ops_per_step >= 3
+    assert summary.achieved_tflops == pytest.approx(6 * 64 * 64 * 32 / (summary.step_ms * 1e-3) / 1e12)
     assert summary.regime.name in ("CPU-bound", "input-bound") and "TFLOP/s" in str(summary)
+    assert "without the profiler" in str(summary) and "under it" in str(summary)
     with pytest.raises(ValueError, match="steps >= 1"):
         cg.profile_step(step, "cpu", steps=0)
+
+
+def test_profile_step_and_summarize_profile_say_what_they_need_when_given_a_result():
+    layer = torch.nn.Linear(4, 4)
+    with pytest.raises(TypeError, match=r"needs the step as a function to call, got a Tensor.*lambda"):
+        cg.profile_step(layer(torch.randn(2, 4)).sum(), "cpu")
+    with pytest.raises(TypeError, match=r"needs the profiler itself.*got list.*not prof.key_averages\(\)"):
+        cg.summarize_profile([])
+
+
+def scaled_steps(fused: bool):
+    """A training step with a GradScaler on the CPU (torch.amp.GradScaler("cpu")), its optimizer fused or not."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, fused=fused)
+    scaler = torch.amp.GradScaler("cpu")
+    x, y = torch.randn(8, 16), torch.randint(0, 4, (8,))
+
+    def step():
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+
+    return step
+
+
+def test_the_grad_scalers_read_is_named_apart_from_the_loops_own_and_gets_its_own_lever():
+    plain = cg.profile_step(scaled_steps(fused=False), "cpu", steps=2)
+    # GradScaler.step reads its inf/NaN flag before the optimizer's step: a read that is not the learner's
+    assert plain.host_reads_per_step == 1 and plain.scaler_reads_per_step == 1
+    assert "(1 of them the GradScaler's)" in str(plain)
+    fused = cg.profile_step(scaled_steps(fused=True), "cpu", steps=2)
+    assert fused.host_reads_per_step == 0  # fused=True: the scaler hands the flag to the optimizer on the device
+    assert torch.amp.GradScaler.step.__name__ == "step" and not hasattr(torch.amp.GradScaler.step, "__wrapped__")
+    on_gpu = synthetic_steps(busy=0.95, reads=1, scaler_reads=1).regime
+    assert "(1 of them the GradScaler's inf/NaN check)" in on_gpu.reason
+    assert any("fused=True: the GradScaler then hands it" in lever for lever in on_gpu.levers)
+    assert not any(lever.startswith("fewer host syncs") for lever in on_gpu.levers)  # summing the loss cannot help
+    both = synthetic_steps(busy=0.3, reads=2, scaler_reads=1).regime
+    assert (
+        both.name == "launch-bound" and both.levers[0].startswith("fewer host syncs") and "GradScaler" in both.levers[1]
+    )
 
 
 def test_a_profile_without_steps_is_a_clear_error():
@@ -303,8 +311,9 @@ def test_on_a_gpu_a_tiny_step_is_launch_bound_and_a_big_matmul_gpu_bound_near_it
     assert big.regime.name == "GPU-bound" and big.gpu_busy > 0.8 and big.share_of_peak > 0.5, big
 
 
-def lesson_exercise(data_images: int = 1024) -> dict:
-    """Lesson 10's exercise cells, run in order on the offline digits: their loop, its labelled twin, my_steps."""
+def lesson_exercise(data_images: int = 1024, exercise: int = 1) -> dict:
+    """Lesson 10's exercise cells, run in order on the offline digits: exercise 1's (their loop, its labelled twin,
+    my_steps) or exercise 2's (the recorded steps named, then small_step and my_step)."""
     from pathlib import Path
 
     import jupytext
@@ -312,7 +321,8 @@ def lesson_exercise(data_images: int = 1024) -> dict:
     from torchvision.transforms import v2
 
     cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "10_profiler.py").cells
-    start = next(i for i, c in enumerate(cells) if c.source.startswith("## Exercise"))
+    start = next(i for i, c in enumerate(cells) if c.source.startswith(f"## Exercise {exercise}"))
+    end = next((i for i, c in enumerate(cells) if c.source.startswith(("## Summary", "## Exercise 2")) and i > start))
     data = cg.load_digits(32, 3)
     images, labels = data.train_images[:data_images], data.train_labels[:data_images]
     namespace = {
@@ -324,12 +334,14 @@ def lesson_exercise(data_images: int = 1024) -> dict:
         "record_function": record_function,
         "activities": [ProfilerActivity.CPU],
         "device": CPU,
+        "on_gpu": False,
+        "F": torch.nn.functional,
         "images": images,
         "labels": labels,
         "resident": cg.DeviceLoader(images.float() / 255, labels, batch_size=128, device=CPU),
         "augment": v2.Compose([v2.RandomHorizontalFlip(), v2.ToDtype(torch.float32, scale=True)]),
     }
-    codes = [c for c in cells[start:] if c.cell_type == "code"]
+    codes = [c for c in cells[start:end] if c.cell_type == "code"]
     namespace["cells"] = {
         ("solution" if "solution" in c.metadata.get("tags", []) else "given", i): c.source for i, c in enumerate(codes)
     }
@@ -368,6 +380,20 @@ def test_the_lesson_solutions_pass_both_checks(capsys):
     assert cg.checks.profile_labels(lesson["prof"])
     assert cg.checks.bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     assert "faster on cpu" in capsys.readouterr().out
+
+
+def test_exercise_2_fails_unanswered_and_passes_with_its_solution_on_a_cpu(capsys):
+    lesson = lesson_exercise(exercise=2)
+    cells = list(lesson["cells"].items())
+    for (kind, _), source in cells:
+        if kind == "given":
+            run_cell(lesson, source)
+    out = capsys.readouterr().out
+    assert out.count("set my_regime and my_lever") == 4  # three recorded steps, then the learner's own
+    for (_, _), source in cells:  # in the lesson's order, as "Run all" runs them
+        run_cell(lesson, source)
+    out = capsys.readouterr().out
+    assert out.count("✅ Correct") == 4 and "❌" not in out and "rerun on a GPU runtime" in out
 
 
 def test_the_bottleneck_check_wants_one_finite_loss_per_step(capsys):

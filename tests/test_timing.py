@@ -91,20 +91,44 @@ def test_compare_steps_times_k_steps_per_sample_so_a_sample_lasts_20_ms(monkeypa
     timings = cg.timing.compare_steps(
         {"slow": clock.step("slow", 1e-3), "fast": clock.step("fast", 4e-4)}, device="cuda"
     )
-    assert {t.steps_per_sample for t in timings.values()} == {50}  # 20 ms / 0.4 ms, the faster side decides
+    (k,) = {t.steps_per_sample for t in timings.values()}
+    assert k in (50, 51)  # 20 ms / 0.4 ms (up to the fake clock's rounding): the faster side decides
     assert timings["slow"].median == pytest.approx(1e-3) and timings["fast"].median == pytest.approx(4e-4)
     assert [len(t.times) for t in timings.values()] == [7, 7]
-    assert "K=50 steps per sample" in str(timings["fast"])
+    assert f"K={k} steps per sample" in str(timings["fast"])
 
 
 def test_compare_steps_interleaves_the_sides_and_synchronizes_only_around_each_sample(monkeypatch):
     clock = fake_clock(monkeypatch)
-    cg.timing.compare_steps({"a": clock.step("a", 0.05), "b": clock.step("b", 0.05)}, device="cuda", warmup=1)
-    assert clock.events[:8] == ["a", "sync", "a", "sync", "b", "sync", "b", "sync"]  # warm-up, one timed call each
-    timed = clock.events[8:]
+    cg.timing.compare_steps({"a": clock.step("a", 0.05), "b": clock.step("b", 0.05)}, device="cpu", warmup=1)
+    # warm-up, then three timed single calls each (K from their median)
+    assert clock.events[:20] == ["a"] + ["sync", "a", "sync"] * 3 + ["b"] + ["sync", "b", "sync"] * 3
+    timed = clock.events[20:]
     samples = [event for event in timed if event != "sync"]
     assert samples == ["a", "b", "b", "a", "a", "b", "b", "a", "a", "b", "b", "a", "a", "b"]  # K=1, alternating order
     assert timed[:3] == ["sync", "a", "sync"]  # each sample: synchronize, K calls, synchronize
+
+
+def test_on_a_gpu_a_sample_queues_at_least_8_steps_so_a_long_step_still_runs_ahead(monkeypatch):
+    clock = fake_clock(monkeypatch)
+    timings = cg.timing.compare_steps({"t4 step": clock.step("t4 step", 0.025)}, device="cuda")
+    assert timings["t4 step"].steps_per_sample == cg.timing.MIN_QUEUED_STEPS == 8  # 20 ms alone would give K=1
+    assert "K=8 steps per sample" in str(timings["t4 step"])
+    on_cpu = cg.timing.compare_steps({"cpu step": fake_clock(monkeypatch).step("cpu step", 0.025)}, device="cpu")
+    assert on_cpu["cpu step"].steps_per_sample == 1 and "K=1 step per sample" in str(on_cpu["cpu step"])
+    assert cg.timing.can_queue("cuda") and not cg.timing.can_queue("cpu")
+
+
+def test_one_slow_probe_call_does_not_set_k(monkeypatch):
+    clock = fake_clock(monkeypatch)
+    costs = iter([1e-3] * 3 + [0.05] + [1e-3] * 1000)  # warm-up, then one 50 ms hiccup among the three probes
+
+    def step():
+        clock.now += next(costs)
+        clock.events.append("step")
+
+    timings = cg.timing.compare_steps({"step": step}, device="cpu")
+    assert timings["step"].steps_per_sample == 20  # 20 ms / 1 ms: the probes' median, not the outlier (K=1)
 
 
 def test_compare_steps_refuses_fewer_than_seven_samples():

@@ -102,11 +102,13 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "matmuls stay in cuBLAS on both sides: below 1.3x the compile time is rarely repaid",
             ),
             "compile_graphs": Target(
-                "reduce-overhead at least 2x eager on a launch-bound tiny model",
-                at_least=2,
-                reason="a tiny step is dozens of microsecond kernels, each paying a launch on the host while the GPU "
-                "waits; CUDA graphs replay the model's forward and backward from one launch each (timed K steps per "
-                "sample, so the CPU queues ahead on both sides, as in training)",
+                "reduce-overhead no slower than eager (>= 0.95x) on a launch-bound tiny model",
+                at_least=0.95,
+                reason="CUDA graphs replay the compiled model's forward and backward from one launch each, but the "
+                "loss, zero_grad, the autograd engine and the optimizer stay eager, and compile's wrapper costs about "
+                "what the graphs save: on the course's H100 (2026-11-26) lesson 11's launch-bound MLP measured 1.00x "
+                "(eager 1.42 ms, reduce-overhead 1.41 ms). The promise is that it costs nothing; whole-step capture "
+                "(forward, backward and a capturable optimizer in one graph) is the lever left to measure",
             ),
         },
     ),

@@ -204,6 +204,12 @@ def gpu_busy_row(device: torch.device) -> Row:
     )
 
 
+def _peak_name(precision) -> str:
+    """The name of the matmul peak `matmul_peak` measures for ``precision`` (a `Precision` or its name)."""
+    name = getattr(precision, "name", precision)
+    return "TF32" if name == "fp32" else name  # matmul_peak measures fp32 with TF32 on
+
+
 def compile_rows(device: torch.device) -> list[Row]:
     """Compiled vs eager training steps (lesson 11), each row in the regime its claim needs, timed with
     ``compare_steps`` and named with the regime `profile_step` measured for the eager step here:
@@ -242,6 +248,7 @@ def compile_rows(device: torch.device) -> list[Row]:
             device,
             flops_per_step=training_flops(workload),
             peak_tflops=matmul_peak(device, precision),
+            peak_precision=_peak_name(precision),
         ).regime
         eager, compiled = comparison.steps["eager"], comparison.steps[mode]
         rows.append(

@@ -111,7 +111,8 @@ def timed_step(workload: Workload, device: torch.device) -> tuple[BenchResult, P
         if device.type != "cuda":
             return timing, None
         peak = matmul_peak(device, "fp32", tf32=False)
-        return timing, profile_step(step, device, flops_per_step=training_flops(workload), peak_tflops=peak)
+        flops = training_flops(workload)
+        return timing, profile_step(step, device, flops_per_step=flops, peak_tflops=peak, peak_precision="fp32")
 
 
 def cpu_vs_gpu_rows(device: torch.device) -> list[Row]:

@@ -4,13 +4,14 @@ A lesson calls them as ``cg.checks.<name>`` (``cg.checks.train_loop(...)``). Eac
 ``CheckResult`` (true when passed), so an exercise left undone does not crash the notebook; the learner reads the
 hint and tries again. Helpers that raise instead are named ``require_*`` (``require_model_on_device``). By topic:
 ``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``data``, ``speed``, ``tuning``,
-``training``, ``memory`` and ``parallel`` (the skill exercises, measured on the learner's runtime).
+``training``, ``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's runtime).
 """
 
 from .core import close, label_validator, on_device, that
 from .data import csv_dataset
 from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
+from .regimes import regime
 from .speed import loader_settings, loader_speed, prediction_speed, timing
 from .training import amp_step, precision_rule, train_loop
 from .transformers import lora_linear
@@ -34,6 +35,7 @@ __all__ = [
     "precision_rule",
     "prediction_speed",
     "profile_labels",
+    "regime",
     "released",
     "shard",
     "that",

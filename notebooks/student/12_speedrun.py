@@ -215,9 +215,13 @@ for r in ran:
 # (one launch for every parameter, and no wait on GradScaler's overflow flag in float16).
 #
 # Whether the techniques of rungs 3 and 5 pay once the batch is large depends on the GPU. On the
-# course's H100 run (2026-11-26) even rung 6's step stayed launch-bound (the GPU busy 37% of it):
-# with `torch.compile` it ran at 0.98x the speed without it, with mixed precision at 0.93x:
-# neither lever paid there. A T4 does about a twentieth of an H100's arithmetic (8 TFLOP/s in fp32), so
+# course's H100 run (2026-11-26) even rung 6's step stayed launch-bound: its kernels filled about
+# 41% of its 5.7 ms step (2.3 ms of kernels; recomputed against the unprofiled step, as lesson 10
+# now divides). With `torch.compile` it ran at 0.98x the speed without it, with mixed precision
+# at 0.93x: neither lever paid there. The fp32 variant shows why: its 5.3 ms of kernels fill its
+# whole 5.2 ms step (GPU-bound); mixed precision cut them to
+# 3.6 ms, and the step then waited on the host, which autocast's cast kernels had made longer.
+# A T4 does about a twentieth of an H100's arithmetic (8 TFLOP/s in fp32), so
 # a batch of 512 should keep it busy and both levers should pay (a prediction: no T4 run yet).
 # The next cell measures it where it matters, on the last rung's step: the same recipe without
 # `torch.compile`, then also without mixed precision, each profiled.

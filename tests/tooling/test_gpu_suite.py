@@ -269,11 +269,26 @@ def test_a_checked_cell_that_prints_something_else_fails_as_nbval_would(tmp_path
     assert ("01_x::cell 1 (NBVAL_CHECK_OUTPUT)", "FAILED", 0.0) in run.checks
 
 
+def test_the_steps_a_lesson_profiles_are_kept_with_the_run(tmp_path):
+    import nbformat
+    import suite_lessons
+
+    source = "import colab_gpu as cg, torch\nlayer = torch.nn.Linear(4, 4)\n"
+    source += "cg.profile_step(lambda: layer(torch.randn(2, 4)).sum().backward(), 'cpu', steps=1).regime.name"
+    pair = tmp_path / "10_x.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]), pair)
+    run = suite_lessons.run_lesson(pair, tmp_path / "run", 120, None, suite_lessons.kernel_env(False), refresh=False)
+    (entry,) = [json.loads(line) for line in (tmp_path / "run" / "profiles" / "10_x.jsonl").read_text().splitlines()]
+    assert run.status == "passed" and entry["regime"] == "CPU-bound" and entry["record"]["steps"] == 1
+
+
 def test_the_lessons_figures_reach_the_report_and_never_the_unit_tests(monkeypatch, tmp_path):
     monkeypatch.setenv("COLAB_GPU_FIGURES", str(tmp_path / "leaked.json"))
+    monkeypatch.setenv("COLAB_GPU_PROFILES", str(tmp_path / "leaked.jsonl"))
     import suite_lessons
 
     assert "COLAB_GPU_FIGURES" not in suite_lessons.kernel_env(True)
+    assert "COLAB_GPU_PROFILES" not in suite_lessons.kernel_env(True)
     commands = gpu_suite.unit_test_commands(sys.executable, ["tests"], tmp_path)
     assert [c[-1].rsplit("/", 1)[-1] for c in commands] == ["unit.xml", "unit-gpu.xml"]
     assert "--ignore=tests/tooling" in commands[0] and ["-m", "gpu"] == commands[1][-3:-1]

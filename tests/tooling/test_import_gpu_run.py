@@ -42,6 +42,16 @@ def test_a_zip_from_the_maintainer_notebook_is_imported(run_folder, course, tmp_
     assert "| 21 s (A100) |" in guide  # until a T4 runs the lesson, the A100's time, named
 
 
+def test_the_steps_a_run_profiled_come_along_for_the_regime_tests(run_folder, course):
+    stamp(run_folder)
+    (run_folder / "profiles").mkdir()
+    entry = {"step": "conv_step", "device": "Tesla T4", "regime": "GPU-bound", "kernels": "matmuls", "record": {}}
+    (run_folder / "profiles" / "04_train_cnn.jsonl").write_text(json.dumps(entry) + "\n")
+    import_gpu_run.import_run(run_folder, course)
+    (target,) = (course / "reports" / "gpu").iterdir()
+    assert json.loads((target / "profiles" / "04_train_cnn.jsonl").read_text()) == entry
+
+
 def test_a_second_commit_the_same_day_gets_its_own_folder(run_folder, course):
     import_gpu_run.import_run(stamp(run_folder), course)
     import_gpu_run.import_run(stamp(run_folder), course)  # the same run again replaces itself

@@ -77,6 +77,9 @@ def test_live_minutes_add_the_sections_named_and_the_exercise():
     assert live_minutes("01", "sections 1, 3 (the loop)", text) == 8
     assert live_minutes("01", "sections 2-3, then the exercise", text) == 16
     assert live_minutes("01", "section 2", text) == 4
+    two = text.replace("| Exercise | 7 |", "| Exercise 1: fix it | 7 |\n| Exercise 2: name it | 6 |")
+    assert live_minutes("01", "section 1, then exercise 2 (part 1)", two) == 9  # that exercise only
+    assert live_minutes("01", "the exercise", two) == 13
 
 
 def test_the_full_day_reaches_the_end_of_the_course():

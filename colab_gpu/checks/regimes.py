@@ -1,0 +1,113 @@
+"""The check of lesson 10's closed-loop exercise: name a step's regime and a lever that pays, apply it, re-measure."""
+
+from __future__ import annotations
+
+import torch
+
+from ..profile_summary import ProfileSummary
+from ..profiling import profile_step
+from ..recorded import RecordedStep
+from ..regimes import HOST_CLOSE_BUSY, INPUT_BOUND_SHARE, LAUNCH_BOUND_BUSY, LEVER_NAMES
+from ..timing import compare_steps
+from .core import CheckResult, fail, ok
+
+REGIME_NAMES = ("input-bound", "launch-bound", "GPU-bound", "CPU-bound")
+
+
+def regime(
+    measured: object,
+    my_regime: object,
+    my_lever: object,
+    my_step: object = None,
+    device: str | torch.device = "cpu",
+    *,
+    at_least: float = 1.1,
+) -> CheckResult:
+    """Check a learner's reading of a step (lesson 10): the regime it is in and a lever that pays for it, and, given
+    ``my_step``, that the lever moved the step on this runtime's GPU.
+
+    Args:
+        measured: the step to read: a function (profiled here, on ``device``, with ``cg.profile_step``), its
+            `ProfileSummary`, or a step recorded on a GPU (``cg.recorded_steps()``).
+        my_regime: "input-bound", "launch-bound", "GPU-bound" or "CPU-bound".
+        my_lever: one of ``cg.regimes.LEVER_NAMES`` ("bigger batch", "fused optimizer", "fusion", ...).
+        my_step: the step with that lever applied (for a function measured here); each call may return how many
+            samples it trained on (a bigger batch), else it counts as many as ``measured``.
+        device: the device the steps run on.
+        at_least: how many times more samples per second ``my_step`` must train on a GPU.
+
+    Taught in lesson 10.
+    """
+    if my_regime is None or my_lever is None:
+        return fail("set my_regime and my_lever to your answers (strings) and run the cell again.")
+    if my_regime not in REGIME_NAMES:
+        return fail(f"my_regime is {my_regime!r}; answer one of {', '.join(map(repr, REGIME_NAMES))}.")
+    if my_lever not in LEVER_NAMES:
+        return fail(f"my_lever is {my_lever!r}; answer one of {', '.join(map(repr, LEVER_NAMES))}.")
+    summary = _summary_of(measured, device)
+    if not isinstance(summary, ProfileSummary):
+        return fail(summary)
+    truth = summary.regime
+    if my_regime != truth.name:
+        return fail(f"not {my_regime}: {_rule_for(summary)} Read the step's numbers against lesson 10's table.")
+    why_not = truth.why_useless(my_lever)
+    if why_not is not None:
+        return fail(f"{truth.name} is right, but {my_lever!r} cannot help this step: {why_not}.")
+    if my_lever not in truth.lever_names:
+        return fail(
+            f"{truth.name} is right, but {my_lever!r} is not among the levers for what this step waits on: "
+            f"{truth.reason} Which lever of lesson 10's table answers that?"
+        )
+    first = "" if my_lever == truth.lever_names[0] else f" (the first one to try here: {truth.lever_names[0]!r})"
+    named = f"{truth.name}, and {my_lever!r} pays for it{first}"
+    if not callable(measured):
+        return ok(f"{named}: {truth.reason}")
+    if summary.gpu_busy is None:
+        return ok(f"{named}. On a CPU runtime there is no GPU lever to apply: rerun on a GPU runtime to measure one.")
+    if my_step is None or not callable(my_step):
+        return fail(f"{named}; now write my_step, the step with {my_lever!r} applied, and pass it.")
+    return _lever_moved(measured, my_step, my_lever, device, at_least)
+
+
+def _summary_of(measured: object, device) -> ProfileSummary | str:
+    """The summary to read, or what is wrong with ``measured``."""
+    if isinstance(measured, RecordedStep):
+        return measured.summary
+    if isinstance(measured, ProfileSummary):
+        return measured
+    if callable(measured):
+        try:
+            return profile_step(measured, device)
+        except Exception as err:  # the learner's step: a hint, not a crash
+            return f"profiling the step raised {type(err).__name__}: {err}"
+    return f"pass the step (a function), its summary or a recorded step, not a {type(measured).__name__}."
+
+
+def _rule_for(summary: ProfileSummary) -> str:
+    """The row of the regime rule this step's numbers fall in, said with its numbers."""
+    if summary.input_wait >= INPUT_BOUND_SHARE:
+        return f"the step waits for its data {summary.input_wait:.0%} of its time, at least {INPUT_BOUND_SHARE:.0%}."
+    if summary.gpu_busy is None:
+        return "it ran on a CPU runtime: no GPU waits for anything, the CPU does the math."
+    busy = f"the GPU is busy {summary.gpu_busy:.0%} of the step timed without the profiler"
+    if summary.gpu_busy < LAUNCH_BOUND_BUSY:
+        return f"{busy}, under {LAUNCH_BOUND_BUSY:.0%}: the host's part of the step is longer than the kernels'."
+    close = " (the host is close behind)" if summary.gpu_busy < HOST_CLOSE_BUSY else ""
+    return f"{busy}, at least {LAUNCH_BOUND_BUSY:.0%}: the kernels are the cost{close}."
+
+
+def _lever_moved(step, my_step, lever: str, device, at_least: float) -> CheckResult:
+    """Whether ``my_step`` trains at least ``at_least`` times more samples per second than ``step``."""
+    try:
+        samples = {"yours": my_step(), "before": step()}
+        timed = compare_steps({"before": step, "yours": my_step}, device=device)
+    except Exception as err:  # the learner's step: a hint, not a crash
+        return fail(f"my_step raised {type(err).__name__}: {err}")
+    count = {name: value if isinstance(value, int) and value > 0 else None for name, value in samples.items()}
+    before, yours = count["before"] or 1, count["yours"] or count["before"] or 1
+    gain = (yours / timed["yours"].median) / (before / timed["before"].median)
+    rates = f"{gain:.2f}x the samples per second (K={timed['yours'].steps_per_sample} steps per sample)"
+    if gain >= at_least:
+        return ok(f"{lever!r} applied: {rates}, measured on {device}.")
+    after = profile_step(my_step, device).regime
+    return fail(f"with {lever!r} your step trains {rates}, under {at_least:g}x. Is the lever applied? Now: {after}")

@@ -1,0 +1,190 @@
+"""A profile reduced to a few numbers a learner can act on (lesson 10): `ProfileSummary`, built from a profile's
+spans by `summarize_spans` (`colab_gpu.profiling` profiles a step and calls it).
+
+The summary keeps the step's time without the profiler beside the profiled one, the labels' shares, host reads per
+step (the GradScaler's named apart), operator calls and, on a GPU, kernel launches, kernel time per step, the busy
+share and what the kernels are busy with; its ``regime`` is the regime rule's verdict (`colab_gpu.regimes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+from .profile_events import HOST_READ, LAUNCHES, STEP_PREFIX, Span, _covered_us, _uncovered_us, kernel_shares
+from .regimes import Regime, regime_of
+from .timing import format_seconds
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """What a profile says about one training step, averaged over the profiled steps. Taught in lesson 10.
+
+    ``step_ms`` is the step's time *without* the profiler where it was measured (`profile_step` times the step
+    with `compare_steps`, then profiles it), else its profiled time; ``profiled_step_ms`` keeps the profiled one.
+    The profiler stretches the host's side of a step (1.1-2.5x on the course's H100), not the kernels, so the GPU's
+    busy share is the kernels' time per step over the *unprofiled* step. ``achieved_tflops`` is the step's
+    floating-point work over its time (when the caller gave the work per step), and ``peak_tflops`` the measured
+    matmul peak it is compared with, in the step's precision (``peak_precision``, e.g. "fp16" for an AMP step).
+    `regime` reads the whole summary as one of four regimes.
+    """
+
+    steps: int
+    step_ms: float
+    shares: dict[str, float] = field(default_factory=dict)  # record_function label -> fraction of the profiled step
+    host_reads_per_step: float = 0.0
+    ops_per_step: float = 0.0
+    launches_per_step: float | None = None  # GPU only
+    gpu_busy: float | None = None  # kernel (and copy) time per step over step_ms, at most 1; GPU only
+    input_wait: float = 0.0  # fraction of the step spent in "data" while no kernel ran (CPU runtime: the data share)
+    achieved_tflops: float | None = None  # flops per step / step time, when the flops were given
+    peak_tflops: float | None = None  # this GPU's measured matmul peak, as given by the caller
+    profiled_step_ms: float | None = None  # the step under the profiler, when step_ms was measured without it
+    steps_per_sample: int | None = None  # K of the unprofiled timing (`compare_steps`)
+    kernel_ms: float | None = None  # kernel and copy time per step on the GPU's timeline; GPU only
+    kernel_shares: dict[str, float] = field(default_factory=dict)  # kind of kernel -> share of kernel time
+    scaler_reads_per_step: float = 0.0  # of host_reads_per_step, those GradScaler.step made
+    peak_precision: str | None = None  # the precision of peak_tflops ("fp32", "tf32", "fp16", "bf16")
+
+    @property
+    def share_of_peak(self) -> float | None:
+        """Achieved TFLOP/s over the measured matmul peak, when both are known."""
+        if self.achieved_tflops is None or not self.peak_tflops:
+            return None
+        return self.achieved_tflops / self.peak_tflops
+
+    @property
+    def busy_clamped(self) -> bool:
+        """Whether the kernels' time per step exceeded the unprofiled step (run-to-run noise, or kernels of several
+        streams at once), so that ``gpu_busy`` was clamped to 1."""
+        return self.kernel_ms is not None and self.kernel_ms > self.step_ms
+
+    def to_record(self) -> dict:
+        """The measured numbers as plain JSON types (`from_record` rebuilds the summary): what a GPU run keeps of
+        each step it profiled, so that the regime rule can be replayed on the CPU."""
+        record = asdict(self)
+        for derived in ("gpu_busy", "achieved_tflops"):
+            del record[derived]
+        record["flops_per_step"] = self.achieved_tflops * 1e12 * self.step_ms * 1e-3 if self.achieved_tflops else None
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict) -> ProfileSummary:
+        """The summary of a recorded step (`to_record`): the busy share and the TFLOP/s computed again from its
+        kernels' time, step time and work, as `summarize_spans` computes them."""
+        fields = dict(record)
+        flops = fields.pop("flops_per_step", None)
+        kernel_ms, step_ms = fields.get("kernel_ms"), fields["step_ms"]
+        fields["gpu_busy"] = min(kernel_ms / step_ms, 1.0) if kernel_ms is not None else None
+        fields["achieved_tflops"] = flops / (step_ms * 1e-3) / 1e12 if flops else None
+        return cls(**fields)
+
+    @property
+    def regime(self) -> Regime:
+        """What bounds this step: the course's one regime rule (lesson 10; `colab_gpu.regimes`)."""
+        return regime_of(self)
+
+    def advice(self) -> str:
+        """The regime's whole text: what bounds the step, what helps (with the lesson that teaches it), what cannot."""
+        regime = self.regime
+        return f"{regime} What helps: {'; '.join(regime.levers)}. What cannot help here: {'; '.join(regime.useless)}."
+
+    def __str__(self) -> str:
+        return f"{self.measurements()}\nregime: {self.advice()}"
+
+    def measurements(self) -> str:
+        """The measured numbers alone, without the verdict: what lesson 10's exercise gives a learner to read."""
+        return "\n".join(self._lines())
+
+    def _lines(self) -> list[str]:
+        step = format_seconds(self.step_ms / 1e3)
+        if self.profiled_step_ms is None:
+            lines = [f"{self.steps} profiled steps, {step} per step (under the profiler, which stretches it)"]
+        else:
+            k = f" (K={self.steps_per_sample} steps per sample)" if self.steps_per_sample else ""
+            lines = [
+                f"{self.steps} profiled steps; a step takes {step} without the profiler{k}, "
+                f"{format_seconds(self.profiled_step_ms / 1e3)} under it"
+            ]
+        lines += [f"  {label:<10} {share:6.1%} of the profiled step" for label, share in self.shares.items()]
+        reads = f"  host reads of tensor values per step: {self.host_reads_per_step:g}"
+        if self.scaler_reads_per_step >= 1:
+            reads += f" ({self.scaler_reads_per_step:g} of them the GradScaler's)"
+        lines.append(reads)
+        if self.ops_per_step:  # a step recorded from a lesson's printed figures has no count of its operators
+            lines.append(f"  operator calls per step: {self.ops_per_step:,.0f}")
+        if self.gpu_busy is not None:
+            clamp = " (the kernels' time exceeded the step: clamped)" if self.busy_clamped else ""
+            kernels = format_seconds((self.kernel_ms or 0) / 1e3)
+            launches = (
+                "" if self.launches_per_step is None else f"kernel launches per step: {self.launches_per_step:,.0f}; "
+            )
+            lines.append(f"  {launches}kernels {kernels} per step: GPU busy {self.gpu_busy:.0%} of the step{clamp}")
+            if self.kernel_shares:
+                kinds = ", ".join(f"{kind} {share:.0%}" for kind, share in self.kernel_shares.items())
+                lines.append(f"  the kernels' time: {kinds}")
+            if "data" in self.shares or self.input_wait:
+                lines.append(f"  the GPU waits for data {self.input_wait:.0%} of the step")
+        if self.achieved_tflops is not None:
+            precision = f" {self.peak_precision}" if self.peak_precision else ""
+            peak = ""
+            if self.share_of_peak:
+                peak = f", {self.share_of_peak:.0%} of this GPU's measured{precision} matmul peak"
+            lines.append(f"  {self.achieved_tflops:.3g} TFLOP/s{peak}")
+        return lines
+
+
+def summarize_spans(
+    spans: list[Span],
+    labels: Iterable[str] = ("data", "forward", "backward", "step"),
+    *,
+    flops_per_step: float | None = None,
+    peak_tflops: float | None = None,
+    peak_precision: str | None = None,
+    unprofiled_step_ms: float | None = None,
+    steps_per_sample: int | None = None,
+) -> ProfileSummary:
+    """The `ProfileSummary` of ``spans`` (`spans_of`), counting only what happened inside the profiled steps; with
+    ``unprofiled_step_ms`` (the same step timed without the profiler) the busy share and TFLOP/s are against it."""
+    steps = [s for s in spans if s.name.startswith(STEP_PREFIX) and not s.on_device]
+    if not steps:
+        raise ValueError(
+            "The profile has no recorded training steps. Profile with schedule=torch.profiler.schedule("
+            "wait=1, warmup=1, active=3, repeat=1) (without repeat=1 the schedule starts a new, empty "
+            "cycle), call prof.step() at the end of every step, run more steps than wait + warmup + "
+            "active, and read the profile after the `with` block ends."
+        )
+    first, last = min(s.start_us for s in steps), max(s.end_us for s in steps)
+    inside = [s for s in spans if first <= s.start_us <= last]
+    step_us = sum(s.duration_us for s in steps)
+    shares = {
+        label: sum(s.duration_us for s in inside if s.name == label and not s.on_device) / step_us for label in labels
+    }
+    kernels = [s for s in inside if s.on_device]
+    intervals = [(s.start_us, s.end_us) for s in kernels]
+    on_gpu = bool(kernels) or any(s.name in LAUNCHES for s in inside)
+    data = [(s.start_us, s.end_us) for s in inside if s.name == "data" and not s.on_device]
+    count = len(steps)
+    profiled_ms = step_us / count / 1e3
+    step_ms = unprofiled_step_ms or profiled_ms
+    kernel_ms = _covered_us(intervals) / count / 1e3 if on_gpu else None
+    # On a GPU only reads that wait for it count; on a CPU, those that are not PyTorch's own reads of CPU values.
+    reads = [s for s in inside if s.name == HOST_READ and (s.synchronizes if on_gpu else not s.in_framework)]
+    return ProfileSummary(
+        steps=count,
+        step_ms=step_ms,
+        shares={label: share for label, share in shares.items() if share > 0},
+        host_reads_per_step=len(reads) / count,
+        ops_per_step=sum(s.top_level_op and not s.on_device for s in inside) / count,
+        launches_per_step=sum(s.name in LAUNCHES for s in inside) / count if on_gpu else None,
+        gpu_busy=min(kernel_ms / step_ms, 1.0) if on_gpu else None,
+        input_wait=_uncovered_us(data, intervals) / step_us,
+        achieved_tflops=flops_per_step / (step_ms * 1e-3) / 1e12 if flops_per_step else None,
+        peak_tflops=peak_tflops,
+        profiled_step_ms=profiled_ms if unprofiled_step_ms else None,
+        steps_per_sample=steps_per_sample if unprofiled_step_ms else None,
+        kernel_ms=kernel_ms,
+        kernel_shares=kernel_shares(kernels),
+        scaler_reads_per_step=sum(s.in_scaler for s in reads) / count,
+        peak_precision=peak_precision,
+    )

@@ -1,0 +1,37 @@
+"""Steps the course profiled on a real GPU, kept as numbers (lesson 10): the regime rule replays them on any runtime.
+
+A CPU runtime can only ever say "CPU-bound", so lesson 10's exercise lets a learner there name the regime of steps
+recorded on the course's H100 runs, and the regime tests assert the rule's verdict on them. Each is a
+`ProfileSummary` rebuilt from its record (`ProfileSummary.from_record`), with the GPU it ran on and where its
+numbers come from (``recorded_steps.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+
+from .profile_summary import ProfileSummary
+
+
+@dataclass(frozen=True)
+class RecordedStep:
+    """One step profiled on a GPU: what it is, where it ran, where its numbers come from, and its summary."""
+
+    name: str
+    gpu: str
+    source: str
+    summary: ProfileSummary
+
+    def __str__(self) -> str:
+        return f"{self.name}, on an {self.gpu}:\n{self.summary.measurements()}"
+
+
+def recorded_steps() -> list[RecordedStep]:
+    """The steps of ``recorded_steps.json``, in its order. Taught in lesson 10."""
+    data = json.loads(resources.files(__package__).joinpath("recorded_steps.json").read_text(encoding="utf-8"))
+    return [
+        RecordedStep(name, step["gpu"], step["source"], ProfileSummary.from_record(step["record"]))
+        for name, step in data["steps"].items()
+    ]

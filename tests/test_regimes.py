@@ -1,0 +1,348 @@
+"""The regime rule (colab_gpu.regimes) on synthetic profiles of every regime, on the course's H100 steps recomputed,
+and on a simulated GPU stream whose host and GPU costs are known."""
+
+import json
+import queue
+import re
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import colab_gpu as cg
+from colab_gpu.profile_events import COPIES, ELEMENTWISE, MATMUL, TINY, kernel_category
+from colab_gpu.profiling import ProfileSummary, Span, summarize_spans
+
+from .test_profiling import synthetic_steps
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_gpu_idle_a_fifth_of_the_step_is_launch_bound_and_the_host_levers_come_first():
+    summary = synthetic_steps(step_us=820, busy=0.12, launches=40, reads=1)
+    regime = summary.regime
+    assert regime.name == "launch-bound" and summary.gpu_busy == pytest.approx(0.12)
+    assert (
+        "busy 12% of each 820 µs step: the host's work, 40 kernel launches per step (20 µs of step per launch), "
+        "takes longer than the kernels; its 1 host read(s) per step stop the CPU" in regime.reason
+    )
+    assert [lever.split(":")[0] for lever in regime.levers] == [
+        "fewer host syncs",
+        "a bigger batch",
+        "a fused or foreach optimizer, e.g. torch.optim.Adam(..., fused=True)",
+        "CUDA graphs of the whole step (lesson 11)",
+    ]
+    for useless in ("default torch.compile", "AMP", "TF32", "channels_last", "cudnn.benchmark"):
+        assert useless in regime.useless[0]
+    # 60% busy: under the old rule (50%) GPU-bound; in a queued loop the host is already 1.7x the GPU's part
+    assert synthetic_steps(busy=0.6).regime.name == "launch-bound"
+    assert synthetic_steps(busy=0.79).regime.name == "launch-bound"
+
+
+def test_the_cuda_graphs_lever_says_what_reduce_overhead_graphs_what_stays_eager_and_what_it_measured():
+    (graphs,) = [lever for lever in synthetic_steps(busy=0.05, launches=23).regime.levers if "CUDA graphs" in lever]
+    assert (
+        "forward and backward as one launch each" in graphs
+        and "the optimizer and the rest of the step stay eager" in graphs
+    )
+    assert "measured 1.00x" in graphs and 'mode="reduce-overhead"' in graphs
+
+
+@pytest.mark.parametrize(
+    ("kernel", "microseconds", "kind"),
+    [
+        ("ampere_sgemm_128x64_nn", 300, MATMUL),
+        ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", 90, MATMUL),
+        ("void cudnn::cnn::wgrad_alg0_engine<float, 128, 6, 8, 3, 3, 5, false, 512>", 40, MATMUL),
+        ("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw", 40, MATMUL),
+        ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>", 40, ELEMENTWISE),
+        ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", 40, ELEMENTWISE),
+        ("triton_poi_fused_add_gelu_native_layer_norm_0", 25, ELEMENTWISE),
+        ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", 12, ELEMENTWISE),
+        ("ampere_sgemm_32x32_sliced1x4_tn", 6, TINY),
+        ("Memcpy HtoD (Pinned -> Device)", 3, COPIES),
+    ],
+)
+def test_each_kernel_is_named_by_what_it_is_busy_with(kernel, microseconds, kind):
+    assert kernel_category(kernel, microseconds) == kind
+
+
+def test_a_busy_gpu_in_matmuls_gets_precision_and_layouts_not_fusion():
+    # 40 GFLOP in a 1 ms step: 40 TFLOP/s against a measured fp32 peak of 51 (the H100's)
+    summary = synthetic_steps(busy=0.95, kernel="sgemm", flops_per_step=40e9, peak_tflops=51.0, peak_precision="fp32")
+    assert summary.achieved_tflops == pytest.approx(40) and summary.share_of_peak == pytest.approx(40 / 51)
+    regime = summary.regime
+    assert regime.name == "GPU-bound" and regime.kernels == MATMUL
+    assert (
+        "100% of the kernels' time in matmuls and convolutions, at 40 TFLOP/s, 78% of this GPU's fp32" in regime.reason
+    )
+    assert any("AMP" in lever for lever in regime.levers) and any("channels_last" in lever for lever in regime.levers)
+    assert not any("fusion" in lever for lever in regime.levers) and any("fusion" in u for u in regime.useless)
+    assert "40 TFLOP/s, 78% of this GPU's measured fp32 matmul peak" in str(summary)
+    synced = synthetic_steps(busy=0.95, reads=1, kernel="sgemm").regime
+    assert synced.name == "GPU-bound" and "1 host read(s) per step leave the GPU idle" in synced.reason
+    assert synced.levers[-1].startswith("fewer host syncs")
+
+
+def test_far_below_the_peak_is_not_by_itself_element_wise_a_conv_net_stays_a_conv_net():
+    # Lesson 04's CNN in fp32: cuDNN convolutions far below the matmul peak. Compile gave 0.98-1.05x on it.
+    conv = synthetic_steps(busy=0.95, kernel="cudnn::cnn::wgrad_alg0_engine", flops_per_step=2e9, peak_tflops=51.0)
+    assert conv.regime.kernels == MATMUL and "at only 2 TFLOP/s, 4% of this GPU's matmul peak" in conv.regime.reason
+    assert not any("fusion" in lever for lever in conv.regime.levers)
+    chain = synthetic_steps(busy=0.9, launches=60, kernel="vectorized_elementwise_kernel", flops_per_step=2e9)
+    assert chain.regime.kernels == ELEMENTWISE and chain.regime.levers[0].startswith("fusion: default torch.compile")
+    assert any("fused=True" in lever for lever in chain.regime.levers)  # one kernel for all parameters' updates
+    assert not any("fused optimizers" in u for u in chain.regime.useless)
+
+
+def test_hundreds_of_tiny_kernels_want_more_work_per_kernel_and_the_host_is_close_behind():
+    decode = synthetic_steps(step_us=1600, busy=0.88, launches=300, kernel="sgemm")  # 4.7 µs each
+    regime = decode.regime
+    assert regime.name == "GPU-bound" and regime.kernels == TINY and "each under 10 µs" in regime.reason
+    assert regime.levers[0].startswith("more work per kernel") and "the host is close behind" in regime.reason
+    assert "the kernels' time: tiny kernels 100%" in str(decode)
+
+
+def h100_step(profiled_ms, kernel_ms, unprofiled_ms, kernel="sgemm", launches=40, count=3):
+    """Spans of ``count`` steps as profiled (``profiled_ms`` each, ``kernel_ms`` of kernels), summarized against the
+    step timed without the profiler (``unprofiled_ms``; None: against the profiled step)."""
+    spans = []
+    for i in range(count):
+        t0 = i * profiled_ms * 1e3
+        spans.append(Span("ProfilerStep*", False, t0, t0 + profiled_ms * 1e3))
+        each = kernel_ms * 1e3 / launches
+        for k in range(launches):
+            spans.append(Span("cudaLaunchKernel", False, t0 + k, t0 + k + 1))
+            spans.append(Span(kernel, True, t0 + k * each, t0 + (k + 1) * each))
+    return summarize_spans(spans, unprofiled_step_ms=unprofiled_ms)
+
+
+@pytest.mark.parametrize(
+    ("step", "profiled", "kernels", "unprofiled", "launches", "busy", "regime"),
+    [  # the committed H100 outputs (reports/gpu/2026-11-26-*): profiled step, kernel time, unprofiled step
+        ("lesson 04 CNN, channels_last", 6.6, 1.12, 2.59, 40, 0.43, "launch-bound"),
+        ("lesson 10 section 7 busy MLP", 3.89, 2.84, 3.04, 40, 0.93, "GPU-bound"),
+        ("lesson 12 rung 6, eager fp32", 7.32, 5.34, 5.15, 40, 1.0, "GPU-bound"),
+        ("lesson 14 decode, 16 x 1 token", 3.28, 1.41, 1.6, 300, 0.88, "GPU-bound"),
+    ],
+)
+def test_the_h100_steps_busy_share_is_against_the_unprofiled_step(
+    step, profiled, kernels, unprofiled, launches, busy, regime
+):
+    stretched = h100_step(profiled, kernels, None, launches=launches)
+    assert stretched.gpu_busy == pytest.approx(kernels / profiled, abs=0.01)  # what the lessons printed
+    summary = h100_step(profiled, kernels, unprofiled, launches=launches)
+    assert summary.gpu_busy == pytest.approx(busy, abs=0.01) and summary.regime.name == regime, step
+    assert summary.profiled_step_ms == pytest.approx(profiled) and summary.step_ms == unprofiled
+    assert summary.busy_clamped == (kernels > unprofiled) and ("clamped" in str(summary)) == (kernels > unprofiled)
+
+
+class SimulatedStream:
+    """A GPU stand-in: a worker thread runs queued kernels (each a sleep) one after another, as a CUDA stream does,
+    and records when each ran; the CPU queues them and goes on until it synchronizes."""
+
+    def __init__(self):
+        self.queue: queue.Queue = queue.Queue()
+        self.kernels: list[tuple[float, float]] = []
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            seconds = self.queue.get()
+            start = time.perf_counter()
+            time.sleep(seconds)
+            self.kernels.append((start * 1e6, time.perf_counter() * 1e6))
+            self.queue.task_done()
+
+    def launch(self, seconds):
+        self.queue.put(seconds)
+
+    def synchronize(self, device=None):
+        self.queue.join()
+
+    def step(self, host, gpu, read=False):
+        """One training step: the host's part (Python, launches, the batch), one kernel, and maybe a .item()."""
+
+        def run():
+            time.sleep(host)
+            self.launch(gpu)
+            if read:
+                self.synchronize()  # .item(): the CPU waits for everything queued
+
+        return run
+
+    def profile(self, host, gpu, steps=3):
+        """The spans of ``steps`` steps as profile_step records them: synchronized after the last one."""
+        self.synchronize()
+        self.kernels.clear()
+        spans, run = [], self.step(host, gpu)
+        for i in range(steps):
+            start = time.perf_counter() * 1e6
+            run()
+            spans.append(Span("cudaLaunchKernel", False, start, start + 1))
+            if i == steps - 1:
+                self.synchronize()
+            spans.append(Span("ProfilerStep*", False, start, time.perf_counter() * 1e6))
+        return spans + [Span("sgemm", True, start, end) for start, end in self.kernels]
+
+
+@pytest.fixture
+def stream(monkeypatch):
+    stream = SimulatedStream()
+    monkeypatch.setattr(cg.timing, "synchronize", stream.synchronize)
+    return stream
+
+
+@pytest.mark.parametrize(
+    ("gpu", "host", "kernel", "stretched_host"),
+    [  # seconds per step: the host's part, the GPU's, the host's part under the profiler
+        ("H100-like, lesson 10's busy MLP", 0.8e-3, 3e-3, 4e-3),
+        ("T4-like, lesson 10's busy MLP on 2 vCPUs", 4e-3, 20e-3, 10e-3),
+    ],
+)
+def test_on_a_simulated_stream_the_item_cost_and_the_verdict_come_out_right(stream, gpu, host, kernel, stretched_host):
+    timings = cg.compare_steps(
+        {"item": stream.step(host, kernel, read=True), "queued": stream.step(host, kernel)}, device="cuda"
+    )
+    cost = timings["item"].median / timings["queued"].median
+    true_cost = (host + kernel) / kernel  # taking turns costs both parts; queued ahead, the larger one
+    assert timings["queued"].steps_per_sample >= 8
+    assert 1.08 < cost < true_cost + 0.08, (gpu, cost)  # K=8 hides all but the first step's host part
+    unprofiled = timings["queued"].median * 1e3
+    summary = summarize_spans(stream.profile(stretched_host, kernel), unprofiled_step_ms=unprofiled)
+    assert summary.regime.name == "GPU-bound" and summary.gpu_busy > 0.85, (gpu, str(summary))
+
+
+def test_on_a_simulated_stream_one_step_per_sample_hides_the_reads_cost_and_the_profiled_step_misleads(
+    stream, monkeypatch
+):
+    host, kernel = 4e-3, 20e-3  # a T4's 20 ms step, as compare_steps timed it before the floor of 8 (K=1)
+    monkeypatch.setattr(cg.timing, "MIN_QUEUED_STEPS", 1)
+    timings = cg.compare_steps(
+        {"item": stream.step(host, kernel, read=True), "queued": stream.step(host, kernel)}, device="cuda"
+    )
+    assert timings["queued"].steps_per_sample == 1
+    assert timings["item"].median / timings["queued"].median < 1.05  # 1.00x by construction: no queue to lose
+    # A borderline step (host 6 ms, GPU 9 ms) whose host the profiler stretches past the GPU's part
+    spans = stream.profile(12e-3, 9e-3)
+    assert summarize_spans(spans).regime.name == "launch-bound"  # against the stretched step: the wrong lever
+    monkeypatch.setattr(cg.timing, "MIN_QUEUED_STEPS", 8)  # as compare_steps times it now: queued 8 at a time
+    unprofiled = cg.compare_steps({"step": stream.step(6e-3, 9e-3)}, device="cuda")["step"].median * 1e3
+    assert summarize_spans(spans, unprofiled_step_ms=unprofiled).regime.name == "GPU-bound"
+
+
+def test_the_recorded_h100_steps_get_the_verdict_their_numbers_give():
+    steps = {step.name.split(":")[0]: step for step in cg.recorded_steps()}
+    assert [s.summary.regime.name for s in steps.values()] == ["input-bound", "launch-bound", "GPU-bound"]
+    assert all(s.gpu == "NVIDIA H100 80GB HBM3" and s.source for s in steps.values())
+    cnn = steps["lesson 04"].summary
+    assert cnn.gpu_busy == pytest.approx(0.433, abs=0.002) and cnn.profiled_step_ms == 6.6  # 17% when profiled
+    mlp = steps["lesson 10"].summary
+    assert mlp.gpu_busy == pytest.approx(0.934, abs=0.002) and mlp.share_of_peak == pytest.approx(0.506, abs=0.002)
+    # its kinds were not recorded; the work done at the peak rate fills at least 54% of its kernels' time
+    assert mlp.regime.kernels == MATMUL and "at least 54% of the kernels' time in matmuls" in mlp.regime.reason
+    assert "regime" not in steps["lesson 04"].summary.measurements() and "43%" in str(steps["lesson 04"])
+
+
+def test_a_summary_survives_its_record():
+    summary = synthetic_steps(busy=0.9, reads=2, scaler_reads=1, kernel="sgemm", flops_per_step=4e9, peak_tflops=8.0)
+    again = ProfileSummary.from_record(json.loads(json.dumps(summary.to_record())))
+    assert again == summary and str(again) == str(summary)
+
+
+def test_check_regime_passes_a_right_reading_of_a_recorded_step(capsys):
+    dataloader, cnn, mlp = cg.recorded_steps()
+    assert cg.checks.regime(dataloader, "input-bound", "workers")
+    assert cg.checks.regime(cnn, "launch-bound", "bigger batch")
+    assert cg.checks.regime(mlp, "GPU-bound", "layouts")
+    assert "(the first one to try here: '16-bit')" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("step", "my_regime", "my_lever", "hint"),
+    [
+        (
+            1,
+            "GPU-bound",
+            "16-bit",
+            "not GPU-bound: the GPU is busy 43% of the step timed without the profiler, under 80%",
+        ),
+        (1, "launch-bound", "fusion", "cannot help this step: default torch.compile, AMP, TF32"),  # the usual confusion
+        (2, "launch-bound", "bigger batch", "not launch-bound: the GPU is busy 93% of the step timed without"),
+        (2, "GPU-bound", "workers", "cannot help this step: more DataLoader workers: the data is not what"),
+        (0, "launch-bound", "bigger batch", "not launch-bound: the step waits for its data 61% of its time"),
+        (0, "input-bound", "fewer syncs", "is not among the levers for what this step waits on"),
+        (0, "input bound", "workers", "answer one of 'input-bound', 'launch-bound'"),
+        (0, "input-bound", "compile", "answer one of 'workers', 'data on the GPU'"),
+        (0, None, None, "set my_regime and my_lever"),
+    ],
+)
+def test_check_regime_hints_name_the_rule_the_numbers_fall_under(capsys, step, my_regime, my_lever, hint):
+    assert not cg.checks.regime(cg.recorded_steps()[step], my_regime, my_lever)
+    assert hint in capsys.readouterr().out
+
+
+def test_check_regime_a_conv_net_gets_the_conv_hint_for_fusion(capsys):
+    conv = synthetic_steps(busy=0.95, kernel="cudnn::cnn::wgrad_alg0_engine")
+    assert not cg.checks.regime(conv, "GPU-bound", "fusion")
+    assert "matmuls and convolutions already run in cuBLAS and cuDNN" in capsys.readouterr().out
+
+
+def test_check_regime_on_a_cpu_runtime_names_the_regime_and_says_the_gpu_levers_need_a_gpu(capsys):
+    layer = torch.nn.Linear(32, 32)
+    step = lambda: layer(torch.randn(16, 32)).sum().backward()  # noqa: E731
+    assert cg.checks.regime(step, "CPU-bound", "GPU runtime", step, "cpu")
+    assert "rerun on a GPU runtime to measure one" in capsys.readouterr().out
+    assert not cg.checks.regime(step, "launch-bound", "bigger batch", step, "cpu")
+    assert "it ran on a CPU runtime" in capsys.readouterr().out
+
+
+def test_check_regime_wants_the_lever_to_move_the_step_per_sample(monkeypatch, capsys):
+    launch_bound = synthetic_steps(busy=0.3, launches=40)
+    monkeypatch.setattr(cg.checks.regimes, "profile_step", lambda step, device: launch_bound)
+
+    def step(batch=64):
+        time.sleep(2e-3)  # the host's launches: the same whatever the batch
+        return batch
+
+    assert cg.checks.regime(step, "launch-bound", "bigger batch", lambda: step(256), "cpu")
+    gain = float(re.search(r"'bigger batch' applied: ([\d.]+)x", capsys.readouterr().out).group(1))
+    assert 3 < gain < 5  # about four times the samples in the same time
+    assert not cg.checks.regime(step, "launch-bound", "bigger batch", step, "cpu")
+    assert "under 1.1x. Is the lever applied? Now: launch-bound" in capsys.readouterr().out
+    assert not cg.checks.regime(step, "launch-bound", "bigger batch", None, "cpu")
+    assert "now write my_step" in capsys.readouterr().out
+
+
+def test_profile_step_keeps_each_record_where_the_gpu_suite_asks(tmp_path, monkeypatch):
+    kept = tmp_path / "profiles" / "10_profiler.jsonl"
+    kept.parent.mkdir()
+    monkeypatch.setenv(cg.profiling.PROFILES_ENV, str(kept))
+    layer = torch.nn.Linear(16, 16)
+
+    def tiny_step():
+        layer(torch.randn(4, 16)).sum().backward()
+
+    summaries = [cg.profile_step(tiny_step, "cpu", steps=2) for _ in range(2)]
+    entries = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert [e["step"] for e in entries] == [tiny_step.__qualname__] * 2 and entries[0]["device"] == "cpu"
+    for entry, summary in zip(entries, summaries, strict=True):
+        assert entry["regime"] == "CPU-bound" and ProfileSummary.from_record(entry["record"]) == summary
+
+
+def gpu_run_profiles():
+    """Every step a GPU run profiled, as imported with the run (reports/gpu/<run>/profiles/<lesson>.jsonl)."""
+    for path in sorted(ROOT.glob("reports/gpu/*/profiles/*.jsonl")):
+        for number, line in enumerate(path.read_text().splitlines()):
+            yield pytest.param(json.loads(line), id=f"{path.parent.parent.name}/{path.stem}#{number}")
+
+
+@pytest.mark.parametrize(
+    "entry", list(gpu_run_profiles()) or [pytest.param(None, marks=pytest.mark.skip(reason="no GPU run profiles yet"))]
+)
+def test_every_step_a_gpu_run_profiled_gets_the_verdict_it_got_there(entry):
+    """The regime rule replayed on real GPU profiles: a change of the rule that moves a verdict shows here."""
+    summary = ProfileSummary.from_record(entry["record"])
+    assert (summary.regime.name, summary.regime.kernels) == (entry["regime"], entry["kernels"]), entry["step"]
