@@ -31,15 +31,15 @@
 # - to measure it honestly: the first call (compiling) apart from the steady-state step, against
 #   eager, K steps at a time, after naming the step's regime on your runtime (lesson 10);
 # - which mode pays where: default compile fuses the element-wise work of a GPU-bound model;
-#   on a small, launch-bound model it cannot, and `mode="reduce-overhead"` (CUDA graphs) removes
-#   only part of the host's work;
+#   on a small, launch-bound model it cannot, `mode="reduce-overhead"` (CUDA graphs) removes
+#   only part of the host's work, and a bigger batch is the lever that pays;
 # - to see graph breaks (`torch._dynamo.explain`) and recompilations (`TORCH_LOGS`), and to fix
 #   both, including the last, smaller batch (`drop_last`, `dynamic=`);
 # - to train with `cg.fit(..., compile=True)` and to save a compiled model's weights;
 # - what to do where it is not available (no C++ compiler, a GPU Triton does not support);
 # - going further (optional, on a GPU): what compiling does with mixed precision and memory.
 #
-# **Time:** 45 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
+# **Time:** 47 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
 # and 10 (the profiler, and the regime rule: launch-bound, GPU-bound or input-bound).
 
 # %% cellView="form"
@@ -234,12 +234,41 @@ for comparison in [fused] + ([graphs] if graphs else []):
 # (eight layers of 64 on batches of 32), therefore promises only that the graphs cost nothing
 # (at least 0.95x): not measured on a GPU yet.
 #
+# What does pay on a launch-bound step? The regime line lists it first: **a bigger batch**,
+# the same launches with more work each. The cell below times the same MLP's step at batch 256
+# and at 1,024 against each other (`cg.compare_steps`) and compares samples per second.
+# **Predict first:** on a GPU, how many times more samples per second at 1,024? (On a CPU
+# runtime the CPU does four times the math, so expect about 1x there.)
+
+# %%
+from dataclasses import replace
+
+my_prediction = None  # your guess: samples per second at batch 1,024 / at 256, on a GPU, e.g. 2
+
+batches = {256: mlp_step, 1024: replace(mlp_step, name="MLP 784-512-512-10, batch 1,024", shape=(1024, 1, 28, 28))}
+by_batch = cg.compare_steps({f"batch {size:,}": cg.workloads.workload_step(workload, device)
+                             for size, workload in batches.items()}, device=device)
+for name, result in by_batch.items():
+    print(f"{name:>11}: {result} per step")
+per_sample = [result.median / size for result, size in zip(by_batch.values(), batches, strict=True)]
+batch_gain = per_sample[0] / per_sample[1]
+cg.compare_with_references("11.bigger_batch_gain", batch_gain, device, prediction=my_prediction,
+                           what="samples per second at batch 1,024 / at 256, lesson 03's MLP")
+# Four times the samples never take more than about four times as long (the same operators, each on more rows):
+# on any runtime the rate per sample does not fall, up to noise. How much it rises is the regime's answer: printed.
+assert batch_gain > 0.75
+
+# %% [markdown]
+# Expected on a GPU (a prediction: not measured yet): 3-4x, since the step at 1,024 still waits
+# mostly on the same launches (on a T4, 4 GFLOP of matmuls take well under the host's time per
+# step). A bigger batch changes the training too (fewer steps per epoch; lesson 12 raises the
+# learning rate with it), and it must fit in memory (lesson 07 finds the largest that fits).
+#
 # **Going further (not measured in the course yet).** To take the whole step off the host,
 # capture forward, backward *and* the optimizer step in one CUDA graph: "whole-network
 # capture" with `torch.cuda.graph`, in PyTorch's notes on CUDA semantics (static tensors that
 # each step copies its batch into, then one `graph.replay()` per step; Adam needs
-# `capturable=True`). Or give each launch more work: a larger batch (lesson 07 finds the
-# largest that fits).
+# `capturable=True`).
 # `mode="max-autotune"` is for the other regime: it benchmarks several kernel variants for
 # every matmul and convolution and keeps the fastest, which makes compiling take minutes: worth
 # it for a long GPU-bound job, not here.
@@ -467,7 +496,9 @@ cg.checks.compiles_once(ExerciseNet().to(device), exercise_loader, device)
 #   pays on a GPU-bound step with element-wise chains to fuse; on a launch-bound step (a small
 #   model, a small batch) it cannot. `mode="reduce-overhead"` (CUDA graphs) replays only the
 #   compiled model: with the loss and optimizer still eager, it gave 1.00x on the course's H100
-#   run (2026-11-26). `mode="max-autotune"` is for long jobs.
+#   run (2026-11-26). On a launch-bound step a bigger batch pays instead (measured above);
+#   fusion does not help a step whose time is cuDNN's convolutions. `mode="max-autotune"`
+#   is for long jobs.
 # - Graph breaks (`torch._dynamo.explain`, `TORCH_LOGS="graph_breaks"`): keep prints, `.item()`
 #   and `if` on a tensor's value out of `forward` (`clamp`, `torch.where` compute without one).
 #   Recompilations (`TORCH_LOGS="recompiles"`): a smaller last batch; `drop_last=True` or
