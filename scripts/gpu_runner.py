@@ -252,12 +252,24 @@ def write_manifest(out: Path, manifest: dict) -> None:
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
 
 
-def earlier_windows(out: Path, options: dict) -> list[dict]:
-    """With --resume, the windows the run's manifest already lists (this one is added after them)."""
+def earlier_manifest(out: Path, options: dict) -> dict:
+    """With --resume, the manifest the run's earlier windows wrote ({} for a new run)."""
     path = out / MANIFEST
     if not options.get("resume") or not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise SystemExit(
+            f"--resume {out}: its {MANIFEST} cannot be read ({err}): it is truncated or half copied. Copy the run "
+            "folder again from where it ran, then resume."
+        ) from None
+
+
+def earlier_windows(earlier: dict) -> list[dict]:
+    """The windows an earlier manifest lists (this one is added after them)."""
+    if not earlier:
         return []
-    earlier = json.loads(path.read_text())
     return earlier.get("windows") or [
         {key: earlier.get(key) for key in ("started", "finished", "seconds", "status", "sha")}
     ]
@@ -270,11 +282,12 @@ def run(options: dict) -> int:
     python = sys.executable
     require_cuda = truthy(os.environ.get("REQUIRE_CUDA"))
     started = time.time()
-    earlier = earlier_windows(out, options)
+    previous = earlier_manifest(out, options)
+    earlier = earlier_windows(previous)
     manifest = {
         "format": 1,
         "repo": options.get("repo") or f"checkout {options['checkout']}",
-        "sha": options.get("sha"),
+        "sha": options.get("sha") or previous.get("sha"),  # a window that fails early keeps the run importable
         "status": "failed",
         "failures": [],
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -373,6 +386,13 @@ def parse(argv: list[str] | None) -> dict:
         help="only these benchmarks (default: all)",
     )
     options = vars(parser.parse_args(argv))
+    if options["budget"] is not None and options["budget"] <= 0:
+        parser.error(f"--budget {options['budget']:g}: a window's length is a positive number of seconds")
+    if options["checkout"] and not Path(options["checkout"]).exists():
+        parser.error(
+            f"--checkout {options['checkout']}: no such folder or file. Give a local checkout of the course or its "
+            "tarball (git archive -o course.tar.gz HEAD)."
+        )
     if options["checkout"] and options["repo"]:
         parser.error("--checkout or --repo, not both")
     if not options["checkout"] and (not options["repo"] or not options["sha"]):

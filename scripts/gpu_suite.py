@@ -252,10 +252,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(state['parts']) - len(left)} of {len(state['parts'])} parts passed"
         )
         return 0 if not left else 1 if any(state["parts"][n]["status"] == FAILED for n in left) else 3
+    if args.budget is not None and args.budget <= 0:
+        parser.error(f"--budget {args.budget:g}: a window's length is a positive number of seconds (none: no limit)")
+    if args.lesson_timeout is not None and args.lesson_timeout <= 0:
+        parser.error(f"--lesson-timeout {args.lesson_timeout}: a positive number of seconds (none: the default)")
     window = Window(args.budget)
     if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve():
         parser.error("--resume writes into the run it resumes: leave out --out")
     out = (args.resume or args.out or RUN_DIR).resolve()
+    if args.resume is None and (out / "report.json").exists():
+        parser.error(
+            f"{out} holds an earlier run (report.json): a new run would replace its report. Finish that run with "
+            f"--resume {out}, give a new --out folder, or delete {out} first."
+        )
     sources = selected_lessons(args.lessons)
     env = kernel_env(require_cuda=not args.allow_cpu)
     python = sys.executable  # `make gpu-suite` runs this script with the environment's Python

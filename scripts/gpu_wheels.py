@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -311,24 +312,28 @@ def resolve(pins: list[str], python_version: str, glibc: str) -> dict[str, Dist]
 
 
 def download(keep: list[tuple[str, str]], dest: Path, python_version: str, glibc: str) -> list[Path]:
-    """One wheel of each (name, version), no dependencies, into ``dest`` emptied of older wheels first."""
+    """One wheel of each (name, version), no dependencies, into ``dest`` in place of its older wheels. They are
+    downloaded beside it first: a download that fails leaves the wheels ``dest`` had."""
     dest.mkdir(parents=True, exist_ok=True)
-    for old in dest.glob("*.whl"):
-        old.unlink()
-    if keep:
-        pip(
-            [
-                "download",
-                "--no-deps",
-                "--quiet",
-                "--disable-pip-version-check",
-                *target_flags(python_version, glibc),
-                "-d",
-                str(dest),
-                *(f"{name}=={version}" for name, version in keep),
-            ],
-            f"download the wheels for CPython {python_version}",
-        )
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}-") as scratch:
+        if keep:
+            pip(
+                [
+                    "download",
+                    "--no-deps",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    *target_flags(python_version, glibc),
+                    "-d",
+                    scratch,
+                    *(f"{name}=={version}" for name, version in keep),
+                ],
+                f"download the wheels for CPython {python_version}",
+            )
+        for old in dest.glob("*.whl"):
+            old.unlink()
+        for wheel in Path(scratch).glob("*.whl"):
+            shutil.move(str(wheel), dest / wheel.name)
     return sorted(dest.glob("*.whl"))
 
 

@@ -70,21 +70,32 @@ def manifest_of_suite_run(report: dict) -> dict:
     }
 
 
+def read_json(path: Path) -> dict:
+    """A run's JSON file, or the reason it cannot be read (a copy cut short, a file half written)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ImportRefused(
+            f"{path} cannot be read ({type(err).__name__}: {err}): it is truncated or was half copied. Copy the "
+            "run again from where it ran (or its zip), then import it."
+        ) from None
+
+
 def read_run(run: Path) -> tuple[dict, dict]:
     """(manifest, report) of a run, checked: a GPU run, and one commit."""
     if not (run / "manifest.json").exists() and (run / "report.json").exists():
-        manifest = manifest_of_suite_run(json.loads((run / "report.json").read_text()))
+        manifest = manifest_of_suite_run(read_json(run / "report.json"))
     else:
         manifest = None
     missing = [name for name in RUN_FILES if not (run / name).exists() and not (name == MANIFEST and manifest)]
     if missing:
-        manifest = json.loads((run / "manifest.json").read_text())
+        manifest = read_json(run / "manifest.json") if (run / "manifest.json").exists() else {}
         why = "; ".join(manifest.get("failures", [])) or "see its logs/"
         raise ImportRefused(
             f"{run} has no {', '.join(missing)}: the run stopped before the suite wrote its report ({why})."
         )
-    manifest = manifest or json.loads((run / MANIFEST).read_text())
-    report = json.loads((run / "report.json").read_text())
+    manifest = manifest or read_json(run / MANIFEST)
+    report = read_json(run / "report.json")
     if not manifest.get("gpus"):
         raise ImportRefused(f"{run} is a CPU dry run (no GPU in its manifest): only GPU runs are imported.")
     if not manifest.get("sha"):
@@ -110,7 +121,13 @@ def run_folder(reports: Path, manifest: dict, report: dict) -> Path:
 
 
 def copy_run(run: Path, target: Path, manifest: dict) -> list[str]:
-    """The run's report, manifest and notebooks into ``target``; returns the lessons whose notebook came along."""
+    """The run's report, manifest and notebooks into ``target``; returns the lessons whose notebook came along.
+
+    The copy is made beside ``target`` and replaces it only once complete: an import that fails leaves the run
+    imported before it as it was. A run already at ``target`` (re-imported to refresh the references) stays."""
+    if run.resolve() == target.resolve():
+        return sorted(notebook.stem for notebook in (run / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    final, target = target, target.with_name(f"{target.name}.importing")
     shutil.rmtree(target, ignore_errors=True)
     (target / "notebooks").mkdir(parents=True)
     for name in RUN_FILES:
@@ -126,6 +143,8 @@ def copy_run(run: Path, target: Path, manifest: dict) -> list[str]:
     for notebook in sorted((run / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         shutil.copyfile(notebook, target / "notebooks" / notebook.name)
         lessons.append(notebook.stem)
+    shutil.rmtree(final, ignore_errors=True)
+    target.rename(final)
     return lessons
 
 
@@ -155,12 +174,15 @@ def import_run(source: Path, root: Path = ROOT) -> str:
         run = find_run(source)
         manifest, report = read_run(run)
         target = run_folder(root / "reports" / "gpu", manifest, report)
+        already = run.resolve() == target.resolve()
         lessons = copy_run(run, target, manifest)
     references = root / "colab_gpu" / "references.json"
     update_references.main(root / "reports" / "gpu", references)
+    where = f"{target.relative_to(root)} ({len(lessons)} GPU-executed notebook(s))"
     done = [
-        f"imported the {manifest['status']} run of {manifest['sha'][:7]} on {report['gpu']} into "
-        f"{target.relative_to(root)} ({len(lessons)} GPU-executed notebook(s))",
+        f"{target.relative_to(root)} is imported already: kept as it is, read again ({len(lessons)} notebook(s))"
+        if already
+        else f"imported the {manifest['status']} run of {manifest['sha'][:7]} on {report['gpu']} into {where}",
         f"refreshed {references.name}",
     ]
     done.extend(window_lines(report))

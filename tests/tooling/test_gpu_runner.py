@@ -168,3 +168,50 @@ def test_the_maintainer_notebook_runs_this_runner_and_zips_what_import_accepts()
         ["--repo", "https://github.com/a/b.git", "--sha", "main", "--out", "gpu-run", "--lessons", "08"]
     )["lessons"] == ["08"]
     assert 'base_dir="gpu-run"' in code  # the zip holds gpu-run/...: import_gpu_run.find_run looks one level down
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--checkout", "no/such/course.tar.gz"], "--checkout no/such/course.tar.gz: no such folder or file"),
+        (["--checkout", ".", "--budget", "0"], "--budget 0: a window's length is a positive number of seconds"),
+    ],
+)
+def test_a_mistyped_checkout_or_an_empty_budget_is_refused_before_the_run_is_touched(
+    tmp_path, capsys, options, message
+):
+    out = tmp_path / "run"
+    out.mkdir()
+    manifest = {"format": 1, "sha": "89abcdef", "status": "incomplete", "windows": [{"sha": "89abcdef"}]}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(SystemExit):
+        gpu_runner.main([*options, "--out", str(out), "--resume"])
+    assert message in capsys.readouterr().err
+    assert json.loads((out / "manifest.json").read_text()) == manifest  # still importable
+
+
+def test_a_window_that_fails_early_keeps_the_runs_commit_and_earlier_windows(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    out.mkdir()
+    earlier = {"format": 1, "sha": "89abcdef", "status": "incomplete", "started": "2026-11-26T10:00:00+00:00"}
+    earlier["windows"] = [dict(earlier)]
+    (out / "manifest.json").write_text(json.dumps(earlier))
+
+    def no_gpu_here(logs):
+        raise RuntimeError("nvidia-smi is not installed")
+
+    monkeypatch.setattr(gpu_runner, "nvidia_smi", no_gpu_here)
+    assert gpu_runner.main(["--checkout", str(tmp_path), "--out", str(out), "--resume"]) == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sha"] == "89abcdef" and manifest["windows"][0] == earlier["windows"][0]
+    assert (
+        manifest["started"] == "2026-11-26T10:00:00+00:00" and "nvidia-smi is not installed" in manifest["failures"][0]
+    )
+
+
+def test_a_truncated_manifest_is_refused_on_resume_with_the_fix(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"format": 1, "sha": "89ab')
+    with pytest.raises(SystemExit, match="manifest.json cannot be read .*truncated or half copied"):
+        gpu_runner.main(["--checkout", str(tmp_path), "--out", str(out), "--resume"])

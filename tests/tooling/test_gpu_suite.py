@@ -322,3 +322,29 @@ def test_runs_made_in_separate_folders_merge_into_one_and_another_commit_is_refu
     (second / "report.json").write_text(json.dumps(dict(other, commit="f" * 40)))
     with pytest.raises(SystemExit, match=f"ran commit {'f' * 40}, the run it would join ran"):
         gpu_suite.main(["--merge", str(first), str(second)])
+
+
+def test_a_new_run_into_a_folder_that_holds_one_is_refused_and_the_report_survives(lessons, tmp_path, capsys):
+    lessons({"01_a": ["print(1)"]})
+    out = tmp_path / "run"
+    assert suite(out) == 0
+    before = (out / "report.json").read_text(), (out / "report.md").read_text()
+    with pytest.raises(SystemExit):
+        suite(out)
+    refused = capsys.readouterr().err
+    assert "holds an earlier run (report.json)" in refused and f"--resume {out.resolve()}" in refused
+    assert ((out / "report.json").read_text(), (out / "report.md").read_text()) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--budget", "0"], "--budget 0: a window's length is a positive number of seconds"),
+        (["--budget", "-60"], "--budget -60: a window's length"),
+        (["--lesson-timeout", "0"], "--lesson-timeout 0: a positive number of seconds"),
+    ],
+)
+def test_a_budget_or_timeout_that_is_not_positive_is_refused_before_anything_runs(tmp_path, capsys, option, message):
+    with pytest.raises(SystemExit):
+        suite(tmp_path / "run", *option)
+    assert message in capsys.readouterr().err and not (tmp_path / "run").exists()

@@ -367,3 +367,26 @@ def test_the_wheels_folder_installs_with_no_index_into_a_venv_that_already_has_t
     assert installed["torch"] == torch.__version__  # the runner's check: the same before and after its install
     assert version == metadata.version("torch") and Path(torch_site) == image_site
     assert nbval_file.startswith(str(image.parent.parent)), nbval_file  # into the image's venv, not this one
+
+
+def test_a_failed_download_leaves_the_wheels_the_folder_had(tmp_path, monkeypatch):
+    dest = tmp_path / ".whl"
+    dest.mkdir()
+    (dest / "nbval-0.11.0-py2.py3-none-any.whl").write_bytes(b"the wheel from last time")
+
+    def pip_offline(args, what):
+        raise gpu_wheels.GpuWheelsError(f"pip failed to {what} (1): no index reachable")
+
+    monkeypatch.setattr(gpu_wheels, "pip", pip_offline)
+    with pytest.raises(gpu_wheels.GpuWheelsError, match="no index reachable"):
+        gpu_wheels.download([("nbval", "0.11.0")], dest, "3.12", "2.35")
+    assert [w.name for w in dest.iterdir()] == ["nbval-0.11.0-py2.py3-none-any.whl"]
+    assert [p.name for p in tmp_path.iterdir()] == [".whl"]  # no scratch folder left beside it
+
+    def pip_downloads(args, what):
+        folder = Path(args[args.index("-d") + 1])
+        (folder / "nbval-0.11.1-py2.py3-none-any.whl").write_bytes(b"new")
+
+    monkeypatch.setattr(gpu_wheels, "pip", pip_downloads)
+    wheels = gpu_wheels.download([("nbval", "0.11.1")], dest, "3.12", "2.35")
+    assert [w.name for w in wheels] == ["nbval-0.11.1-py2.py3-none-any.whl"]  # the new set replaces the old

@@ -153,3 +153,42 @@ def test_a_run_of_the_suite_alone_is_imported_from_its_report(run_folder, course
         manifest["sha"] == SHA and manifest["gpus"] == ["NVIDIA H100 80GB HBM3"] and "report.json" in manifest["from"]
     )
     assert not (run_folder / "manifest.json").exists()  # the run itself is left as it was
+
+
+def test_reimporting_an_imported_run_keeps_it_and_refreshes_the_references(run_folder, course):
+    stamp(run_folder)
+    import_gpu_run.import_run(run_folder, course)
+    (target,) = (course / "reports" / "gpu").iterdir()
+    files = {path.relative_to(target): path.read_bytes() for path in target.rglob("*") if path.is_file()}
+    (course / "colab_gpu" / "references.json").write_text("{}")
+    done = import_gpu_run.import_run(target, course)  # the committed run as RUN=: its target is its source
+    assert "is imported already: kept as it is" in done
+    assert {path.relative_to(target): path.read_bytes() for path in target.rglob("*") if path.is_file()} == files
+    assert json.loads((course / "colab_gpu" / "references.json").read_text())["figures"]
+
+
+@pytest.mark.parametrize("name", ["report.json", "manifest.json"])
+def test_a_truncated_report_or_manifest_is_refused_with_the_fix(run_folder, course, name):
+    stamp(run_folder)
+    text = (run_folder / name).read_text()
+    (run_folder / name).write_text(text[: len(text) // 2])  # a copy cut short
+    with pytest.raises(import_gpu_run.ImportRefused, match=rf"{name} cannot be read .*half copied. Copy the run"):
+        import_gpu_run.import_run(run_folder, course)
+
+
+def test_a_failed_copy_leaves_the_run_imported_before_it(run_folder, course, monkeypatch):
+    stamp(run_folder)
+    import_gpu_run.import_run(run_folder, course)
+    (target,) = (course / "reports" / "gpu").iterdir()
+    before = (target / "report.json").read_text()
+    real_copy = import_gpu_run.shutil.copyfile
+
+    def copy_that_fails_on_notebooks(source, destination):
+        if str(source).endswith(".ipynb"):
+            raise OSError("No space left on device")
+        return real_copy(source, destination)
+
+    monkeypatch.setattr(import_gpu_run.shutil, "copyfile", copy_that_fails_on_notebooks)
+    with pytest.raises(OSError):
+        import_gpu_run.import_run(run_folder, course)
+    assert (target / "report.json").read_text() == before and list((target / "notebooks").iterdir())
