@@ -10,11 +10,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
+from .device import visible_device
 from .memory import MIB, cleanup, measure_peak, memory_report
 
 #: The search's limit where no allocator statistics tell what fits (a CPU, or a limit you do not give).
 FALLBACK_LIMIT = 2**16
+#: How PyTorch's CPU allocator says it ran out of memory ("DefaultCPUAllocator: can't allocate memory: you tried to
+#: allocate ...", "not enough memory").
+CPU_OUT_OF_MEMORY = ("can't allocate memory", "not enough memory", "DefaultCPUAllocator")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class BatchSizeSearch:
     limit: int | None = None  # the largest size the search would try (None: an out-of-memory error came first)
     per_sample_bytes: float | None = None  # GPU memory one more sample needs, measured (None: limit given, a CPU)
     free_bytes: float | None = None  # the free GPU memory the limit was derived from
+    on_cpu: bool = False  # searched on a CPU: the machine's RAM, not a GPU's memory, set the figure
 
     def __str__(self) -> str:
         if self.first_oom is not None:
@@ -53,6 +59,11 @@ class BatchSizeSearch:
             text = (
                 f"no out-of-memory error up to batch {self.largest_fit:,}, the search's limit ({self.tries} tries): "
                 "not an edge, so nothing is suggested; raise limit= to search further"
+            )
+        if self.on_cpu:
+            text += (
+                "\nOn a CPU the batch shares the machine's RAM with everything else and no allocator statistics say "
+                "what fits: this is not a GPU's limit. Run the search on the GPU you will train on."
             )
         if self.per_sample_bytes is not None:
             text += (
@@ -116,6 +127,13 @@ def find_max_batch_size(
         ValueError: bad bounds, resolution or margin.
         RuntimeError: even ``start`` does not fit, or the step allocates nothing on the GPU.
     """
+    if isinstance(try_batch, nn.Module) or not callable(try_batch):
+        raise TypeError(
+            f"find_max_batch_size needs try_batch, a function of the batch size that builds a batch of that size "
+            f"and runs one training step on it, not a {type(try_batch).__name__}. For example: "
+            "def try_batch(n): x = torch.randn(n, 784, device=device); model(x).sum().backward()"
+        )
+    device = visible_device(device, "find_max_batch_size")
     if start < 1 or (limit is not None and limit < start):
         raise ValueError(f"find_max_batch_size needs 1 <= start <= limit, got start={start}, limit={limit}.")
     if not 0 < resolution < 1 or not 0 <= margin < 1:
@@ -132,8 +150,12 @@ def find_max_batch_size(
         try:
             with measure_peak(device) as peak:
                 try_batch(batch_size)
-        except torch.OutOfMemoryError:
+        except (torch.OutOfMemoryError, MemoryError):
             return False
+        except RuntimeError as err:  # the CPU's allocator says it in a plain RuntimeError
+            if device.type == "cpu" and any(words in str(err) for words in CPU_OUT_OF_MEMORY):
+                return False
+            raise
         finally:
             cleanup(device, notebook=False)
         if peak.peak_bytes is not None and peak.start_bytes is not None:
@@ -185,4 +207,5 @@ def find_max_batch_size(
         limit=ceiling,
         per_sample_bytes=per_sample,
         free_bytes=free,
+        on_cpu=device.type == "cpu",
     )

@@ -189,6 +189,19 @@ def checked_device(name: str | torch.device) -> torch.device:
     )
 
 
+def visible_device(name: str | torch.device, what: str) -> torch.device:
+    """``name`` as a ``torch.device`` that this runtime has, checked without starting CUDA: the one clear message
+    for ``device="cuda"`` on a runtime without a GPU (``what`` names the helper that was asked), instead of
+    "Found no NVIDIA driver" from deep inside PyTorch. For helpers that time or profile work on ``device``."""
+    device = _parse(name)
+    if device.type == "cuda" and cuda_device_count() == 0:
+        raise DeviceNotAvailableError(
+            f"{what} was asked to run on {device}, but this runtime has no GPU (available: "
+            f"{_describe_available()}). Pass device=device from cg.get_device(), or: {ENABLE_GPU_HINT}"
+        )
+    return device
+
+
 def synchronize(device: str | torch.device) -> None:
     """Wait until all queued work on ``device`` has finished (a no-op on the CPU).
 

@@ -84,6 +84,17 @@ def add_lora(
     attention's query and value projections, as the LoRA paper did) by ``layer_class(linear, rank, alpha)``: the
     package's `LoRALinear` or your own class of the same signature. Returns how many layers it replaced.
     Taught in lesson 14."""
+    if isinstance(targets, str):  # ("down") is the string "down": the tuple needs its comma
+        raise TypeError(
+            f"targets={targets!r} is a string, so every layer named after one of its letters would match: give a "
+            f"tuple or list of names, ({targets!r},) with its comma."
+        )
+    adapted = [name for name, module in model.named_modules() if _is_lora(module)]
+    if adapted:  # a re-run cell: freezing again would freeze the adapters the first call added
+        raise ValueError(
+            f"the model has LoRA adapters already ({', '.join(adapted[:4])}{' ...' if len(adapted) > 4 else ''}): "
+            "add_lora ran on it before (a cell run twice?). Build or load the model again, then call add_lora once."
+        )
     model.requires_grad_(False)
     wrapped = 0
     for module in list(model.modules()):  # a list: the loop changes the model
@@ -94,6 +105,11 @@ def add_lora(
     if not wrapped:
         names = sorted({n for m in model.modules() for n, c in m.named_children() if isinstance(c, nn.Linear)})
         raise ValueError(f"no nn.Linear named {list(targets)} in the model; its linear layers are named {names}.")
+    if trainable_parameters(model) == 0:  # the learner's class kept A and B as plain tensors
+        raise ValueError(
+            f"{layer_class.__name__} replaced {wrapped} layer(s), but the model has nothing left to train: its A and "
+            "B are not parameters. Wrap them in nn.Parameter (a tensor .to(...) of a Parameter is a plain tensor)."
+        )
     return wrapped
 
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .device import synchronize
+from .device import synchronize, visible_device
 from .profile_events import (  # noqa: F401 (the profile's vocabulary, read here too)
     HOST_READ,
     LAUNCHES,
@@ -121,7 +121,7 @@ def profile_step(
         )
     if steps < 1:
         raise ValueError(f"profile_step needs steps >= 1 profiled calls, got steps={steps}.")
-    device = torch.device(device)
+    device = visible_device(device, "profile_step")
     timing = compare_steps({"step": step}, device=device, warmup=1)["step"]
     prof = _profile_calls(step, device, steps)
     summary = summarize_spans(

@@ -97,6 +97,11 @@ def regime_of(summary) -> Regime:  # a colab_gpu.profiling.ProfileSummary (which
     of the step timed without the profiler, else GPU-bound, with the levers of what the kernels are busy with; on
     a CPU runtime, CPU-bound.
     """
+    if not hasattr(summary, "gpu_busy"):
+        raise TypeError(
+            f"regime_of reads a profile's summary, got a {type(summary).__name__}: "
+            "cg.summarize_profile(prof).regime, or cg.profile_step(step, device).regime."
+        )
     step = f"{format_seconds(summary.step_ms / 1e3)} step"
     if summary.input_wait >= INPUT_BOUND_SHARE:
         return _input_bound(summary, step)

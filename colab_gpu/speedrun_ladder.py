@@ -27,7 +27,18 @@ from .data import ImageData, cifar_sized  # noqa: F401 - lesson 12 calls cg.spee
 from .device import synchronize
 from .precision import make_scaler, resolve_precision, restored_backend_settings
 from .profiling import ProfileSummary, Regime, profile_step
-from .speedrun_rungs import Recipe, Rung, _model, _optimizer, _train_loader, ladder, ladder_size, without_levers
+from .speedrun_rungs import (
+    Recipe,
+    Rung,
+    _model,
+    _optimizer,
+    _train_loader,
+    check_rung_numbers,
+    checked_epochs,
+    ladder,
+    ladder_size,
+    without_levers,
+)
 from .train import evaluate, train_epoch, train_step
 
 
@@ -219,8 +230,11 @@ def run_ladder(
     `checks.fast_loop` (lesson 12's exercise), which compares with it. Taught in lesson 12.
     """
     device, size = torch.device(device), ladder_size(device)
+    epochs = checked_epochs(epochs, size.epochs)
+    rungs = ladder(device)
+    check_rung_numbers(numbers, [rung.number for rung in rungs])
     results = []
-    for rung in ladder(device):
+    for rung in rungs:
         if numbers is not None and rung.number not in numbers:
             continue
         if rung.skip:
@@ -228,9 +242,7 @@ def run_ladder(
             if verbose:
                 print(f"rung {rung.number} {rung.name}: skipped here, {rung.skip}")
             continue
-        result = run_rung(
-            rung, data, device, epochs=epochs or size.epochs, width=size.width, profile=profile, verbose=verbose
-        )
+        result = run_rung(rung, data, device, epochs=epochs, width=size.width, profile=profile, verbose=verbose)
         results.append(result)
         if rung.number == 0:
             remember_rung0(data, device, result)
@@ -266,7 +278,7 @@ def speedrun(
     Taught in lesson 12.
     """
     device, size = torch.device(device), ladder_size(device)
-    epochs = epochs or size.speedrun_epochs
+    epochs = checked_epochs(epochs, size.speedrun_epochs)
     result = run_rung(ladder(device)[-1], data, device, epochs=epochs, width=size.width)
     if verbose:
         print(

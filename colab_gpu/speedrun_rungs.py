@@ -187,3 +187,24 @@ def without_levers(rung: Rung) -> list[Rung]:
             recipe, name = replace(recipe, **off), f"{name}, {suffix}"
             variants.append(replace(rung, name=name, adds=f"{lever} off", recipe=recipe))
     return variants
+
+
+def checked_epochs(epochs: object, default: int) -> int:
+    """``epochs``, or ``default`` for None; a clear error for 0, a negative number or not a whole number (0 used to
+    mean "the default", silently)."""
+    if epochs is None:
+        return default
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"epochs={epochs!r}: give a whole number of epochs, 1 or more (or leave it out: {default}).")
+    return epochs
+
+
+def check_rung_numbers(numbers: object, exist: list[int]) -> None:
+    """A clear error for rung numbers that are not a list of this ladder's rungs (``numbers=6``, ``[99]``)."""
+    if numbers is None:
+        return
+    if isinstance(numbers, int) or not all(isinstance(n, int) for n in numbers):
+        raise TypeError(f"numbers={numbers!r}: give a list of rung numbers, e.g. numbers=[0, {exist[-1]}].")
+    unknown = sorted(set(numbers) - set(exist))
+    if unknown:
+        raise ValueError(f"numbers={list(numbers)}: this ladder has no rung {unknown}; its rungs are {exist}.")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .device import synchronize
+from .device import synchronize, visible_device
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,10 @@ class BenchResult:
 
 def format_seconds(seconds: float) -> str:
     """Format a duration with a unit a human reads at a glance (``'1.23 ms'``). Taught in lesson 02."""
+    if isinstance(seconds, BenchResult):
+        seconds = seconds.median
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise TypeError(f"format_seconds takes a number of seconds (or a cg.benchmark result), got {seconds!r}.")
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
@@ -88,6 +92,8 @@ def benchmark(
     """
     if warmup < 0 or repeat < 1:
         raise ValueError(f"benchmark needs warmup >= 0 and repeat >= 1, got warmup={warmup}, repeat={repeat}.")
+    _require_callable(fn, "benchmark", "cg.benchmark(lambda: x @ x, device=device)")
+    device = visible_device(device, "benchmark")
     for _ in range(warmup):
         fn()
     synchronize(device)
@@ -165,6 +171,14 @@ def compare_steps(
 
     Taught in lesson 10.
     """
+    if not isinstance(steps, dict):
+        raise TypeError(
+            f"compare_steps takes a dict of named steps, got {type(steps).__name__}: "
+            'cg.compare_steps({"a": step_a, "b": step_b}, device=device).'
+        )
+    for name, step in steps.items():
+        _require_callable(step, f"compare_steps' step {name!r}", f'{{"{name}": lambda: my_step()}}')
+    device = visible_device(device, "compare_steps")
     if len(steps) < 1 or samples < MIN_SAMPLES or warmup < 1:
         raise ValueError(
             f"compare_steps needs at least one step, samples >= {MIN_SAMPLES} and warmup >= 1; got {len(steps)} "
@@ -198,7 +212,22 @@ def compare_steps(
 
 def speedup(slow: BenchResult, fast: BenchResult) -> float:
     """How many times faster ``fast`` is than ``slow`` (ratio of medians). Taught in lesson 02."""
+    for name, result in (("slow", slow), ("fast", fast)):
+        if not isinstance(result, BenchResult):
+            raise TypeError(
+                f"speedup compares two timings from cg.benchmark; its {name} argument is {type(result).__name__} "
+                f"{result!r}. For two plain times in seconds, divide them: slow_seconds / fast_seconds."
+            )
     return slow.median / fast.median
+
+
+def _require_callable(fn: object, what: str, example: str) -> None:
+    """A clear error when a result was passed where the work to time is expected (``benchmark(x @ x)``)."""
+    if not callable(fn):
+        raise TypeError(
+            f"{what} needs the work as a function to call, got a {type(fn).__name__}: passing `x @ x` runs it once, "
+            f"before timing starts. Wrap it: {example}."
+        )
 
 
 def matmul_tflops(n: int, dtype: torch.dtype, device: torch.device, repeat: int = 10) -> float:

@@ -232,7 +232,13 @@ def read_state(run: Path, option: str) -> dict:
     report = run / "report.json"
     if not report.exists():
         raise SystemExit(f"{option} {run}: no report.json there (a run folder is what gpu_suite.py --out wrote).")
-    state = json.loads(report.read_text())
+    try:
+        state = json.loads(report.read_text())
+    except ValueError as err:
+        raise SystemExit(
+            f"{option} {run}: its report.json cannot be read ({err}): it is truncated or half copied. Copy the run "
+            "folder again from where it ran."
+        ) from None
     if state.get("format") != 2:
         raise SystemExit(f"{option} {run}: its report comes from an older suite, without parts: run it anew.")
     return state

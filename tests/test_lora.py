@@ -126,3 +126,34 @@ def test_bad_input_says_what_exists():
         LoRALinear(nn.Conv1d(2, 2, 1))
     with pytest.raises(ValueError, match="no nn.Linear named \\['query'\\].*named \\['down', 'gate', 'k', 'o'"):
         add_lora(language_model(), targets=("query",))
+
+
+def test_add_lora_run_twice_says_so_instead_of_freezing_its_own_adapters():
+    model = language_model()
+    add_lora(model, rank=4)
+    trainable = trainable_parameters(model)
+    with pytest.raises(ValueError, match=r"has LoRA adapters already .*add_lora ran on it before \(a cell run twice"):
+        add_lora(model, rank=4)
+    assert trainable_parameters(model) == trainable  # the first call's adapters still train
+
+
+def test_a_string_of_targets_is_refused_not_read_letter_by_letter():
+    with pytest.raises(TypeError, match=r"targets='down' is a string.*\('down',\) with its comma"):
+        add_lora(language_model(), targets=("down"))  # noqa: UP034 (the learner's missing comma)
+
+
+def test_a_layer_class_whose_a_and_b_are_not_parameters_is_refused():
+    class PlainTensors(nn.Module):
+        def __init__(self, base, rank, alpha):
+            super().__init__()
+            self.base, self.scale = base, alpha / rank
+            self.A = torch.randn(rank, base.in_features) * 0.01  # not nn.Parameter: nothing to train
+            self.B = torch.zeros(base.out_features, rank)
+
+        def forward(self, x):
+            return self.base(x) + (x @ self.A.T @ self.B.T) * self.scale
+
+    with pytest.raises(
+        ValueError, match=r"PlainTensors replaced 4 layer\(s\), but the model has nothing left to train"
+    ):
+        add_lora(language_model(), layer_class=PlainTensors)

@@ -192,6 +192,7 @@ class SimulatedStream:
 def stream(monkeypatch):
     stream = SimulatedStream()
     monkeypatch.setattr(cg.timing, "synchronize", stream.synchronize)
+    monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)  # "cuda" is the simulated stream
     return stream
 
 

@@ -395,3 +395,26 @@ def test_the_last_rung_without_its_levers_takes_off_compile_then_mixed_precision
 
 def test_run_without_levers_trains_nothing_where_the_rung_has_none(small_digits):
     assert sr.run_without_levers(sr.ladder(CPU)[-1], small_digits, CPU, epochs=1, width=8) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"numbers": [99]}, ValueError, r"numbers=\[99\]: this ladder has no rung \[99\]; its rungs are \[0, 1"),
+        ({"numbers": 6}, TypeError, r"numbers=6: give a list of rung numbers, e.g. numbers=\[0, "),
+        ({"epochs": 0}, ValueError, r"epochs=0: give a whole number of epochs, 1 or more"),
+        ({"epochs": -2}, ValueError, r"epochs=-2: give a whole number of epochs"),
+    ],
+)
+def test_run_ladder_refuses_rungs_it_does_not_have_and_epochs_below_one(small_digits, options, error, message):
+    with pytest.raises(error, match=message):
+        sr.run_ladder(small_digits, CPU, verbose=False, **options)
+    with pytest.raises(ValueError, match=r"epochs=0: give a whole number"):
+        sr.speedrun(small_digits, CPU, epochs=0, verbose=False)
+
+
+def test_fast_loop_refuses_a_baseline_that_is_not_rung_0(small_digits, capsys):
+    (rung_2,) = sr.run_ladder(small_digits, CPU, epochs=1, numbers=[2], verbose=False)
+    assert not cg.checks.fast_loop(lambda data, device, epochs: None, small_digits, CPU, baseline=rung_2)
+    out = capsys.readouterr().out
+    assert "baseline= is rung 2" in out and "compares your loop with rung 0: pass results[0]" in out

@@ -15,6 +15,7 @@ def test_benchmark_warms_up_then_times(monkeypatch):
 def test_benchmark_synchronizes_after_every_timed_call(monkeypatch):
     events = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
+    monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)
     cg.benchmark(lambda: events.append("run"), device="cuda", warmup=1, repeat=3)
     # warm-up, one sync before timing, then each timed run is followed by a sync
     assert events == ["run", "sync", "run", "sync", "run", "sync", "run", "sync"]
@@ -83,6 +84,7 @@ def fake_clock(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(cg.timing.time, "perf_counter", lambda: clock.now)
     monkeypatch.setattr(cg.timing, "synchronize", lambda device: clock.events.append("sync"))
+    monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)  # a fake GPU: the clock is the only cost
     return clock
 
 

@@ -175,6 +175,11 @@ def fast_loop(
             f"baseline= takes rung 0's result from your ladder (results[0] after results = cg.run_ladder(data, "
             f"device)), got {type(baseline).__name__}; or leave it out: the check then trains rung 0 itself."
         )
+    if baseline is not None and baseline.rung.number != 0:
+        return fail(
+            f"baseline= is rung {baseline.rung.number} ({baseline.rung.name}); the check compares your loop with rung "
+            "0: pass results[0] (or the whole results), or leave it out."
+        )
     baseline = baseline or measured_rung0(data, device)
     if baseline is None:
         epochs = ladder_size(device).epochs

@@ -348,3 +348,12 @@ def test_a_budget_or_timeout_that_is_not_positive_is_refused_before_anything_run
     with pytest.raises(SystemExit):
         suite(tmp_path / "run", *option)
     assert message in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_resume_of_a_truncated_report_says_so_and_keeps_it(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "report.json").write_text('{"format": 2, "parts": {"lesson 01')
+    with pytest.raises(SystemExit, match="report.json cannot be read .*truncated or half copied"):
+        gpu_suite.main(["--allow-cpu", "--resume", str(out)])
+    assert (out / "report.json").read_text() == '{"format": 2, "parts": {"lesson 01'

@@ -1,0 +1,66 @@
+"""Issue 49: the mistakes learners really make with the timing, profiling and batch-size helpers get a clear answer
+that says what was asked, what exists and how to fix it, never a raw internals message."""
+
+import pytest
+import torch
+
+import colab_gpu as cg
+from colab_gpu.device import DeviceNotAvailableError
+from colab_gpu.regimes import regime_of
+from colab_gpu.timing import BenchResult
+
+NO_GPU = r"this runtime has no GPU .*Runtime > Change runtime type > T4 GPU"
+x = torch.randn(8, 8)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: cg.benchmark(x @ x, device="cpu"), TypeError, r"needs the work as a function.*Wrap it"),
+        (lambda: cg.compare_steps({"a": x @ x}, device="cpu"), TypeError, r"step 'a' needs the work as a function"),
+        (lambda: cg.compare_steps([lambda: x], device="cpu"), TypeError, r"takes a dict of named steps, got list"),
+        (lambda: cg.profile_step(x.sum(), "cpu"), TypeError, r"needs the step as a function to call"),
+        (lambda: regime_of(object()), TypeError, r"regime_of reads a profile's summary.*summarize_profile"),
+        (lambda: cg.speedup(2.0, 1.0), TypeError, r"its slow argument is float 2.0.*slow_seconds / fast_seconds"),
+        (lambda: cg.format_seconds(torch.tensor(1.0)), TypeError, r"takes a number of seconds"),
+    ],
+)
+def test_a_result_where_a_function_or_a_timing_is_expected_says_what_to_pass(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+def test_format_seconds_reads_a_benchmark_result_as_its_median():
+    assert cg.format_seconds(BenchResult((0.001, 0.002, 0.003))) == "2 ms"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the message of a runtime without a GPU")
+@pytest.mark.parametrize(
+    ("helper", "call"),
+    [
+        ("benchmark", lambda: cg.benchmark(lambda: x @ x, device="cuda")),
+        ("compare_steps", lambda: cg.compare_steps({"a": lambda: x @ x}, device="cuda")),
+        ("profile_step", lambda: cg.profile_step(lambda: x @ x, "cuda")),
+        ("find_max_batch_size", lambda: cg.find_max_batch_size(lambda n: torch.randn(n), "cuda")),
+    ],
+)
+def test_cuda_on_a_runtime_without_a_gpu_gets_one_clear_message(helper, call):
+    with pytest.raises(DeviceNotAvailableError, match=rf"{helper} was asked to run on cuda.*{NO_GPU}"):
+        call()
+
+
+def test_find_max_batch_size_wants_a_step_not_a_model():
+    with pytest.raises(TypeError, match=r"needs try_batch, a function of the batch size .* not a Linear"):
+        cg.find_max_batch_size(torch.nn.Linear(4, 4), "cpu")
+
+
+def test_a_step_that_runs_out_of_cpu_memory_is_an_edge_and_the_cpu_is_named():
+    def step(batch_size):
+        if batch_size > 1000:  # what PyTorch's CPU allocator raises
+            raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory")
+
+    found = cg.find_max_batch_size(step, "cpu", start=64)
+    assert 1000 * 15 / 16 <= found.largest_fit <= 1000 and found.on_cpu
+    assert "On a CPU the batch shares the machine's RAM" in str(found) and "not a GPU's limit" in str(found)
+    with pytest.raises(RuntimeError, match="a bug in the step"):  # any other error is the learner's to see
+        cg.find_max_batch_size(lambda n: (_ for _ in ()).throw(RuntimeError("a bug in the step")), "cpu")
