@@ -110,8 +110,9 @@ ENTRIES = (
         "devices",
         "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
         r"Input type \(.*\) and (weight|bias) type \(.*\) should be the same",
-        "A convolution's input and weights differ in device (torch.cuda.FloatTensor vs torch.FloatTensor: "
-        "the model is still on the CPU) or in dtype.",
+        "A convolution's input and weights differ in device or dtype: a torch.cuda input with torch.FloatTensor "
+        "weights means the model is still on the CPU; a torch.FloatTensor input with torch.cuda weights means the "
+        "batch was not moved to the GPU.",
         "model.to(device) once, and every batch .to(device); inputs as float32 (or under autocast).",
         "lesson 04; lesson 09, devices",
     ),

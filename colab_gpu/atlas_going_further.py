@@ -238,6 +238,19 @@ ENTRIES = (
         reproduced=False,
     ),
     entry(
+        "colab-gpu-unused",
+        "platform",
+        "You are connected to a GPU runtime, but not utilizing the GPU",
+        r"connected to a GPU runtime, but not utili[sz]ing the GPU",
+        "Colab's banner: the notebook has a GPU attached but nothing has run on it for a while (every tensor and "
+        "model on the CPU, or only reading and writing cells). Colab may then move you to a CPU runtime, and the "
+        "free GPU time still counts.",
+        "Put the model and each batch on the device (device = cg.get_device(); model.to(device)), or, for work "
+        "that needs no GPU, Runtime > Change runtime type > CPU, so the GPU quota lasts.",
+        "lesson 01; lesson 02, section 4",
+        reproduced=False,
+    ),
+    entry(
         "colab-ram-crash",
         "platform",
         "Your session crashed after using all available RAM",

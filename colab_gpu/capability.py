@@ -192,6 +192,11 @@ def attention_backend(
         raise ValueError(f"head_dim must be at least 1, got {head_dim}.")
     if capability is None:
         return "flash"
+    if not (isinstance(capability, tuple) and len(capability) == 2 and all(isinstance(n, int) for n in capability)):
+        raise TypeError(
+            f"capability={capability!r}: give it as (major, minor), e.g. (7, 5) for a T4, as "
+            "torch.cuda.get_device_capability() returns it (None: the CPU)."
+        )
     half = dtype in (torch.float16, torch.bfloat16)
     in_range = capability <= FUSED_ATTENTION_MAX
     if cudnn_first and in_range and capability >= AMPERE and half and head_dim % 8 == 0 and key_length != 1:

@@ -30,6 +30,8 @@ MIN_SWEEP_BATCHES = 20  # and no setting is timed on fewer batches than this (0 
 
 def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> float:
     """Samples per second delivered to ``device`` (batches copied there and synchronized). Taught in lesson 05."""
+    if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+        raise ValueError(f"measure_loader needs epochs >= 1 passes over the loader, got epochs={epochs!r}.")
     device = torch.device(device)
     samples = 0
     start = time.perf_counter()
@@ -40,7 +42,10 @@ def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> fl
     synchronize(device)
     seconds = time.perf_counter() - start
     if samples == 0:
-        raise ValueError("The loader yielded no samples.")
+        raise ValueError(
+            "The loader yielded no samples: its data set is empty, or it is a generator that ran once already "
+            "(make a new one, or a DataLoader, which starts over at every pass)."
+        )
     return samples / seconds
 
 

@@ -172,4 +172,17 @@ def decode_jpegs(encoded: list[torch.Tensor], device: str | torch.device) -> lis
     else torchvision's (deprecated from torchvision 0.29 in TorchCodec's favour)."""
     if not encoded:
         raise ValueError("decode_jpegs got no images: pass a list of files' bytes as 1-D uint8 tensors (read_bytes).")
+    for index, data in enumerate(encoded):
+        if not (isinstance(data, torch.Tensor) and data.dtype == torch.uint8 and data.ndim == 1):
+            raise TypeError(
+                f"decode_jpegs: image {index} is not a file's bytes as a 1-D uint8 tensor (got {type(data).__name__}"
+                f"{'' if not isinstance(data, torch.Tensor) else f' {data.dtype} {tuple(data.shape)}'}): read each "
+                "file with torchvision.io.read_file(path)."
+            )
+        if data.numel() < 2 or data[0].item() != 0xFF or data[1].item() != 0xD8:  # every JPEG starts FF D8
+            start = " ".join(f"{b:02x}" for b in data[:4].tolist())
+            raise ValueError(
+                f"decode_jpegs: image {index} is not a JPEG file (it starts with {start or 'nothing'}, a JPEG with "
+                "ff d8): convert PNG and other formats to JPEG first, or decode them with PIL."
+            )
     return _jpeg_decoder()(list(encoded), mode="RGB", device=torch.device(device))

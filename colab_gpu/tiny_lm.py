@@ -160,6 +160,11 @@ class TinyDecoder(nn.Module):
         """Raise a clear error for ids that are not a (batch, tokens) int64 tensor on the model's device (free: it
         reads only shapes) or, with ``read_ids``, not in 0..vocab-1 (one read of the device: do it once per prompt,
         never once per generated token)."""
+        if not isinstance(tokens, torch.Tensor):
+            raise TypeError(
+                f"tokens must be a (batch, tokens) tensor of int64 ids, got a {type(tokens).__name__}: "
+                f"torch.tensor([ids], device='{self.embed.weight.device}') makes one from a list of ids."
+            )
         if tokens.dtype != torch.long or tokens.ndim != 2:
             raise ValueError(
                 f"tokens must be a (batch, tokens) tensor of int64 ids, got {tuple(tokens.shape)} {tokens.dtype}."
@@ -206,7 +211,12 @@ def generate(model: TinyDecoder, prompt: torch.Tensor, new_tokens: int, *, use_c
     and each step computes the logits of the last position only. Taught in lesson 14."""
     if new_tokens < 0:
         raise ValueError(f"new_tokens must be 0 or more, got {new_tokens}.")
-    model.check_tokens(prompt)  # the one read of the device: every later id is the model's own argmax
+    model.check_tokens(prompt)
+    if prompt.shape[1] == 0:  # nothing to continue: the first step would have no position to predict from
+        raise ValueError(
+            f"the prompt has no tokens (shape {tuple(prompt.shape)}): give at least one id per sequence, e.g. a "
+            "beginning-of-text id."
+        )  # the one read of the device: every later id is the model's own argmax
     tokens, cache, step_input = prompt, None, prompt
     for _ in range(new_tokens):
         if use_cache:

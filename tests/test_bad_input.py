@@ -64,3 +64,67 @@ def test_a_step_that_runs_out_of_cpu_memory_is_an_edge_and_the_cpu_is_named():
     assert "On a CPU the batch shares the machine's RAM" in str(found) and "not a GPU's limit" in str(found)
     with pytest.raises(RuntimeError, match="a bug in the step"):  # any other error is the learner's to see
         cg.find_max_batch_size(lambda n: (_ for _ in ()).throw(RuntimeError("a bug in the step")), "cpu")
+
+
+def test_generate_says_what_a_prompt_is():
+    from colab_gpu import llm_memory as mem
+
+    shape = mem.ModelShape("tiny", vocab=64, hidden=32, intermediate=48, layers=1, heads=2, kv_heads=1, head_dim=16)
+    model = cg.TinyDecoder(shape)
+    with pytest.raises(TypeError, match=r"got a list: torch.tensor\(\[ids\], device='cpu'\) makes one"):
+        cg.generate(model, [1, 2, 3], 4)
+    with pytest.raises(ValueError, match=r"the prompt has no tokens \(shape \(1, 0\)\)"):
+        cg.generate(model, torch.zeros(1, 0, dtype=torch.long), 4)
+
+
+def test_attention_backend_wants_the_capability_as_a_pair():
+    with pytest.raises(TypeError, match=r"capability='7.5': give it as \(major, minor\), e.g. \(7, 5\)"):
+        cg.attention_backend("7.5", torch.float16, 64)
+
+
+def test_decode_jpegs_names_the_file_that_is_not_a_jpeg():
+    from colab_gpu.image_folders import decode_jpegs
+
+    png = torch.tensor([0x89, 0x50, 0x4E, 0x47, 0x0D], dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"image 0 is not a JPEG file \(it starts with 89 50 4e 47, a JPEG with ff d8"):
+        decode_jpegs([png], "cpu")
+    with pytest.raises(TypeError, match=r"image 0 is not a file's bytes as a 1-D uint8 tensor \(got bytes\)"):
+        decode_jpegs([b"\xff\xd8"], "cpu")
+
+
+def test_measure_loader_wants_at_least_one_pass_and_names_a_spent_generator():
+    loader = [(torch.zeros(4, 2), torch.zeros(4))]
+    with pytest.raises(ValueError, match=r"needs epochs >= 1 passes over the loader, got epochs=0"):
+        cg.feeding.measure_loader(loader, "cpu", epochs=0)
+    spent = iter(loader)
+    list(spent)
+    with pytest.raises(ValueError, match=r"a generator that ran once already"):
+        cg.feeding.measure_loader(spent, "cpu")
+
+
+def test_check_amp_step_turns_any_error_of_the_learners_step_into_a_hint(capsys):
+    def step(model, inputs, labels, optimizer, scaler, max_norm):
+        raise KeyError("scaler")
+
+    assert not cg.checks.amp_step(step, "cpu")
+    assert "your step raised KeyError: 'scaler'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        (
+            "RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same "
+            "or input should be a MKLDNN tensor and weight is a dense tensor",
+            "input-weight-type",
+        ),
+        (
+            "You are connected to a GPU runtime, but not utilizing the GPU. Change to a standard runtime",
+            "colab-gpu-unused",
+        ),
+    ],
+)
+def test_the_two_errors_learners_met_that_the_atlas_did_not_know(text, key):
+    entry = cg.explain(text, show=False)
+    assert entry is not None and entry.key == key
+    assert "batch was not moved" in entry.cause or "Runtime > Change runtime type" in entry.fix

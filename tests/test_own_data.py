@@ -285,7 +285,8 @@ def test_decode_jpegs_prefers_torchcodec_and_passes_the_device(monkeypatch):
     decoders.decode_jpeg = lambda data, *, mode, device: calls.append((len(data), mode, device)) or ["image"]
     monkeypatch.setitem(sys.modules, "torchcodec", types.ModuleType("torchcodec"))
     monkeypatch.setitem(sys.modules, "torchcodec.decoders", decoders)
-    assert cg.decode_jpegs([torch.zeros(4, dtype=torch.uint8)] * 3, "cuda") == ["image"]
+    jpeg_start = torch.tensor([0xFF, 0xD8, 0xFF, 0xE0], dtype=torch.uint8)  # what every JPEG file starts with
+    assert cg.decode_jpegs([jpeg_start] * 3, "cuda") == ["image"]
     assert calls == [(3, "RGB", torch.device("cuda"))]  # one call for the whole list: nvJPEG decodes it at once
 
 

@@ -396,6 +396,19 @@ def test_exercise_2_fails_unanswered_and_passes_with_its_solution_on_a_cpu(capsy
     assert out.count("✅ Correct") == 4 and "❌" not in out and "rerun on a GPU runtime" in out
 
 
+def test_the_bottleneck_check_cannot_be_fooled_by_losses_that_are_not_training(capsys):
+    lesson = lesson_exercise()
+    for source in [source for (kind, _), source in lesson["cells"].items() if kind == "given" and "def " in source][:1]:
+        run_cell(lesson, source)
+    slow = lesson["their_steps"]
+    assert not cg.checks.bottleneck_fix(slow, lambda steps: None, CPU)
+    assert "returned None: return the loss of every step" in capsys.readouterr().out
+    assert not cg.checks.bottleneck_fix(slow, lambda steps: torch.zeros(steps), CPU)  # 65,030x "faster"
+    assert "your first loss is 0.000" in capsys.readouterr().out
+    assert not cg.checks.bottleneck_fix(slow, lambda steps: torch.full((steps,), 2.3) + torch.arange(steps), CPU)
+    assert "your loss does not fall" in capsys.readouterr().out
+
+
 def test_the_bottleneck_check_wants_one_finite_loss_per_step(capsys):
     for fast, hint in (
         (lambda steps: [1.0] * (steps - 1), "one finite loss per step"),

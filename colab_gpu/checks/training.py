@@ -193,9 +193,10 @@ def amp_step(step: object, device: str | torch.device, *, steps: int = 3, max_no
         try:
             for inputs, labels in batches:
                 fn(model, inputs, labels, optimizer, scaler, max_norm)
-        except RuntimeError as err:
+        except Exception as err:  # the learner's step: any error is a hint, never a crash of the cell
             hint = next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
-            return fail(hint or f"your step raised RuntimeError: {str(err).splitlines()[0]}")
+            first_line = (str(err).splitlines() or [""])[0]
+            return fail(hint or f"your step raised {type(err).__name__}: {first_line}")
         moved[name] = torch.cat(
             [(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(), strict=True)]
         ).detach()

@@ -711,6 +711,12 @@ cg.explain("RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supp
 cg.explain("You cannot currently connect to a GPU due to usage limits in Colab")
 
 # %% [markdown]
+# ### "You are connected to a GPU runtime, but not utilizing the GPU"
+
+# %%
+cg.explain("You are connected to a GPU runtime, but not utilizing the GPU")
+
+# %% [markdown]
 # ### "Your session crashed after using all available RAM"
 
 # %%
