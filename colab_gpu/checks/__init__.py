@@ -7,7 +7,7 @@ hint and tries again. Helpers that raise instead are named ``require_*`` (``requ
 ``training``, ``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's runtime).
 """
 
-from .core import close, label_validator, on_device, that
+from .core import close, guarded, label_validator, on_device, that
 from .data import csv_dataset
 from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
@@ -42,3 +42,8 @@ __all__ = [
     "timing",
     "train_loop",
 ]
+
+# Every check of a learner's answer runs inside `guarded`: an error while it runs is a hint, never a crash of the cell.
+for _name in __all__:
+    if _name != "that":
+        globals()[_name] = guarded(globals()[_name])

@@ -6,6 +6,8 @@ undone does not crash the notebook; the learner reads the hint and tries again.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -55,6 +57,25 @@ def ok(success: str) -> CheckResult:
 def fail(hint: str) -> CheckResult:
     """A failed check's verdict: print ``hint`` (what is wrong and what to do) after the fail mark and return it."""
     return _verdict(False, f"{HINT} {hint}")
+
+
+def guarded(check):
+    """``check``, with any error raised while it runs (most often by the learner's code it calls: a function that
+    raises, an answer of the wrong type) turned into a hint: a self-check never crashes the cell, so Colab's "Run
+    all" reaches the end of the lesson. `colab_gpu.checks` wraps every check with it."""
+
+    @functools.wraps(check)
+    def run(*args, **kwargs) -> CheckResult:
+        try:
+            return check(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001 (a hint for any error: the learner reads it and tries again)
+            first_line = (str(err).splitlines() or [""])[0]
+            return fail(
+                f"the check could not run your answer: {type(err).__name__}: {first_line}. Check what you passed "
+                "(a function, not its result; the types the exercise asks for), fix it and rerun."
+            )
+
+    return run
 
 
 def _verdict(passed: bool, message: str) -> CheckResult:

@@ -39,6 +39,8 @@ def ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: 
     every runtime), it must train to the same weights as the helper's run saved in ``reference_weights``."""
     from pathlib import Path
 
+    if not isinstance(script, (str, Path)):
+        return fail(f"pass the path of your script (e.g. 'ddp_train.py'), got {type(script).__name__}.")
     path = Path(script)
     if not path.is_file():
         return fail(f"no script at {path}: run the %%writefile cell first.")
