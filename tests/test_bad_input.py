@@ -128,3 +128,17 @@ def test_the_two_errors_learners_met_that_the_atlas_did_not_know(text, key):
     entry = cg.explain(text, show=False)
     assert entry is not None and entry.key == key
     assert "batch was not moved" in entry.cause or "Runtime > Change runtime type" in entry.fix
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        ([0.5, 0.25, 1.0], "is a Python list of 3 numbers: the right length, in the wrong type"),
+        (torch.tensor([50.0, 25.0, 100.0]), "is 100 times the right values: give fractions"),
+        (torch.tensor([2.0, 1.0, 4.0]), "holds whole numbers up to 4: counts, it seems"),
+        (torch.tensor([0.4, 0.25, 1.0]), "has the right shape but wrong values"),
+    ],
+)
+def test_check_close_hints_by_the_symptom_of_the_answer(capsys, answer, hint):
+    assert not cg.checks.close(answer, torch.tensor([0.5, 0.25, 1.0]), name="class_acc")
+    assert hint in capsys.readouterr().out

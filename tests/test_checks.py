@@ -160,6 +160,13 @@ def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
     partial = cg.checks.loader_speed(list(fast)[:2], baseline, "cpu", samples=2048)
     assert not partial and "512 samples instead of all 2,048" in partial.message
     assert not cg.checks.loader_speed(None, baseline, "cpu", samples=2048)
+    once = ((inputs[i : i + 256], labels[i : i + 256]) for i in range(0, 2048, 256))  # section 4's generator
+    spent = cg.checks.loader_speed(once, baseline, "cpu", samples=2048)
+    assert not spent and "a generator runs once" in spent.message  # it crashed the check before
+    first_batch = [next(iter(fast))] * 8  # 2,048 samples, the first 256 eight times: it passed at 273x
+    repeated = cg.checks.loader_speed(first_batch, baseline, "cpu", samples=2048, labels=labels)
+    assert not repeated and "not the data set's, each once" in repeated.message
+    assert cg.checks.loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5, labels=labels)
 
 
 def _epoch(move: bool, zero_grad: bool, read_each_step: bool):

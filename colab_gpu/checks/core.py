@@ -119,12 +119,28 @@ def on_device(obj: object, device: str | torch.device, name: str = "it") -> Chec
 
 def close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> CheckResult:
     """Check that a tensor has the expected shape and values (compared on the CPU). Taught in lesson 04."""
+    if isinstance(actual, (list, tuple)) and len(actual) == len(expected):
+        return fail(
+            f"{name} is a Python {type(actual).__name__} of {len(actual)} numbers: the right length, in the wrong "
+            f"type. Make it a tensor: torch.tensor({name}) or torch.stack(...) of tensors."
+        )
     if not isinstance(actual, torch.Tensor):
         return fail(f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
     if actual.shape != expected.shape:
         return fail(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
-    passed = torch.allclose(actual.detach().cpu().float(), expected.detach().cpu().float(), atol=atol)
-    return that(passed, f"{name} has the right values.", f"{name} has the right shape but wrong values.")
+    mine, right = actual.detach().cpu().float(), expected.detach().cpu().float()
+    if torch.allclose(mine, right, atol=atol):
+        return ok(f"{name} has the right values.")
+    return fail(_symptom(name, mine, right, atol))
+
+
+def _symptom(name: str, mine: torch.Tensor, right: torch.Tensor, atol: float) -> str:
+    """The hint for a tensor of the right shape and wrong values, by what its values look like."""
+    if torch.allclose(mine, 100 * right, atol=100 * atol):
+        return f"{name} is 100 times the right values: give fractions (0.85), not percent (85)."
+    if bool((mine == mine.round()).all()) and mine.max() > 1 >= right.max():
+        return f"{name} holds whole numbers up to {mine.max():.0f}: counts, it seems. Divide each by its total."
+    return f"{name} has the right shape but wrong values: compare a few of them with what you expect by hand."
 
 
 LABEL_CASES = (([0, 1, 9], 10, True), ([1, 2, 3, 10], 10, False), ([-1, 0], 10, False), ([4], 5, True))

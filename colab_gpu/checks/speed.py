@@ -49,18 +49,26 @@ def loader_speed(
     samples: int,
     at_least: float = 3.0,
     repeat: int = 3,
+    labels: torch.Tensor | None = None,
 ) -> CheckResult:
     """Measure ``loader`` against ``baseline`` on this runtime: both must deliver every one of ``samples`` samples
-    per epoch, and ``loader`` at least ``at_least`` times as many samples per second (best of ``repeat`` each).
-    Taught in lesson 05."""
+    per epoch, epoch after epoch (with ``labels``, the data set's labels: each sample once), and ``loader`` at least
+    ``at_least`` times as many samples per second (best of ``repeat`` each). Taught in lesson 05."""
     if loader is None:
         return fail("the loader is not set yet: complete the exercise cell and run it.")
-    try:
-        delivered = sum(len(inputs) for inputs, _ in loader)
-    except TypeError:
+    if not hasattr(loader, "__iter__"):
         return fail(f"expected something to iterate over in batches, got {type(loader).__name__}.")
-    if delivered != samples:
-        return fail(f"one epoch delivered {delivered:,} samples instead of all {samples:,}.")
+    if iter(loader) is loader:  # a generator or an iterator: its second epoch is empty
+        return fail(
+            "a generator runs once, and a loader is iterated once per epoch: make something that starts over at "
+            "every `for`, such as a class whose __iter__ returns a new generator each time."
+        )
+    delivered = [batch_labels.cpu() for _, batch_labels in loader]
+    count = sum(len(batch_labels) for batch_labels in delivered)
+    if count != samples:
+        return fail(f"one epoch delivered {count:,} samples instead of all {samples:,}.")
+    if labels is not None and not torch.equal(torch.cat(delivered).sort().values, labels.cpu().sort().values):
+        return fail("one epoch delivered samples that are not the data set's, each once (a batch repeated?).")
     yours = max(measure_loader(loader, device) for _ in range(repeat))
     reference = max(measure_loader(baseline, device) for _ in range(repeat))
     gain = yours / reference
@@ -68,7 +76,7 @@ def loader_speed(
         gain >= at_least,
         f"{yours:,.0f} samples/s, {gain:.1f}x the default DataLoader's {reference:,.0f} on this runtime.",
         f"{yours:,.0f} samples/s is {gain:.1f}x the default DataLoader's {reference:,.0f}; aim for "
-        f"{at_least:g}x: where does each batch's time go?",
+        f"{at_least:g}x: where does each batch's time go? If the machine was busy, rerun the check.",
     )
 
 

@@ -301,8 +301,15 @@ assert counted.calls == n and batches == len(resident_loader)
 # %%
 images_dev, labels_dev = images_cpu.to(device), labels_cpu.to(device)  # once, before training
 shuffle = torch.Generator(device=device).manual_seed(0)
-order = torch.randperm(len(images_dev), device=device, generator=shuffle)  # each epoch: a new order
-plain_batches = ((images_dev[index], labels_dev[index]) for index in order.split(256))
+
+
+def epoch_batches(batch_size=256):
+    """One epoch's batches: call it once per epoch (a generator runs once; the next epoch needs a new one)."""
+    order = torch.randperm(len(images_dev), device=device, generator=shuffle)  # each epoch: a new order
+    return ((images_dev[index], labels_dev[index]) for index in order.split(batch_size))
+
+
+plain_batches = epoch_batches()
 
 same_seed = cg.DeviceLoader(images_cpu, labels_cpu, batch_size=256, device=device, seed=0)
 matches = [torch.equal(x, x2) and torch.equal(y, y2)
@@ -448,14 +455,15 @@ cg.checks.loader_settings(my_loader, device)
 # `default_loader` (section 4) feeds `images_cpu`, `labels_cpu` to the model in batches of 256.
 # Build `fast_loader`, which delivers the same samples in batches of 256 at **at least 3 times**
 # its rate on this runtime (CPU or GPU). The check measures both loaders here, and that yours
-# delivers every sample once per epoch. Write it in plain PyTorch first; `cg.DeviceLoader` is
-# allowed afterwards.
+# delivers every sample once per epoch, epoch after epoch: a generator such as section 4's
+# `epoch_batches()` runs once, so make something that starts over at every `for` (a class with
+# `__iter__`). Write it in plain PyTorch first; `cg.DeviceLoader` is allowed afterwards.
 
 # %%
 fast_loader = None  # your loader: anything that yields (inputs, labels) batches
 
 # %%
-cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3)
+cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3, labels=labels_cpu)
 
 # %% [markdown]
 # ## Summary
