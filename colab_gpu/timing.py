@@ -120,9 +120,11 @@ def interleaved_best(runs: dict[str, Callable[[], None]], repeat: int) -> dict[s
 
 
 def _interleaved(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, list[float]]:
+    """Each callable's seconds over ``repeat`` rounds, the order reversed every other round (no side always first)."""
     times: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(repeat):
-        for name, run in runs.items():
+    order = list(runs.items())
+    for round_ in range(repeat):
+        for name, run in order if round_ % 2 == 0 else reversed(order):
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)

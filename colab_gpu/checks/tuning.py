@@ -70,7 +70,7 @@ def bottleneck_fix(
     *,
     steps: int = 6,
     at_least: float = 2.0,
-    repeat: int = 3,
+    repeat: int = 5,
 ) -> CheckResult:
     """Check lesson 10's fix of a loop: ``fast(steps)`` trains like ``slow(steps)``, returning one finite loss per
     step, and takes at most 1 / ``at_least`` of its time on this runtime (medians of ``repeat`` interleaved runs).
