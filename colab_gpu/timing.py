@@ -137,7 +137,8 @@ MIN_SAMPLES = 7
 # step is not hidden behind the GPU's work, so a loop that queues ahead reads (H + K G) / K per step where it costs
 # max(H, G): at K = 1 the CPU and the GPU take turns by construction, and a host read (`.item()`) costs 1.00x
 # whatever it really costs. At K = 8 the error is at most H / (8 G), a few percent for a GPU busy a few times longer
-# than the host (lesson 10's 20 ms T4 step: 1.17x of a true 1.20x, where K = 1 read 1.00x).
+# than the host (host 4 ms and GPU 20 ms, as predicted for lesson 10's T4 step: 1.17x of a true 1.20x, where K = 1
+# reads 1.00x; tests/test_regimes.py measures it on a simulated stream).
 MIN_QUEUED_STEPS = 8
 PROBE_CALLS = 3  # K comes from the median of these single calls: one slow outlier (a 50 ms hiccup) cannot set it
 

@@ -236,11 +236,12 @@ import time
 
 events = [e for e in prof.events() if not (e.is_user_annotation and e.device_type != DeviceType.CPU)]
 steps = [e for e in events if e.name.startswith("ProfilerStep")]
-profiled_ms = sum(e.time_range.elapsed_us() for e in steps) / len(steps) / 1e3
-data_share = sum(e.time_range.elapsed_us() for e in events if e.name == "data") / (profiled_ms * 1e3 * len(steps))
+step_us = sum(e.time_range.elapsed_us() for e in steps)
+profiled_ms = step_us / len(steps) / 1e3
+data_share = sum(e.time_range.elapsed_us() for e in events if e.name == "data") / step_us
 
 
-def train_step():
+def plain_step():
     """Section 2's step, without the labels."""
     inputs, targets = next(batches)
     inputs, targets = inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
@@ -251,13 +252,13 @@ def train_step():
 
 
 batches = iter(loader)
-train_step()  # warm-up
+plain_step()  # warm-up
 timed = 5
 if on_gpu:
     torch.cuda.synchronize(device)
 start = time.perf_counter()
 for _ in range(timed):  # queued back to back, as in training: one synchronization at the end
-    train_step()
+    plain_step()
 if on_gpu:
     torch.cuda.synchronize(device)
 step_ms = (time.perf_counter() - start) / timed * 1e3

@@ -220,7 +220,7 @@ for r in ran:
 # now divides). With `torch.compile` it ran at 0.98x the speed without it, with mixed precision
 # at 0.93x: neither lever paid there. The fp32 variant shows why: its 5.3 ms of kernels fill its
 # whole 5.2 ms step (GPU-bound); mixed precision cut them to
-# 3.6 ms, and the step then waited on the host, which autocast's cast kernels had made longer.
+# 3.6 ms, and the step then waited on the host: 65% busy, with 177 kernel launches per step.
 # A T4 does about a twentieth of an H100's arithmetic (8 TFLOP/s in fp32), so
 # a batch of 512 should keep it busy and both levers should pay (a prediction: no T4 run yet).
 # The next cell measures it where it matters, on the last rung's step: the same recipe without
