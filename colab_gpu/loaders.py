@@ -42,30 +42,46 @@ def suggest_num_workers(cores: int | None = None, *, measured: dict[int, float] 
 
     Without ``measured``, the rule is capability.py's: one worker per core the process may use, capped at 8 (workers
     beyond the core count only compete for the same cores; Colab has 2 vCPUs). Given ``measured``, a sweep's
-    samples/s per worker count (`sweep_workers`), the measurement decides: the fewest workers within 10% of the
-    fastest rate, where the curve's plateau starts (more workers cost memory and start-up time for nothing).
-    Lesson 05.
+    samples/s per worker count (`sweep_workers`), the measurement decides among the counts up to the cores (PyTorch
+    warns past them, and there they compete as soon as the machine is busier than during the sweep): the fewest
+    workers within 10% of the fastest rate, where the curve's plateau starts (more workers cost memory and start-up
+    time for nothing). Lesson 05.
 
     Example:
         >>> suggest_num_workers(cores=2).num_workers
         2
-        >>> suggest_num_workers(measured={0: 100.0, 2: 190.0, 4: 200.0}).num_workers
+        >>> suggest_num_workers(cores=4, measured={0: 100.0, 2: 190.0, 4: 200.0}).num_workers
         2
     """
+    cores = cpu_count() if cores is None else cores
     if measured:
-        fastest = max(measured, key=measured.get)
-        top = measured[fastest]
-        chosen = min(n for n, rate in measured.items() if rate >= PLATEAU * top)
-        why = f"measured here, {measured[chosen]:,.0f} samples/s"
-        if chosen != fastest:
-            why += (
-                f", within {1 - PLATEAU:.0%} of the fastest ({fastest} workers, {top:,.0f}): the plateau starts here, "
-                "and more workers only cost memory and start-up time"
-            )
-        else:
-            why += ", the fastest rate of the sweep"
-        return WorkerAdvice(chosen, why + ".")
-    return WorkerAdvice(*worker_rule(cpu_count() if cores is None else cores))
+        return _measured_advice(measured, max(cores, 1))
+    return WorkerAdvice(*worker_rule(cores))
+
+
+def _measured_advice(measured: dict[int, float], cores: int) -> WorkerAdvice:
+    """The fewest workers, up to ``cores``, within `PLATEAU` of the fastest rate measured up to ``cores``."""
+    allowed = {n: rate for n, rate in measured.items() if n <= cores} or measured
+    fastest = max(allowed, key=allowed.get)
+    top = allowed[fastest]
+    chosen = min(n for n, rate in allowed.items() if rate >= PLATEAU * top)
+    why = f"measured here, {allowed[chosen]:,.0f} samples/s"
+    if chosen != fastest:
+        why += (
+            f", within {1 - PLATEAU:.0%} of the fastest ({fastest} workers, {top:,.0f}): the plateau starts here, "
+            "and more workers only cost memory and start-up time"
+        )
+    elif fastest == max(measured):
+        why += ", the fastest rate, at the sweep's largest count: no plateau within the sweep"
+    else:
+        why += ", the fastest rate of the sweep"
+    beyond = max(measured, key=measured.get)
+    if beyond > cores and measured[beyond] > top:
+        why += (
+            f"; {beyond} workers measured faster ({measured[beyond]:,.0f}), but more workers than the {cores} cores "
+            "compete for them (PyTorch warns) as soon as anything else runs: capped at the cores"
+        )
+    return WorkerAdvice(chosen, why + ".")
 
 
 def worker_loader(

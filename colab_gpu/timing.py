@@ -110,16 +110,10 @@ def benchmark(
 def interleaved_medians(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
     """Median seconds of each callable over ``repeat`` rounds, alternating them so drifts (clocks, heat, a busy
     neighbour) hit all alike. CPU work: callables that queue GPU work must synchronize themselves."""
-    return {name: statistics.median(values) for name, values in _interleaved(runs, repeat).items()}
+    return {name: statistics.median(values) for name, values in interleaved_times(runs, repeat).items()}
 
 
-def interleaved_best(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
-    """The fastest of ``repeat`` interleaved rounds of each callable, in seconds: for the self-checks, where a busy
-    neighbour on a shared machine (it only ever slows a run down) must not fail a right answer."""
-    return {name: min(values) for name, values in _interleaved(runs, repeat).items()}
-
-
-def _interleaved(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, list[float]]:
+def interleaved_times(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, list[float]]:
     """Each callable's seconds over ``repeat`` rounds, the order reversed every other round (no side always first)."""
     times: dict[str, list[float]] = {name: [] for name in runs}
     order = list(runs.items())

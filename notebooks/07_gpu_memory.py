@@ -58,6 +58,9 @@ if found != COLAB_GPU:
 print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"installed from {source}")
 
 # %%
+import gc
+import weakref
+
 import torch
 
 import colab_gpu as cg
@@ -165,8 +168,6 @@ else:
 # So a "back to baseline" check takes its baseline after a first matmul, as section 4 does.
 
 # %%
-import gc
-
 del model, optimizer, inputs, labels
 gc.collect()
 if on_gpu:
@@ -192,8 +193,6 @@ else:
 # We watch the tensor with a `weakref`, which does not keep it alive:
 
 # %%
-import weakref
-
 big = torch.randn(1000, 1000, device=device)
 probe = weakref.ref(big)
 big.sum()  # harmless: a number

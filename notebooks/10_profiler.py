@@ -712,6 +712,8 @@ for step, (my_regime, my_lever) in zip(recorded, my_readings, strict=True):
 # are not the GPU's.
 
 # %%
+from torch.nn import functional as F
+
 torch.manual_seed(0)
 small = cg.mlp(784, hidden=512).to(device)
 small_adam = torch.optim.Adam(small.parameters(), lr=1e-3, foreach=False)

@@ -44,16 +44,33 @@ def lessons_in(block: str) -> list[str]:
     return re.findall(r"(?:^|, | or )(\d\d) ", block)
 
 
+def named_sections(cell: str) -> tuple[set[int], set[str]]:
+    """(the section numbers, the exercises) an agenda cell names: "sections 2-4, 6 (timing)" -> ({2, 3, 4, 6}, set());
+    "exercise 2" -> that exercise, {"2"}; "the exercise" (or any other mention) -> all of them, {"all"}."""
+    numbers: set[int] = set()
+    for listed in re.findall(r"sections? ((?:\d+(?:-\d+)?(?:, | and )?)+)", cell):
+        for first, last in re.findall(r"(\d+)(?:-(\d+))?", listed):
+            numbers.update(range(int(first), int(last or first) + 1))
+    exercises = set(re.findall(r"exercise (\d+)", cell))  # "exercise 2": that one only; "the exercise": all
+    if not exercises and "exercise" in cell:
+        exercises = {"all"}
+    return numbers, exercises
+
+
+def learners_part(live: str) -> str:
+    """What learners run of an agenda's "live" cell: all of it, or, in "on the projector: section 3 (...); learners:
+    section 5, the exercise", the part after "learners:" (the projector shows the instructor's own run)."""
+    return live.split("learners:", 1)[1] if "on the projector:" in live and "learners:" in live else live
+
+
 def live_minutes(number: str, live: str, text: str | None = None) -> int:
     """The budget minutes of the sections an agenda's "live" cell names ("sections 2-4, 6 (timing)", "the
     exercise", "exercise 2"): what those sections take a learner, which the block's slot must hold."""
     budget = lesson_budget(number, text)
-    named: set[int] = set()
-    for listed in re.findall(r"sections? ((?:\d+(?:-\d+)?(?:, | and )?)+)", live):
-        for first, last in re.findall(r"(\d+)(?:-(\d+))?", listed):
-            named.update(range(int(first), int(last or first) + 1))
+    named, exercises = named_sections(live)
     minutes = sum(m for name, m in budget if re.match(r"(\d+)\.", name) and int(name.split(".")[0]) in named)
-    exercises = re.findall(r"exercise (\d+)", live)  # "exercise 2": that one only; "the exercise": all of them
+    if "all" in exercises:
+        return minutes + exercise_minutes(number, text)
     if exercises:
         return minutes + sum(m for name, m in budget if re.match(rf"Exercise ({'|'.join(exercises)})\b", name))
-    return minutes + (exercise_minutes(number, text) if "exercise" in live else 0)
+    return minutes

@@ -3,6 +3,7 @@ that says what was asked, what exists and how to fix it, never a raw internals m
 
 import pytest
 import torch
+from torch import nn
 
 import colab_gpu as cg
 from colab_gpu.device import DeviceNotAvailableError
@@ -140,5 +141,79 @@ def test_the_two_errors_learners_met_that_the_atlas_did_not_know(text, key):
     ],
 )
 def test_check_close_hints_by_the_symptom_of_the_answer(capsys, answer, hint):
-    assert not cg.checks.close(answer, torch.tensor([0.5, 0.25, 1.0]), name="class_acc")
+    assert not cg.checks.core.close(answer, torch.tensor([0.5, 0.25, 1.0]), name="class_acc")
     assert hint in capsys.readouterr().out
+
+
+# Lesson 04's class_acc: 10 test images of 3 classes, the model right on 6.
+TRUTH = torch.tensor([0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+PREDICTED = torch.tensor([0, 0, 1, 2, 1, 1, 0, 2, 2, 1])
+RECALL = torch.tensor([2 / 4, 2 / 3, 2 / 3])  # of the images labelled c, the fraction predicted c
+PRECISION = torch.tensor([2 / 3, 2 / 4, 2 / 3])  # of the images predicted c, the fraction labelled c
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (RECALL, "✅ Correct: class_acc has the right values; the hardest class is 0 (50% right)"),
+        (RECALL.tolist(), "is a Python list of 3 numbers: the right length, in the wrong type"),
+        (100 * RECALL, "is 100 times the right values: give fractions"),
+        (torch.tensor([2.0, 2.0, 2.0]), "holds whole numbers up to 2: counts, it seems"),
+        (PRECISION, "holds each class's precision: of the images the model *predicted* as c"),
+        (torch.full((3,), 0.6), "every entry is the overall accuracy (60.0%)"),
+        (torch.tensor([0.1, 0.2, 0.3]), "has the right shape but wrong values"),
+        (torch.zeros(10), "has shape (10,), expected (3,)"),
+    ],
+    ids=["right", "list", "percent", "counts", "precision", "overall", "other", "per image"],
+)
+def test_class_accuracy_hints_by_the_symptom_of_the_answer(capsys, answer, hint):
+    result = cg.checks.class_accuracy(answer, PREDICTED, TRUTH, classes=3)
+    assert bool(result) == hint.startswith("✅") and hint in capsys.readouterr().out
+
+
+def test_loader_settings_checks_the_data_set_the_batch_size_and_the_measured_workers(monkeypatch, capsys):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from colab_gpu import loaders
+
+    monkeypatch.setattr(loaders, "cpu_count", lambda: 2)  # the rule says 2 workers
+    asked, other = TensorDataset(torch.zeros(8, 1)), TensorDataset(torch.zeros(5, 1))
+    sweep = {0: 100.0, 1: 180.0, 2: 185.0}  # the measured advice: 1 worker (within 10% of the fastest)
+
+    def check(loader):
+        result = cg.checks.loader_settings(loader, "cpu", dataset=asked, batch_size=4, measured=sweep)
+        return result, capsys.readouterr().out
+
+    result, out = check(DataLoader(other, batch_size=4, num_workers=1, persistent_workers=True))
+    assert not result and "not the data set the exercise names (TensorDataset, 8 samples)" in out
+    result, out = check(DataLoader(asked, batch_size=2, num_workers=1, persistent_workers=True))
+    assert not result and "batch size is 2; the exercise asks for batch_size=4" in out
+    result, out = check(DataLoader(asked, batch_size=4, num_workers=2, persistent_workers=True))
+    assert not result and "num_workers=2 is the rule's guess" in out and "measured here" in out
+    result, out = check(DataLoader(asked, batch_size=4, num_workers=1, persistent_workers=True))
+    assert result and "1 worker (as your sweep measured), persistent" in out
+
+
+def test_a_timed_check_says_rerun_when_its_runs_were_erratic():
+    from colab_gpu.checks.timed import busy_note
+
+    assert busy_note({"yours": [1.0, 1.1, 1.2], "theirs": [2.0, 2.1, 2.0]}) == ""
+    note = busy_note({"yours": [1.0, 3.1, 1.2], "theirs": [2.0, 2.1, 2.0]})
+    assert "up to 3.1x slower in one run" in note and "Rerun the check when it is quiet" in note
+
+
+def test_prediction_speed_takes_the_best_runs_and_says_rerun_when_they_were_erratic(monkeypatch, capsys):
+    from colab_gpu.checks import speed
+
+    samples = {"fast": [0.9, 0.5, 0.5], "slow": [0.5, 0.55, 0.5]}  # the fast one disturbed once, still no faster
+    monkeypatch.setattr(
+        speed,
+        "best_of",
+        lambda runs, repeat: ({name: min(values) for name, values in samples.items()}, speed.busy_note(samples)),
+    )
+    model = nn.Linear(4, 2)
+    assert not cg.checks.prediction_speed(
+        lambda m, x: m(x).argmax(1), lambda m, x: m(x).argmax(1), model, torch.randn(8, 4), "cpu"
+    )
+    out = capsys.readouterr().out
+    assert "in 500.0 ms instead of 500.0 ms" in out and "ran up to 1.8x slower" in out

@@ -40,12 +40,12 @@ def test_cuda_and_cuda0_are_the_same_device(capsys):
 
 def test_check_close(capsys):
     expected = torch.arange(3.0)
-    assert cg.checks.close(torch.arange(3.0), expected)
-    assert not cg.checks.close(torch.zeros(3), expected)
+    assert cg.checks.core.close(torch.arange(3.0), expected)
+    assert not cg.checks.core.close(torch.zeros(3), expected)
     assert "wrong values" in capsys.readouterr().out
-    assert not cg.checks.close(torch.zeros(4), expected)
+    assert not cg.checks.core.close(torch.zeros(4), expected)
     assert "shape (4,), expected (3,)" in capsys.readouterr().out
-    assert not cg.checks.close(None, expected)
+    assert not cg.checks.core.close(None, expected)
     assert "should be a tensor" in capsys.readouterr().out
 
 
@@ -57,7 +57,7 @@ def test_check_loader_settings(monkeypatch, capsys):
     monkeypatch.setattr(loaders, "cpu_count", lambda: 2)
     ds = TensorDataset(torch.zeros(8, 1))
     assert cg.checks.loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cpu")
-    assert "2 workers, persistent" in capsys.readouterr().out
+    assert "2 workers (as the rule suggests), persistent" in capsys.readouterr().out
     assert not cg.checks.loader_settings(DataLoader(ds, num_workers=0), "cpu")
     assert "this runtime suggests num_workers=2" in capsys.readouterr().out
     assert not cg.checks.loader_settings(DataLoader(ds, num_workers=2), "cpu")

@@ -193,11 +193,21 @@ def test_a_sweep_past_the_cores_says_nothing_on_stderr(monkeypatch):
 
 def test_measured_advice_is_where_the_plateau_starts():
     rates = {0: 1000.0, 1: 1050.0, 2: 1950.0, 4: 2000.0, 8: 2010.0}
-    advice = cg.suggest_num_workers(measured=rates)
+    advice = cg.suggest_num_workers(8, measured=rates)
     assert advice.num_workers == 2 and "within 10% of the fastest (8 workers, 2,010)" in advice.reason
-    steep = cg.suggest_num_workers(measured={0: 100.0, 2: 300.0})
+    steep = cg.suggest_num_workers(4, measured={0: 100.0, 2: 300.0, 4: 250.0})
     assert steep.num_workers == 2 and "the fastest rate of the sweep" in steep.reason
     assert str(steep).startswith("num_workers=2: measured here, 300 samples/s")
+
+
+def test_measured_advice_never_exceeds_the_cores_and_says_when_the_sweep_has_no_plateau():
+    """Issue 50: on 2 cores the sweep's fastest was 4 workers, and the advice was 4, two cells before the lesson's
+    "Mistake: more workers than cores" (and PyTorch's warning in the exercise's output)."""
+    capped = cg.suggest_num_workers(2, measured={0: 1420.0, 1: 1380.0, 2: 2066.0, 4: 2521.0})
+    assert capped.num_workers == 2
+    assert "4 workers measured faster (2,521), but more workers than the 2 cores" in capped.reason
+    rising = cg.suggest_num_workers(16, measured={0: 1245.0, 1: 946.0, 8: 9000.0, 16: 11439.0})
+    assert rising.num_workers == 16 and "no plateau within the sweep" in rising.reason
 
 
 def test_worker_loader_draws_as_many_samples_as_asked():

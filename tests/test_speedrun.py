@@ -228,7 +228,7 @@ def test_check_fast_loop_on_a_cpu_alternates_rung_0_and_the_loop_one_epoch_each(
     assert cg.checks.fast_loop(train_fast, data, CPU, baseline=baseline)
     assert calls == [("yours", 3)] + [("rung 0", 1), ("yours", 1)] * cg.checks.tuning.CPU_ROUNDS
     out = capsys.readouterr().out
-    assert "one epoch in" in out and "rung 0's 0.30 s (medians of 3, alternating)" in out, out
+    assert "one epoch in" in out and "rung 0's 0.30 s (best of 3, alternating)" in out, out
 
 
 def test_run_rung_measures_every_epoch_and_the_test_accuracy(small_digits):

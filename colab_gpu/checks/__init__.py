@@ -3,12 +3,14 @@
 A lesson calls them as ``cg.checks.<name>`` (``cg.checks.train_loop(...)``). Each prints one line and returns a
 ``CheckResult`` (true when passed), so an exercise left undone does not crash the notebook; the learner reads the
 hint and tries again. Helpers that raise instead are named ``require_*`` (``require_model_on_device``). By topic:
-``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``data``, ``speed``, ``tuning``,
-``training``, ``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's runtime).
+``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``evaluation``, ``data``, ``speed``,
+``tuning``, ``training``, ``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's
+runtime; ``timed`` says how they time it).
 """
 
-from .core import close, guarded, label_validator, on_device, that
+from .core import guarded, label_validator, on_device, that
 from .data import csv_dataset
+from .evaluation import class_accuracy
 from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
 from .regimes import regime
@@ -20,7 +22,7 @@ from .tuning import bottleneck_fix, compiles_once, fast_loop, profile_labels
 __all__ = [
     "amp_step",
     "bottleneck_fix",
-    "close",
+    "class_accuracy",
     "compiles_once",
     "fast_loop",
     "ddp_script",

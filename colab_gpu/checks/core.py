@@ -119,22 +119,31 @@ def on_device(obj: object, device: str | torch.device, name: str = "it") -> Chec
 
 def close(actual: object, expected: torch.Tensor, name: str = "the result", atol: float = 1e-4) -> CheckResult:
     """Check that a tensor has the expected shape and values (compared on the CPU). Taught in lesson 04."""
+    problem = form_problem(actual, expected, name)
+    if problem:
+        return fail(problem)
+    mine, right = actual.detach().cpu().float(), expected.detach().cpu().float()
+    if torch.allclose(mine, right, atol=atol):
+        return ok(f"{name} has the right values.")
+    return fail(symptom(name, mine, right, atol))
+
+
+def form_problem(actual: object, expected: torch.Tensor, name: str) -> str | None:
+    """The hint when ``actual`` is not a tensor of ``expected``'s shape (a list of the right length is a complete
+    answer in the wrong type), else None."""
     if isinstance(actual, (list, tuple)) and len(actual) == len(expected):
-        return fail(
+        return (
             f"{name} is a Python {type(actual).__name__} of {len(actual)} numbers: the right length, in the wrong "
             f"type. Make it a tensor: torch.tensor({name}) or torch.stack(...) of tensors."
         )
     if not isinstance(actual, torch.Tensor):
-        return fail(f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise.")
+        return f"{name} should be a tensor, got {type(actual).__name__}: complete the exercise."
     if actual.shape != expected.shape:
-        return fail(f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}.")
-    mine, right = actual.detach().cpu().float(), expected.detach().cpu().float()
-    if torch.allclose(mine, right, atol=atol):
-        return ok(f"{name} has the right values.")
-    return fail(_symptom(name, mine, right, atol))
+        return f"{name} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}."
+    return None
 
 
-def _symptom(name: str, mine: torch.Tensor, right: torch.Tensor, atol: float) -> str:
+def symptom(name: str, mine: torch.Tensor, right: torch.Tensor, atol: float) -> str:
     """The hint for a tensor of the right shape and wrong values, by what its values look like."""
     if torch.allclose(mine, 100 * right, atol=100 * atol):
         return f"{name} is 100 times the right values: give fractions (0.85), not percent (85)."

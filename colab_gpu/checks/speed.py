@@ -10,8 +10,8 @@ from torch.utils.data import DataLoader
 from ..device import synchronize
 from ..feeding import measure_loader
 from ..loaders import suggest_num_workers
-from ..timing import interleaved_medians
 from .core import CheckResult, fail, ok, that
+from .timed import best_of, busy_note
 
 
 def timing(seconds: object, reference: object, name: str = "your time", factor: float = 3.0) -> CheckResult:
@@ -69,28 +69,49 @@ def loader_speed(
         return fail(f"one epoch delivered {count:,} samples instead of all {samples:,}.")
     if labels is not None and not torch.equal(torch.cat(delivered).sort().values, labels.cpu().sort().values):
         return fail("one epoch delivered samples that are not the data set's, each once (a batch repeated?).")
-    yours = max(measure_loader(loader, device) for _ in range(repeat))
-    reference = max(measure_loader(baseline, device) for _ in range(repeat))
+    rates: dict[str, list[float]] = {"yours": [], "default": []}
+    for _ in range(repeat):  # interleaved: a neighbour slows both alike; the best of each
+        rates["yours"].append(measure_loader(loader, device))
+        rates["default"].append(measure_loader(baseline, device))
+    yours, reference = max(rates["yours"]), max(rates["default"])
+    busy = busy_note({name: [1 / rate for rate in values] for name, values in rates.items()})
     gain = yours / reference
     return that(
         gain >= at_least,
         f"{yours:,.0f} samples/s, {gain:.1f}x the default DataLoader's {reference:,.0f} on this runtime.",
         f"{yours:,.0f} samples/s is {gain:.1f}x the default DataLoader's {reference:,.0f}; aim for "
-        f"{at_least:g}x: where does each batch's time go? If the machine was busy, rerun the check.",
+        f"{at_least:g}x: where does each batch's time go?" + busy,
     )
 
 
-def loader_settings(loader: object, device: str | torch.device) -> CheckResult:
-    """Check a DataLoader for this runtime: suggested workers, persistent workers, pinned memory on GPUs.
+def loader_settings(
+    loader: object,
+    device: str | torch.device,
+    *,
+    dataset: object = None,
+    batch_size: int | None = None,
+    measured: dict[int, float] | None = None,
+) -> CheckResult:
+    """Check a DataLoader for this runtime: the data set and batch size asked for (when given), the workers to use,
+    persistent workers, pinned memory on GPUs.
 
-    Taught in lesson 05.
+    The workers to use are the measured advice when ``measured`` (section 2's sweep, samples/s per worker count) is
+    given, as lesson 05 teaches (`suggest_num_workers(measured=...)`), else the rule's. Taught in lesson 05.
     """
     if not isinstance(loader, DataLoader):
         return fail(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
-    advice = suggest_num_workers()
+    if dataset is not None and loader.dataset is not dataset:
+        return fail(
+            f"the loader reads a {type(loader.dataset).__name__} of {len(loader.dataset):,} samples, not the data set "
+            f"the exercise names ({type(dataset).__name__}, {len(dataset):,} samples): pass that one as the first "
+            "argument of DataLoader."
+        )
+    if batch_size is not None and loader.batch_size != batch_size:
+        return fail(f"the loader's batch size is {loader.batch_size}; the exercise asks for batch_size={batch_size}.")
+    problem = _worker_problem(loader.num_workers, measured)
+    if problem:
+        return fail(problem)
     on_gpu = torch.device(device).type == "cuda"
-    if loader.num_workers != advice.num_workers:
-        return fail(f"num_workers is {loader.num_workers}; this runtime suggests {advice}")
     if loader.num_workers > 0 and not loader.persistent_workers:
         return fail("set persistent_workers=True so workers are not re-created every epoch.")
     if loader.pin_memory != on_gpu:
@@ -100,7 +121,23 @@ def loader_settings(loader: object, device: str | torch.device) -> CheckResult:
             else "pin_memory only helps when copying to a GPU; leave it off on the CPU."
         )
         return fail(hint)
-    return ok(f"{loader.num_workers} workers, persistent, pin_memory={loader.pin_memory}.")
+    source = "as your sweep measured" if measured else "as the rule suggests"
+    workers = f"{loader.num_workers} worker{'s' if loader.num_workers != 1 else ''} ({source})"
+    kept = ", persistent" if loader.num_workers else ""
+    return ok(f"{workers}{kept}, pin_memory={loader.pin_memory}.")
+
+
+def _worker_problem(num_workers: int, measured: dict[int, float] | None) -> str | None:
+    """The hint when ``num_workers`` is not the advice (the measured one, given a sweep), else None."""
+    advice = suggest_num_workers(measured=measured)
+    if num_workers == advice.num_workers:
+        return None
+    if measured and num_workers == suggest_num_workers().num_workers:
+        return (
+            f"num_workers={num_workers} is the rule's guess, made before measuring; your sweep (section 2) "
+            f"measured this runtime: {advice}. Use suggest_num_workers(measured=samples_per_s).num_workers."
+        )
+    return f"num_workers is {num_workers}; this runtime suggests {advice}"
 
 
 def prediction_speed(
@@ -115,7 +152,7 @@ def prediction_speed(
 ) -> CheckResult:
     """Check a learner's ``fast(model, images) -> predicted classes`` (lesson 04) against ``slow`` on this runtime:
     the same predictions (99% of them: a GPU may pick other convolution algorithms for another batch size) and
-    at least ``at_least`` times faster, on medians of ``repeat`` interleaved runs."""
+    at least ``at_least`` times faster, the best of ``repeat`` interleaved runs each."""
     if not callable(fast):
         return fail("define fast_predict(model, images) and rerun.")
     mine, reference = fast(model, images), slow(model, images)
@@ -131,14 +168,14 @@ def prediction_speed(
     def timed(fn: object) -> object:
         return lambda: (fn(model, images), synchronize(device))
 
-    medians = interleaved_medians({"fast": timed(fast), "slow": timed(slow)}, repeat)
-    gain = medians["slow"] / medians["fast"]
+    best, busy = best_of({"fast": timed(fast), "slow": timed(slow)}, repeat)
+    gain = best["slow"] / best["fast"]
     summary = (
-        f"{len(images)} images in {medians['fast'] * 1e3:.1f} ms instead of {medians['slow'] * 1e3:.1f} ms: "
+        f"{len(images)} images in {best['fast'] * 1e3:.1f} ms instead of {best['slow'] * 1e3:.1f} ms: "
         f"{gain:.1f}x faster on {torch.device(device)}"
     )
     return that(
         gain >= at_least,
         summary + ".",
-        f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image.",
+        f"{summary}; aim for {at_least:g}x: one forward pass per batch of images, not per image." + busy,
     )

@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from ..capability import COURSE_GPUS, GpuCapability
-from ..timing import interleaved_medians
 from ..train import train_epoch, train_step
 from .core import CheckResult, fail, ok, that
+from .timed import best_of
 
 
 def _precision_cases() -> dict[str, tuple[tuple[int, int], str]]:
@@ -110,8 +110,8 @@ def train_loop(
 
     First on the ``meta`` device (shapes, no data): batches must be moved to ``device``, no value read per step, one
     loss per batch returned. Then on ``device`` with a learning rate of 0: ``zero_grad`` every step. Then one real
-    epoch from fresh weights on this runtime: the loss must fall; then, both warm, the median time of three passes
-    over the same 50 batches must be at most ``factor`` times ``train_epoch``'s.
+    epoch from fresh weights on this runtime: the loss must fall; then, both warm, the time of three passes
+    over the same 50 batches (the best of three) must be at most ``factor`` times ``train_epoch``'s.
     """
     if not callable(train_epoch_fn):
         return fail("define my_train_epoch(model, loader, optimizer, device) and rerun.")
@@ -138,7 +138,7 @@ def train_loop(
     helper_optimizer = torch.optim.Adam(helper.parameters(), lr=1e-3)
     timed = list(itertools.islice(loader, TIMED_BATCHES))  # the same batches for both, no loader in the timing
     train_epoch(helper, timed, helper_optimizer, device, progress=False)  # both warm now
-    seconds = interleaved_medians(
+    seconds, busy = best_of(
         {  # .cpu() and train_epoch's one read wait for the GPU
             "yours": lambda: train_epoch_fn(yours, timed, your_optimizer, device).cpu(),
             "helper": lambda: train_epoch(helper, timed, helper_optimizer, device, progress=False),
@@ -147,12 +147,12 @@ def train_loop(
     )
     summary = (
         f"loss {first:.3f} -> {last:.3f} in {len(losses)} steps; {len(timed)} steps took "
-        f"{seconds['yours']:.3f} s, cg.train_epoch {seconds['helper']:.3f} s on {device} (medians of 3)."
+        f"{seconds['yours']:.3f} s, cg.train_epoch {seconds['helper']:.3f} s on {device} (best of 3)."
     )
     return that(
         seconds["yours"] <= factor * seconds["helper"],
         summary,
-        f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?",
+        f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?" + busy,
     )
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import statistics
 import time
 
 import torch
@@ -24,9 +23,9 @@ from ..speedrun_ladder import (
     remember_rung0,
     run_rung,
 )
-from ..timing import interleaved_best
 from ..train import evaluate
 from .core import CheckResult, fail, that
+from .timed import best_of, busy_note
 
 PHASES = ("data", "forward", "backward", "step")
 
@@ -104,8 +103,7 @@ def bottleneck_fix(
     def timed(loop: object) -> object:
         return lambda: (loop(steps), synchronize(device))
 
-    # The best of the interleaved runs: a neighbour on a shared machine only ever slows a run down.
-    best = interleaved_best({"slow": timed(slow), "fast": timed(fast)}, repeat)
+    best, busy = best_of({"slow": timed(slow), "fast": timed(fast)}, repeat)
     gain = best["slow"] / best["fast"]
     timing = f"{steps} steps in {best['fast'] * 1e3:.0f} ms instead of {best['slow'] * 1e3:.0f} ms"
     return that(
@@ -113,7 +111,7 @@ def bottleneck_fix(
         f"{timing}: {gain:.1f}x faster on {torch.device(device)}.",
         f"{timing}: {gain:.1f}x, aim for {at_least:g}x. Fix the phase with the biggest share in your profile: the "
         "other suspects cost little next to it. (DataLoader workers help little on 2 vCPUs and start over at every "
-        "iter(): decode once and keep the data on the device.) If the machine was busy, rerun the check.",
+        "iter(): decode once and keep the data on the device.)" + busy,
     )
 
 
@@ -176,8 +174,8 @@ def fast_loop(
     Rung 0 is ``baseline`` (``results[0]`` from `run_ladder`, or ``results``), else the rung 0 this session's
     `run_ladder` trained on ``data``, else rung 0 trained here first (once: the check keeps it). On a CPU, whose
     cores another program may share, rung 0 and the loop are timed again one epoch each, alternately, ``CPU_ROUNDS``
-    times (medians): a neighbour slows both alike (rung 0 on a part of the images, at its images/s). A loop that
-    calls ``torch.compile`` compiles inside every timed call. Taught in lesson 12.
+    times (the best of each): a neighbour slows both alike (rung 0 on a part of the images, at its images/s). A loop
+    that calls ``torch.compile`` compiles inside every timed call. Taught in lesson 12.
     """
     device = torch.device(device)
     if isinstance(train, nn.Module) or not callable(train):
@@ -234,9 +232,11 @@ def fast_loop(
                 return one
             times.append(one[1])
             compiled += one[2]
-        rung0_s, seconds = statistics.median(rung0_times), statistics.median(times)
-        timing = f"one epoch in {seconds:.2f} s vs rung 0's {rung0_s:.2f} s (medians of {CPU_ROUNDS}, alternating)"
+        rung0_s, seconds = min(rung0_times), min(times)  # a neighbour only ever slows an epoch down
+        busy = busy_note({"rung 0": rung0_times, "yours": times})
+        timing = f"one epoch in {seconds:.2f} s vs rung 0's {rung0_s:.2f} s (best of {CPU_ROUNDS}, alternating)"
     else:
+        busy = ""
         rung0_s = sum(baseline.epoch_seconds)
         timing = f"{epochs} epochs in {seconds:.1f} s vs rung 0's {rung0_s:.1f} s"
     speedup = rung0_s / seconds
@@ -245,12 +245,13 @@ def fast_loop(
             return fail(
                 f"{timing}: {speedup:.1f}x, aim for {min_speedup:g}x. Your clock includes compiling: torch.compile "
                 f"compiled {compiled} graph(s) inside your call, and a speedrun's clock counts it. These few "
-                "epochs do not pay it back here: leave rung 5 out, and take the other rungs."
+                "epochs do not pay it back here: leave rung 5 out, and take the other rungs." + busy
             )
         return fail(
             f"{timing}: {speedup:.1f}x, aim for {min_speedup:g}x. Which rung's change is missing? The data on the "
             "device and no .item() per step (rung 2), a large batch with its schedule (rung 4), the speed net "
-            "(rung 6): section 5 shows each as a diff. On a CPU the speed net is the one that pays (section 3's table)."
+            "(rung 6): section 5 shows each as a diff. On a CPU the speed net is the one that pays (section 3's "
+            "table)." + busy
         )
     return that(
         accuracy >= baseline.test_acc - accuracy_margin,

@@ -377,7 +377,7 @@ assert same if not on_gpu else close  # exact on the CPU; GPU kernels may differ
 #    the check finds the GPU bugs on any runtime;
 # 2. with a learning rate of 0, to see whether the gradients add up from step to step;
 # 3. for one real epoch on this runtime from fresh weights: the loss must fall; then, timed
-#    beside `cg.train_epoch` on the same 50 batches (medians of three), it must take at most 3x
+#    beside `cg.train_epoch` on the same 50 batches (the best of three runs), it must take at most 3x
 #    its time.
 
 # %%

@@ -147,8 +147,9 @@ plt.show()
 # at 2 (a prediction). One worker can be slower than none (946 against 1,245 samples/s on that
 # run): it decodes what the main process would, and each batch must then travel to it. Before you measure,
 # `cg.suggest_num_workers()` follows a rule: one worker per core, at most 8. Given your sweep,
-# it picks the fewest workers within 10% of the fastest, where the plateau starts, and says why:
-# that is the number to use on this runtime.
+# it picks the fewest workers within 10% of the fastest, where the plateau starts, never more
+# than the cores (past them workers compete for the cores as soon as anything else runs, and
+# PyTorch warns), and says why: that is the number to use on this runtime.
 
 # %%
 rule = cg.suggest_num_workers()
@@ -440,14 +441,15 @@ assert len(batches) == 4 and batches[0].device == device
 # ## Exercise
 #
 # Build `my_loader`: a `DataLoader` over `jpegs` with batch size 128, the number of workers
-# this runtime should use, workers kept alive between epochs, and pinned memory exactly when
-# the device is a GPU. (Hint: `cg.suggest_num_workers()`, or `cg.worker_loader`.)
+# your sweep in section 2 measured as the one to use on this runtime (not the rule's guess),
+# workers kept alive between epochs, and pinned memory exactly when the device is a GPU. The
+# check reads the same sweep. (Hint: `cg.suggest_num_workers(measured=...)`, or `cg.worker_loader`.)
 
 # %%
 my_loader = None  # your DataLoader goes here
 
 # %%
-cg.checks.loader_settings(my_loader, device)
+cg.checks.loader_settings(my_loader, device, dataset=jpegs, batch_size=128, measured=samples_per_s)
 
 # %% [markdown]
 # ### Exercise 2: make feeding faster, and prove it

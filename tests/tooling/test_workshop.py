@@ -1,12 +1,14 @@
 """The workshop kit's per-lesson time budgets follow the lessons: same sections, adding up to the study time."""
 
+import ast
+import builtins
 import re
 from pathlib import Path
 
 import jupytext
 import pytest
 from nbtools import lesson_sources
-from workshop_kit import KIT, agenda, lesson_budget, lessons_in, live_minutes
+from workshop_kit import KIT, agenda, learners_part, lesson_budget, lessons_in, live_minutes, named_sections
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,3 +100,109 @@ def test_every_lesson_but_the_two_gpu_one_is_in_some_agenda():
     taught = {number for heading in agendas for _, cells in agenda(heading) for number in lessons_in(cells[0])}
     assert "14" in taught, "no workshop plan includes lesson 14 (issue 44)"
     assert taught | {"08"} == {source.stem[:2] for source in lesson_sources()}, sorted(taught)
+
+
+def lesson_parts(source: Path) -> list[tuple[str, str]]:
+    """(part, code) for each code cell of a lesson, in order: part "" for the cells before section 1 (the setup, run
+    in every block), "3" for section 3, "exercise 1", "exercise 2" for the exercises, "end" for the summary and
+    "Going further"."""
+    part, parts = "", []
+    for cell in jupytext.read(source).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                numbered = re.match(r"##+ (\d+)\. ", line)
+                exercise = re.match(r"##+ Exercise(?: (\d+))?", line)
+                if numbered and line.startswith("## "):
+                    part = numbered.group(1)
+                elif exercise:
+                    part = f"exercise {exercise.group(1) or 1}"
+                elif line.startswith("## "):
+                    part = "end"
+        elif cell.cell_type == "code":
+            code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+            parts.append((part, code))
+    return parts
+
+
+def names_of(code: str) -> tuple[set[str], set[str]]:
+    """(the names a cell binds anywhere in it, the names it reads)."""
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            (read if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound, read
+
+
+def missing_names(source: Path, sections: set[int], exercises: set[str]) -> dict[str, set[str]]:
+    """For each part run in a block that runs only the setup, ``sections`` and ``exercises`` ({"all"}: every one),
+    the names it reads that only a skipped part of the lesson defines: a NameError in the workshop."""
+
+    def runs(part: str) -> bool:
+        if part.startswith("exercise"):
+            return "all" in exercises or part.split()[1] in exercises
+        return part == "" or (part.isdigit() and int(part) in sections)
+
+    parts = [(part, *names_of(code)) for part, code in lesson_parts(source)]
+    skipped = set().union(*(bound for part, bound, _ in parts if not runs(part)))
+    defined, missing = set(dir(builtins)), {}
+    for part, bound, read in parts:
+        if runs(part):
+            lacking = (read - defined - bound) & skipped
+            if lacking:
+                missing.setdefault(part, set()).update(lacking)
+            defined |= bound
+    return missing
+
+
+def test_missing_names_finds_a_name_only_a_skipped_section_defines(tmp_path):
+    lesson = tmp_path / "99_x.py"
+    lesson.write_text(
+        "# %%\nimport torch\n\n# %% [markdown]\n# ## 1. A\n\n# %%\nshape = (2, 3)\n\n"
+        "# %% [markdown]\n# ## 2. B\n\n# %%\nx = torch.zeros(shape)\n\n# %% [markdown]\n# ## Exercise\n\n"
+        "# %%\nassert x.sum() == 0\n"
+    )
+    assert missing_names(lesson, {1, 2}, set()) == {}
+    assert missing_names(lesson, {2}, set()) == {"2": {"shape"}}
+    assert missing_names(lesson, {1}, {"all"}) == {"exercise 1": {"x"}}
+
+
+def agenda_blocks() -> list[tuple[str, str, set[int], set[str]]]:
+    """(agenda, lesson, sections, exercises) that learners run, for each lesson block of the three-hour agendas: the
+    live sections (with those of the lesson's earlier blocks in the same agenda: the same runtime), and the same less
+    what is "cut if late" (an instructor who is late cuts it, and the rest must still run)."""
+    blocks = []
+    for heading in ("3 hours, about 30 learners", "3 hours: transformers on a T4"):
+        ran: dict[str, tuple[set[int], set[str]]] = {}
+        for _, cells in agenda(heading):
+            for number in lessons_in(cells[0]):
+                before_sections, before_exercises = ran.get(number, (set(), set()))
+                sections, exercises = named_sections(learners_part(cells[1]))
+                sections, exercises = sections | before_sections, exercises | before_exercises
+                blocks.append((heading, number, sections, exercises))
+                if cells[2] and "'s" not in cells[2]:  # "section 6's merge" cuts part of a section: not modelled
+                    cut_sections, cut_exercises = named_sections(cells[2])
+                    blocks.append((heading, number, sections - cut_sections, exercises - cut_exercises))
+                ran[number] = (sections, exercises)
+    return blocks
+
+
+@pytest.mark.parametrize(
+    ("heading", "number", "sections", "exercises"),
+    agenda_blocks(),
+    ids=lambda value: str(sorted(value)) if isinstance(value, set) else value,
+)
+def test_the_live_sections_of_an_agenda_block_run_alone(heading, number, sections, exercises):
+    """Issue 49: the 3-hour agenda ran lesson 04's sections 2, 4 and 6 live, with 5 as homework, and section 6
+    failed with `NameError: step_shape`. What a block runs live (with or without its "cut if late") needs no
+    section it skips."""
+    source = next(s for s in lesson_sources() if s.stem.startswith(number))
+    missing = missing_names(source, sections, exercises)
+    assert not missing, f"{heading}, lesson {number}: the live parts read names only skipped parts define: {missing}"
