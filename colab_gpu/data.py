@@ -202,17 +202,32 @@ def write_image_folder(
     return root
 
 
-def cifar_sized(data: ImageData, images: int) -> ImageData:
-    """``data`` with its training images repeated to ``images`` (an offline fallback timed at CIFAR-10's size)."""
-    if images <= len(data.train_images):
+def repeated(data: ImageData, train: int, test: int | None = None) -> ImageData:
+    """``data`` with its training images repeated to ``train`` (and its test images to ``test``), in order: an offline
+    stand-in at a real data set's size, for timings and epochs that are a learner's. Fewer: unchanged."""
+
+    def grown(images: torch.Tensor, labels: torch.Tensor, size: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if size is None or size <= len(images):
+            return images, labels
+        index = torch.arange(size) % len(images)
+        return images[index], labels[index]
+
+    train_images, train_labels = grown(data.train_images, data.train_labels, train)
+    test_images, test_labels = grown(data.test_images, data.test_labels, test)
+    if len(train_images) == len(data.train_images) and len(test_images) == len(data.test_images):
         return data
-    index = torch.arange(images) % len(data.train_images)
+    name = data.name.split(", repeated to")[0]
     return ImageData(
-        f"{data.name}, repeated to {images:,} training images",
-        data.train_images[index],
-        data.train_labels[index],
-        data.test_images,
-        data.test_labels,
+        f"{name}, repeated to {len(train_images):,} training / {len(test_images):,} test images",
+        train_images,
+        train_labels,
+        test_images,
+        test_labels,
         data.classes,
         data.fallback,
     )
+
+
+def cifar_sized(data: ImageData, images: int) -> ImageData:
+    """``data`` with its training images repeated to ``images`` (an offline fallback timed at CIFAR-10's size)."""
+    return repeated(data, images)

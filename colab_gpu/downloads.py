@@ -3,7 +3,9 @@
 On Colab the real data sets download (``download=True``) into `data_dir`: the course's folder on Google Drive when
 Drive is mounted, else ``data`` beside the notebook. Where nothing can be downloaded (CI, an offline laptop) the
 loaders fall back to scikit-learn's digits (data.py's `load_digits`), resized to the real data set's image shape so
-the same models train on it. One printed line says when that happens.
+the same models train on it, and on a GPU repeated to the real data set's size, so that an offline GPU node (the GPU
+suite's) runs a learner's epochs and timings. One printed line says when that happens. A maintainer's copy of the data
+sets in torchvision's layout is used, with no download, from the folder ``COLAB_GPU_DATA`` names.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from .data import ImageData, load_digits
+from .data import ImageData, load_digits, repeated
 
 FASHION_CLASSES = (
     "T-shirt/top",
@@ -31,6 +33,9 @@ FASHION_CLASSES = (
     "Ankle boot",
 )
 
+
+FASHION_SIZES = (60_000, 10_000)  # training and test images
+CIFAR10_SIZES = (50_000, 10_000)
 
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
@@ -86,35 +91,50 @@ def download_timeout(seconds: float = DOWNLOAD_TIMEOUT_S):
         socket.setdefaulttimeout(previous)
 
 
+DATA_ENV = "COLAB_GPU_DATA"  # a folder that already holds the data sets (torchvision's layout): used, not downloaded
+
+
 def data_dir() -> Path:
-    """Where the loaders keep the data sets by default: the course's folder on Google Drive when Drive is mounted
+    """Where the loaders keep the data sets by default: the folder ``COLAB_GPU_DATA`` names (a maintainer's copy,
+    used as it is: the GPU suite's ``--data DIR``); else the course's folder on Google Drive when Drive is mounted
     (``/content/drive``, Colab), downloaded once for every lesson and session; else ``data`` in the working
     directory, which goes with the runtime. Taught in lesson 03."""
+    if os.environ.get(DATA_ENV):
+        return Path(os.environ[DATA_ENV])
     return DRIVE_DATA if DRIVE_DATA.parent.parent.is_dir() else Path("data")
 
 
-def _download_or_fallback(load, name: str, root: str | os.PathLike | None, image_size: int, channels: int) -> ImageData:
+def _download_or_fallback(load, name: str, root, image_size: int, channels: int, sizes: tuple[int, int]) -> ImageData:
+    """The data set ``load`` reads (downloading it unless ``COLAB_GPU_DATA`` provides it), else the digits stand-in:
+    on a GPU repeated to the real data set's ``sizes`` (train, test), so every epoch and timing is a learner's."""
+    download = not os.environ.get(DATA_ENV)
     root = data_dir() if root is None else root
     chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
     try:
         with download_timeout(), contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
-            data = load(Path(root))
+            data = load(Path(root), download)
         print(f"{name} loaded from {root}/.")
         return data
     except (RuntimeError, OSError) as err:
+        problem = download_problem(err) if download else f"it is not in {DATA_ENV}={root}"
+        digits = load_digits(image_size, channels)
+        real_size = torch.cuda.is_available()  # a CPU runtime trains on a slice anyway
+        if real_size:
+            digits = repeated(digits, *sizes)
         print(
-            f"{name} could not be downloaded ({download_problem(err)}), so this lesson uses scikit-learn's "
-            f"handwritten digits instead, resized to {channels}x{image_size}x{image_size}: the same code, other "
-            "accuracy figures."
+            f"{name} could not be downloaded ({problem}), so this lesson uses a stand-in: scikit-learn's "
+            f"handwritten digits, resized to {channels}x{image_size}x{image_size}"
+            + (f" and repeated to {name}'s size ({sizes[0]:,} training, {sizes[1]:,} test images)" if real_size else "")
+            + ": the same code and steps, other accuracy figures."
         )
-        return load_digits(image_size, channels)
+        return digits
 
 
-def _fashion_mnist(root: Path) -> ImageData:
+def _fashion_mnist(root: Path, download: bool = True) -> ImageData:
     from torchvision.datasets import FashionMNIST
 
-    train = FashionMNIST(root, train=True, download=True)
-    test = FashionMNIST(root, train=False, download=True)
+    train = FashionMNIST(root, train=True, download=download)
+    test = FashionMNIST(root, train=False, download=download)
     return ImageData(
         "FashionMNIST",
         train.data.unsqueeze(1),
@@ -125,11 +145,11 @@ def _fashion_mnist(root: Path) -> ImageData:
     )
 
 
-def _cifar10(root: Path) -> ImageData:
+def _cifar10(root: Path, download: bool = True) -> ImageData:
     from torchvision.datasets import CIFAR10
 
-    train = CIFAR10(root, train=True, download=True)
-    test = CIFAR10(root, train=False, download=True)
+    train = CIFAR10(root, train=True, download=download)
+    test = CIFAR10(root, train=False, download=download)
 
     def images(ds) -> torch.Tensor:  # stored as (N, H, W, C) numpy
         return torch.from_numpy(ds.data).permute(0, 3, 1, 2).contiguous()
@@ -147,10 +167,10 @@ def _cifar10(root: Path) -> ImageData:
 def load_fashion_mnist(root: str | os.PathLike | None = None) -> ImageData:
     """FashionMNIST (1x28x28), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
     Taught in lesson 03."""
-    return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, image_size=28, channels=1)
+    return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, 28, 1, sizes=FASHION_SIZES)
 
 
 def load_cifar10(root: str | os.PathLike | None = None) -> ImageData:
     """CIFAR-10 (3x32x32), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
     Taught in lesson 04."""
-    return _download_or_fallback(_cifar10, "CIFAR-10", root, image_size=32, channels=3)
+    return _download_or_fallback(_cifar10, "CIFAR-10", root, 32, 3, sizes=CIFAR10_SIZES)

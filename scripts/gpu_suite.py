@@ -23,7 +23,10 @@ Usage on a GPU machine: `make gpu-suite` (USE_SYSTEM_PYTHON=1 on a preinstalled 
 `--refresh-notebooks` also writes the executed lessons over the committed notebooks (and their student versions).
 `--lessons 01 04`, `--unit-tests tests/test_device.py` and `--bench-only resident` limit the run (`--unit-tests` or
 `--bench-only` with nothing after it: none), and `--allow-cpu` makes it a CPU dry run (`make import-gpu-run` refuses
-a CPU run). A resumed run keeps the parts its first window chose.
+a CPU run). A resumed run keeps the parts its first window chose. `--data DIR` gives the lessons and the bench a
+folder of the real data sets (torchvision's layout: FashionMNIST/, cifar-10-batches-py/), read with no download;
+without it an offline GPU trains on stand-ins of the real data sets' size, and each lesson's result says which data
+it had ("data" in report.json).
 Exits 0 when every part passed, 1 when one failed or there is no GPU (without --allow-cpu), 3 when parts are left
 for --resume.
 """
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import signal
 import subprocess
@@ -60,6 +64,7 @@ from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_
 )
 
 from colab_gpu.bench import EXPERIMENTS
+from colab_gpu.downloads import DATA_ENV
 from colab_gpu.profiling import PROFILES_ENV
 from colab_gpu.references import FIGURES_ENV
 
@@ -69,6 +74,9 @@ TIMES = ROOT / "scripts" / "assets" / "gpu-suite-times.json"
 DEFAULT_SECONDS = {"tests": 120.0, "lesson": 60.0, "bench": 20.0}  # a part no run has timed yet
 RESERVE = 5.0  # seconds kept at the end of a budget for the report
 LESSON_TIMEOUT = {"gpu": 300, "cpu": 900}  # a lesson past this is broken, not slow (a CPU runs them 2-10x longer)
+# Slower GPU classes get more: lesson 12 on a T4 is estimated at 330-420 s (rung 0 on per-image CPU transforms, two
+# cold compiles, the fp32 variant at 4-5 TFLOP/s), a prediction until a T4 run; an L4 sits between.
+GPU_CLASS_TIMEOUT = {"T4": 600, "L4": 450}
 
 
 def selected_lessons(numbers: list[str]) -> list[Path]:
@@ -234,14 +242,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--times", type=Path, nargs="*", default=[], metavar="REPORT", help="earlier reports to plan by"
     )
-    parser.add_argument("--lesson-timeout", type=int, default=None, metavar="SECONDS", help="per lesson (300 on a GPU)")
+    parser.add_argument(
+        "--lesson-timeout", type=int, default=None, metavar="SECONDS", help="per lesson (default: lesson_timeout)"
+    )
     parser.add_argument("--lessons", nargs="*", default=[], metavar="NN", help="only these lessons (default: all)")
     parser.add_argument(
         "--unit-tests", nargs="*", default=["tests"], metavar="PATH", help="(default: tests/; none: none)"
     )
     parser.add_argument("--bench-only", nargs="*", default=None, metavar="NAME", help="only these (none: no bench)")
     parser.add_argument("--allow-cpu", action="store_true", help="a CPU dry run: REQUIRE_CUDA is not set")
+    parser.add_argument(
+        "--data", type=Path, default=None, metavar="DIR", help="real data sets in torchvision's layout (no download)"
+    )
     args = parser.parse_args(argv)
+    if args.data is not None and not args.data.is_dir():
+        parser.error(f"--data {args.data}: no such folder. Give one that holds FashionMNIST/ and cifar-10-batches-py/.")
     if args.merge:
         if len(args.merge) < 2:
             parser.error("--merge RUN OTHER [OTHER ...]: the run to merge into, then the runs to merge into it")
@@ -267,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     sources = selected_lessons(args.lessons)
     env = kernel_env(require_cuda=not args.allow_cpu)
+    if args.data is not None:  # the lessons and the bench read the data sets there (downloads.DATA_ENV)
+        env[DATA_ENV] = str(args.data.resolve())
     python = sys.executable  # `make gpu-suite` runs this script with the environment's Python
     doctor = doctor_report(python, env)
     if doctor is None or not (doctor.get("gpus") or args.allow_cpu):
@@ -285,7 +302,6 @@ def main(argv: list[str] | None = None) -> int:
     expected = estimates(
         [*args.times, *sorted((ROOT / "reports" / "gpu").glob("*/report.json")), out / "report.json"], state["gpu"]
     )
-    timeout = args.lesson_timeout or LESSON_TIMEOUT["gpu" if doctor.get("gpus") else "cpu"]
     todo = [name for name, part in state["parts"].items() if part["status"] != PASSED]
     lessons_todo = [state["parts"][name]["lesson"][:2] for name in todo if state["parts"][name]["kind"] == "lesson"]
     pairs = {pair.stem: pair for pair in write_pairs(lessons_todo)} if lessons_todo else {}
@@ -314,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         if part["kind"] == "tests":
             run_unit_tests(part, python, args.unit_tests, out, env, window)
         else:
+            timeout = args.lesson_timeout or lesson_timeout(state["gpu"], bool(doctor.get("gpus")), expected.get(name))
             done = run_lesson(pairs[part["lesson"]], out, timeout, window.deadline, env, args.refresh_notebooks)
             part.update(
                 status=done.status,
@@ -323,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 tests=done.checks,
                 figures=done.figures,
                 slowest=done.slowest,
+                data=done.data,
             )
         print(f"{name}: {part['status']} in {part['seconds']} s {part['error'] or ''}", flush=True)
         save(name)
@@ -342,6 +360,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(failed)} failed{f' ({failed})' if failed else ''}, {len(left)} left for --resume {out}"
     )
     return 1 if failed else 3 if left else 0
+
+
+def lesson_timeout(gpu: str, on_gpu: bool, expected: float | None) -> int:
+    """A lesson's timeout: its GPU class's (`GPU_CLASS_TIMEOUT`, else `LESSON_TIMEOUT`'s), and at least twice what an
+    earlier run on this GPU took (``expected``), so a lesson that is slow on this GPU, not broken, finishes."""
+    base = (
+        LESSON_TIMEOUT["cpu"]
+        if not on_gpu
+        else next((seconds for label, seconds in GPU_CLASS_TIMEOUT.items() if label in gpu), LESSON_TIMEOUT["gpu"])
+    )
+    return max(base, math.ceil(2 * expected)) if expected else base
 
 
 def doctor_report(python: str, env: dict[str, str]) -> dict | None:

@@ -14,7 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from nbtools import ROOT, lesson_sources, lesson_title, read_lesson
+import nbformat
+from nbtools import ROOT, data_used, lesson_sources, lesson_title, read_lesson
 
 from colab_gpu.references import gpu_label
 
@@ -63,7 +64,8 @@ def fill_column(column: str, timings: dict, guide: Path = GUIDE) -> None:
 
 
 def gpu_times(reports: Path) -> dict[str, str]:
-    """{lesson number: "67 s (H100)"} from the imported runs' report.json: a T4's newest time, else the newest."""
+    """{lesson number: "67 s (H100, small stand-in)"} from the imported runs' report.json: a T4's newest time, else
+    the newest; each cell names the GPU and the data the lesson trained on (`lesson_data`)."""
     chosen: dict[str, tuple[bool, str, str]] = {}  # number -> (on a T4, when the run ended, cell)
     for report_file in sorted(reports.glob("*/report.json")):
         report = json.loads(report_file.read_text())
@@ -72,9 +74,19 @@ def gpu_times(reports: Path) -> dict[str, str]:
             if result.get("status") != "ok":
                 continue
             when = max([w.get("started", "") for w in report.get("windows", [])] or [report.get("date", "")])
-            key = (gpu == WORKSHOP_GPU, when, f"{result['seconds']:.0f} s ({gpu})")
+            data = lesson_data(result, report_file.parent / "notebooks" / f"{stem}.ipynb")
+            cell = f"{result['seconds']:.0f} s ({gpu}{', ' + data if data else ''})"
+            key = (gpu == WORKSHOP_GPU, when, cell)
             chosen[stem[:2]] = max(chosen.get(stem[:2], key), key)
     return {number: cell for number, (_, _, cell) in chosen.items()}
+
+
+def lesson_data(result: dict, notebook: Path) -> str | None:
+    """The data a lesson of an imported run trained on: as its report says, else (runs from before reports said it)
+    as its executed notebook printed (`nbtools.data_used`)."""
+    if "data" in result:
+        return result["data"]
+    return data_used(nbformat.read(notebook, as_version=4)) if notebook.exists() else None
 
 
 def fill_gpu_from_reports(reports: Path, guide: Path = GUIDE) -> dict[str, str]:

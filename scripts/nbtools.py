@@ -263,6 +263,26 @@ def device_label() -> str:
     return f"{device} ({cg.cpu_count()} cores)"
 
 
+STAND_IN_SIGNS = ("so this lesson uses a stand-in", "so this lesson uses scikit-learn's handwritten digits")
+
+
+def data_used(notebook: nbformat.NotebookNode) -> str | None:
+    """Which data an executed lesson trained on, from what it printed: "FashionMNIST" or "CIFAR-10" (the real data
+    set), "stand-in at full size" (the digits repeated to the real data set's size: an offline GPU), "small stand-in"
+    (the 1,797 digits: an offline CPU, or a GPU run from before the stand-ins grew), or None (no data set loaded)."""
+    lines = [
+        line
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if isinstance(output.get("text"), str)
+        for line in output["text"].splitlines()
+    ]
+    if any(sign in line for line in lines for sign in STAND_IN_SIGNS):
+        return "stand-in at full size" if any("repeated to" in line for line in lines) else "small stand-in"
+    loaded = [name for name in ("FashionMNIST", "CIFAR-10") for line in lines if line.startswith(f"{name} loaded from")]
+    return loaded[0] if loaded else None
+
+
 def _first_line(source: str) -> str:
     return source.strip().splitlines()[0][:60] if source.strip() else ""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbtools import NOTEBOOKS, ROOT, execute, strip_machine_paths, write_paired
+from nbtools import NOTEBOOKS, ROOT, data_used, execute, strip_machine_paths, write_paired
 from nbval.plugin import coalesce_streams, get_sanitize_patterns
 from nbval_pairs import lesson_part
 
@@ -58,6 +58,7 @@ class LessonRun:
     checks: list[tuple[str, str, float]] = field(default_factory=list)  # (name, outcome, seconds) for the report
     figures: dict = field(default_factory=dict)
     slowest: list[tuple[int, str, float]] = field(default_factory=list)  # its three slowest cells: why it takes long
+    data: str | None = None  # the data it trained on (`nbtools.data_used`): its times are a learner's only on real data
 
 
 def is_checked(cell) -> bool:
@@ -149,6 +150,7 @@ def run_lesson(
     run = LessonRun(stem, "passed", done.seconds, timeout, done.error, done.failed_cell)
     run.figures = json.loads(figures_file.read_text()) if figures_file.exists() else {}
     run.slowest = sorted(done.cell_seconds, key=lambda cell: -cell[2])[:3]
+    run.data = data_used(done.notebook)
     checks = compare_checked_cells(expected, done.notebook, stem)
     run.checks = [(name, "passed" if difference is None else "FAILED", 0.0) for name, difference in checks]
     differences = [f"{name}: {difference}" for name, difference in checks if difference is not None]

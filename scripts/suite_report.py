@@ -17,6 +17,7 @@ from pathlib import Path
 from course import COURSE_TARGET
 
 from colab_gpu.bench import TARGETS
+from colab_gpu.bench.rows import target_for
 
 PASSED, FAILED = "passed", "failed"
 NOT_RUN = "not run (budget)"  # the budget had no room for it: --resume runs it
@@ -43,22 +44,38 @@ def junit_rows(path: Path) -> list[tuple[str, str, float]]:
     return rows
 
 
-def evaluate_targets(bench_rows: list[dict], course_seconds: float | None) -> list[dict]:
+def evaluate_targets(bench_rows: list[dict], course_seconds: float | None, gpu: str = "") -> list[dict]:
     """Every target (bench.TARGETS, then the course's) with its measured value and whether it was met.
 
-    The bench rows carry their verdict (``met``, judged on the GPU that measured them); a target whose row is
-    missing or skipped is listed as not measured, so a report never silently drops a promise."""
+    The bench rows carry their verdict (``met``, judged on the GPU that measured them, against the target for that
+    GPU: `Target.gpus`); a target whose row is missing or skipped is listed as not measured, so a report never
+    silently drops a promise. A row whose targets are all for other GPUs is listed with none."""
     rows = {row["key"]: row for row in bench_rows if row.get("status") == "ok"}
-    results = [
-        {
-            "key": key,
-            "target": target.promise,
-            "reason": target.reason,
-            "value": rows.get(key, {}).get("ratio"),
-            "met": rows.get(key, {}).get("met"),
-        }
-        for key, target in TARGETS.items()
-    ]
+    results = []
+    for key, targets in TARGETS.items():
+        target = target_for(targets, gpu)
+        if target is None:
+            others = ", ".join("/".join(t.gpus) for t in targets)
+            results.append(
+                {
+                    "key": key,
+                    "target": f"none for {gpu or 'this GPU'} (targets for {others})",
+                    "reason": "",
+                    "value": rows.get(key, {}).get("ratio"),
+                    "met": None,
+                }
+            )
+            continue
+        promise = target.promise + (" (predicted)" if target.predicted and "prediction" not in target.promise else "")
+        results.append(
+            {
+                "key": key,
+                "target": promise,
+                "reason": target.reason,
+                "value": rows.get(key, {}).get("ratio"),
+                "met": rows.get(key, {}).get("met"),
+            }
+        )
     met = None if course_seconds is None else COURSE_TARGET.met(course_seconds)
     return results + [
         {
@@ -101,7 +118,11 @@ def derive(state: dict) -> dict:
     state["lessons"] = {
         "device": state.get("device"),
         "lessons": {
-            stem: {"seconds": p["seconds"], "status": "ok" if p["status"] == PASSED else f"FAILED: {p['error']}"}
+            stem: {
+                "seconds": p["seconds"],
+                "status": "ok" if p["status"] == PASSED else f"FAILED: {p['error']}",
+                "data": p.get("data"),  # which data it trained on: its time is a learner's only on full-size data
+            }
             for stem, p in ran.items()
         },
     }
@@ -111,7 +132,7 @@ def derive(state: dict) -> dict:
     course = (
         round(sum(p["seconds"] for p in lessons.values()), 1) if every_lesson_passed and state["all_lessons"] else None
     )
-    state["targets"] = evaluate_targets(state["bench"], course)
+    state["targets"] = evaluate_targets(state["bench"], course, state.get("gpu", ""))
     state["complete"] = all(part["status"] == PASSED for part in state["parts"].values())
     return state
 

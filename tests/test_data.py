@@ -71,10 +71,49 @@ def test_offline_falls_back_to_digits_with_one_line(tmp_path, monkeypatch, capsy
     assert ds.fallback and ds.image_shape == (1, 28, 28)
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [
-        "FashionMNIST could not be downloaded (this runtime has no internet access), so this lesson uses "
-        "scikit-learn's handwritten digits instead, resized to 1x28x28: the same code, other accuracy "
+        "FashionMNIST could not be downloaded (this runtime has no internet access), so this lesson uses a "
+        "stand-in: scikit-learn's handwritten digits, resized to 1x28x28: the same code and steps, other accuracy "
         "figures."
     ]
+    assert len(ds.train_images) + len(ds.test_images) == 1797  # a CPU runtime trains on a slice anyway
+
+
+@pytest.mark.parametrize(
+    ("load", "name", "sizes"),
+    [("fashion_mnist", "FashionMNIST", (60_000, 10_000)), ("cifar10", "CIFAR-10", (50_000, 10_000))],
+)
+def test_an_offline_gpu_gets_a_stand_in_of_the_real_data_sets_size(tmp_path, monkeypatch, capsys, load, name, sizes):
+    """Issue 50: the H100 runs trained lesson 04 on 1,437 images, where a T4 learner trains on 50,000."""
+
+    def offline(*args, **kwargs):
+        raise OSError("[Errno 101] Network is unreachable")
+
+    monkeypatch.setattr(downloads, f"_{load}", offline)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    ds = getattr(cg, f"load_{load}")(tmp_path)
+    assert ds.fallback and (len(ds.train_images), len(ds.test_images)) == sizes
+    assert torch.equal(ds.train_images[1437], ds.train_images[0])  # the digits, repeated in order
+    out = capsys.readouterr().out
+    assert f"repeated to {name}'s size ({sizes[0]:,} training, {sizes[1]:,} test images)" in out
+    assert f"repeated to {sizes[0]:,} training / {sizes[1]:,} test images" in ds.name
+
+
+def test_a_maintainers_data_folder_is_used_without_a_download(tiny_cifar, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(downloads.DATA_ENV, str(tiny_cifar))
+    assert cg.data_dir() == tiny_cifar
+    assert not cg.load_cifar10().fallback
+    monkeypatch.setenv(downloads.DATA_ENV, str(tmp_path / "empty"))
+    ds = cg.load_cifar10()  # not there: the stand-in, and no download tried
+    assert ds.fallback and f"it is not in COLAB_GPU_DATA={tmp_path / 'empty'}" in capsys.readouterr().out
+
+
+def test_repeated_grows_train_and_test_and_keeps_a_large_enough_set():
+    digits = data.load_digits(8, 1)
+    grown = data.repeated(digits, 3000, 1000)
+    assert (len(grown.train_images), len(grown.test_images)) == (3000, 1000)
+    assert torch.equal(grown.test_labels[len(digits.test_labels)], digits.test_labels[0])
+    assert data.repeated(digits, 10) is digits
+    assert data.repeated(grown, 6000).name.count("repeated to") == 1
 
 
 @pytest.mark.parametrize(
@@ -155,7 +194,7 @@ def test_data_sets_go_to_drive_when_it_is_mounted(tmp_path, monkeypatch):
 
     roots = []
 
-    def fake_cifar10(root):
+    def fake_cifar10(root, download=True):
         roots.append(root)
         return cg.load_digits(32, 3)
 

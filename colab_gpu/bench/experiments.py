@@ -109,7 +109,7 @@ def workers_sweep(device: torch.device, images: int = 1024, *, batch_size: int =
     advice = suggest_num_workers(measured=rates)
     return Row(
         "workers",
-        "DataLoader workers, the plateau's start vs 0 (JPEG decode + augment)",
+        "DataLoader workers, the measured advice (up to the cores) vs 0 (JPEG decode + augment)",
         str(device),
         "ok",
         round(rates[advice.num_workers] / rates[0], 2),

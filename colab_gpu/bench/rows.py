@@ -25,15 +25,32 @@ class Row:
 
 @dataclass(frozen=True)
 class Target:
-    """What the course promises for one bench row on a GPU, and why (the GPU suite's report lists each, met or not)."""
+    """What the course promises for one bench row on a GPU, and why (the GPU suite's report lists each, met or not).
+
+    ``gpus`` names the GPUs it applies to (the course's labels: "T4", "L4", "A100", "H100"), none: every GPU. A
+    ``predicted`` target was written before any run of its GPUs measured the row: the first run judges the prediction.
+    """
 
     promise: str
     reason: str
     at_least: float | None = None
     at_most: float | None = None
+    gpus: tuple[str, ...] = ()
+    predicted: bool = False
 
     def met(self, value: float) -> bool:
         return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
+
+    def applies_to(self, gpu_name: str) -> bool:
+        """Whether this target judges a run on ``gpu_name`` ("Tesla T4", "NVIDIA H100 80GB HBM3")."""
+        return not self.gpus or any(label in gpu_name for label in self.gpus)
+
+
+def target_for(targets: Target | tuple[Target, ...] | None, gpu_name: str) -> Target | None:
+    """The first of a row's ``targets`` that applies to ``gpu_name``, None when none does."""
+    if targets is None:
+        return None
+    return next((t for t in (targets if isinstance(targets, tuple) else (targets,)) if t.applies_to(gpu_name)), None)
 
 
 def skipped(key: str, name: str, device: torch.device, reason: str) -> Row:

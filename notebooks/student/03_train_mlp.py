@@ -75,8 +75,10 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 #
 # 70,000 greyscale 28x28 images of clothes in 10 classes. On Colab it downloads in seconds.
 # Where nothing can be downloaded (an offline laptop, the course's CI), `cg.load_fashion_mnist`
-# says so and uses scikit-learn's handwritten digits instead, resized to 28x28, so every cell
-# below still runs. On a CPU runtime we train on a slice of the data to stay under a minute.
+# says so and uses scikit-learn's handwritten digits instead, resized to 28x28 (on a GPU
+# repeated to FashionMNIST's 60,000 training images, so an epoch takes a learner's time), so
+# every cell below still runs. On a CPU runtime we train on a slice of the data to stay under a
+# minute.
 #
 # The download goes to `cg.data_dir()`: a folder `data` here, which goes with the runtime, or,
 # when Google Drive is mounted (`from google.colab import drive; drive.mount("/content/drive")`,

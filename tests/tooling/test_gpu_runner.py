@@ -89,7 +89,9 @@ def test_runner_clones_installs_runs_one_lesson_and_writes_the_manifest(course_r
     assert manifest["sha"] == sha and manifest["status"] == "passed" and manifest["failures"] == []
     assert manifest["torch"] == torch.__version__ and manifest["pinned_unchanged"] is True
     assert manifest["gpus"] == [] and manifest["require_cuda"] is False
-    assert manifest["lessons"] == {LESSON: {"seconds": manifest["lessons"][LESSON]["seconds"], "status": "ok"}}
+    assert manifest["lessons"] == {
+        LESSON: {"seconds": manifest["lessons"][LESSON]["seconds"], "status": "ok", "data": None}
+    }
     assert manifest["tests"]["passed"] > 0 and manifest["tests"]["failed"] == 0
     for name in (
         "report.md",

@@ -60,7 +60,12 @@ def test_targets_met_missed_and_unmeasured():
     assert gpu_suite.evaluate_targets(BENCH, course_seconds=None)[-1]["met"] is None
     assert gpu_suite.evaluate_targets(BENCH, course_seconds=400.0)[-1]["met"] is False
     assert [t["key"] for t in results.values()][:-1] == list(TARGETS)  # every bench target, in order
-    assert all(t["reason"] for t in results.values())
+    assert all(t["reason"] for t in results.values() if t["key"] != "speedrun")
+    assert results["speedrun"]["target"] == "none for this GPU (targets for H100/A100, T4)"  # no GPU named here
+    on_t4 = {t["key"]: t for t in gpu_suite.evaluate_targets(BENCH, None, "Tesla T4")}
+    assert "at least 5x" in on_t4["speedrun"]["target"] and "prediction" in on_t4["speedrun"]["target"]
+    on_h100 = {t["key"]: t for t in gpu_suite.evaluate_targets(BENCH, None, "NVIDIA H100 80GB HBM3")}
+    assert "at least 20x" in on_h100["speedrun"]["target"] and "host-bound" in on_h100["speedrun"]["reason"]
 
 
 def test_report_lists_everything(tmp_path):
@@ -129,7 +134,7 @@ def test_report_lists_everything(tmp_path):
     assert (md.name, js.name, md.parent.name) == ("report.md", "report.json", "run")
     assert text.startswith("# GPU suite: Tesla T4 x2, ") and data["gpu"] == "Tesla T4 x2"
     assert "| 01_enable_gpu_runtime | cuda:0 (Tesla T4) | 3.0 | ok |" in text
-    assert data["lessons"]["lessons"] == {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok"}}
+    assert data["lessons"]["lessons"] == {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok", "data": None}}
     assert data["commit"] == "abc1234" and "- Commit: abc1234" in text
     assert "| 02.matmul_gpu_vs_cpu | 123 | Tesla T4 |" in text
     assert data["lesson_figures"] == figures  # what scripts/update_references.py reads
@@ -342,6 +347,7 @@ def test_a_new_run_into_a_folder_that_holds_one_is_refused_and_the_report_surviv
         (["--budget", "0"], "--budget 0: a window's length is a positive number of seconds"),
         (["--budget", "-60"], "--budget -60: a window's length"),
         (["--lesson-timeout", "0"], "--lesson-timeout 0: a positive number of seconds"),
+        (["--data", "no-such-folder"], "--data no-such-folder: no such folder"),
     ],
 )
 def test_a_budget_or_timeout_that_is_not_positive_is_refused_before_anything_runs(tmp_path, capsys, option, message):
@@ -357,3 +363,36 @@ def test_resume_of_a_truncated_report_says_so_and_keeps_it(tmp_path):
     with pytest.raises(SystemExit, match="report.json cannot be read .*truncated or half copied"):
         gpu_suite.main(["--allow-cpu", "--resume", str(out)])
     assert (out / "report.json").read_text() == '{"format": 2, "parts": {"lesson 01'
+
+
+def test_data_gives_the_lessons_a_folder_of_real_data_and_each_lesson_says_which_data_it_had(lessons, tmp_path):
+    """Issue 50: the suite's lessons read the real data sets from --data (no download), and report.json says, per
+    lesson, which data it trained on (the guide's GPU column names it)."""
+    lessons(
+        {
+            "01_reads": ["import os; print('CIFAR-10 loaded from', os.environ['COLAB_GPU_DATA'])"],
+            "02_stand_in": [
+                "print('CIFAR-10 could not be downloaded (x), so this lesson uses a stand-in: repeated to')"
+            ],
+            "03_none": ["print(3)"],
+        }
+    )
+    data = tmp_path / "datasets"
+    data.mkdir()
+    out = tmp_path / "run"
+    assert suite(out, "--data", str(data)) == 0
+    report = json.loads((out / "report.json").read_text())["lessons"]["lessons"]
+    assert {stem: lesson["data"] for stem, lesson in report.items()} == {
+        "01_reads": "CIFAR-10",
+        "02_stand_in": "stand-in at full size",
+        "03_none": None,
+    }
+
+
+def test_a_lessons_timeout_follows_its_gpu_class_and_its_earlier_time_on_that_gpu():
+    """Issue 50: lesson 12 on a T4 is estimated at 330-420 s, past the 300 s an H100 needs."""
+    assert gpu_suite.lesson_timeout("NVIDIA H100 80GB HBM3", True, None) == 300
+    assert gpu_suite.lesson_timeout("Tesla T4", True, None) == 600
+    assert gpu_suite.lesson_timeout("NVIDIA L4", True, 40.0) == 450
+    assert gpu_suite.lesson_timeout("NVIDIA H100 80GB HBM3", True, 174.2) == 349  # twice its last time there
+    assert gpu_suite.lesson_timeout("CPU dry run (no GPU)", False, None) == 900

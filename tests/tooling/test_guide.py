@@ -4,6 +4,7 @@ import json
 import re
 
 import guide_times
+import nbtools
 from nbtools import lesson_sources
 from workshop_kit import exercise_minutes
 
@@ -74,3 +75,38 @@ def test_study_times_are_honest_and_the_guide_agrees_with_the_cards():
     assert {k: int(v) for k, v in listed.items()} == cards, "the guide's study times are not the cards'"
     total = int(line.group(2)) * 60 + int(line.group(3) or 0)
     assert total == sum(cards.values()), f"the guide says {total} min in all, the cards add up to {sum(cards.values())}"
+
+
+def test_the_gpu_column_names_the_gpu_and_the_data_each_time_comes_from(tmp_path):
+    """Issue 50: "04: 67 s (H100)" came from 1,437 stand-in images, where a T4 learner trains on 50,000."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    def lesson(*lines):
+        cell = new_code_cell("x", outputs=[new_output("stream", name="stdout", text="\n".join(lines) + "\n")])
+        return new_notebook(cells=[cell])
+
+    old_line = "CIFAR-10 could not be downloaded (x), so this lesson uses scikit-learn's handwritten digits instead"
+    new_line = (
+        "CIFAR-10 could not be downloaded (x), so this lesson uses a stand-in: ... and repeated to CIFAR-10's size"
+    )
+    assert nbtools.data_used(lesson(old_line)) == "small stand-in"
+    assert nbtools.data_used(lesson(new_line)) == "stand-in at full size"
+    assert nbtools.data_used(lesson("CIFAR-10 loaded from data/.")) == "CIFAR-10"
+    assert nbtools.data_used(lesson("nothing loaded")) is None
+
+    run = tmp_path / "2026-12-01-tesla-t4"
+    (run / "notebooks").mkdir(parents=True)
+    nbformat.write(lesson(old_line), run / "notebooks" / "04_train_cnn.ipynb")
+    lessons = {
+        "03_train_mlp": {"seconds": 20.0, "status": "ok", "data": "FashionMNIST"},
+        "04_train_cnn": {"seconds": 300.0, "status": "ok"},  # a run from before reports said: its notebook tells
+        "01_enable_gpu_runtime": {"seconds": 7.0, "status": "ok", "data": None},
+    }
+    report = {"gpu": "Tesla T4", "date": "2026-12-01", "lessons": {"lessons": lessons}}
+    (run / "report.json").write_text(json.dumps(report))
+    assert guide_times.gpu_times(tmp_path) == {
+        "03": "20 s (T4, FashionMNIST)",
+        "04": "300 s (T4, small stand-in)",
+        "01": "7 s (T4)",
+    }
