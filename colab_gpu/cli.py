@@ -17,6 +17,10 @@ from .runtime import format_runtime_report, runtime_report
 def doctor(as_json: bool = False) -> int:
     """Print what this runtime offers and what to do about it; exit code 1 if REQUIRE_CUDA fails."""
     report = runtime_report()
+    if as_json:  # what the GPU suite records: the host beside the GPU, probed (a launch-bound figure is the host's)
+        from .host import host_record
+
+        report["host"] = host_record("cuda:0" if report["gpus"] else "cpu")
     print(json.dumps(report, indent=2) if as_json else format_runtime_report(report))
     try:
         require_cuda_if_asked()

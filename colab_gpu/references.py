@@ -32,13 +32,17 @@ def gpu_label(device_name: str) -> str | None:
     return None
 
 
+def _shipped() -> dict:
+    """references.json, as the package ships it."""
+    return json.loads(resources.files(__package__).joinpath("references.json").read_text(encoding="utf-8"))
+
+
 def reference_figures(key: str) -> dict[str, float | None]:
     """The figure ``key`` measured on each GPU the course names (None where no report has it yet).
 
     Taught in lesson 02.
     """
-    data = json.loads(resources.files(__package__).joinpath("references.json").read_text(encoding="utf-8"))
-    measured = data.get("figures", {}).get(key, {})
+    measured = _shipped().get("figures", {}).get(key, {})
     return {label: measured.get(label) for label in REFERENCE_GPUS}
 
 
@@ -67,10 +71,13 @@ def compare_with_references(
     what: str,
     unit: str = "x",
     prediction: float | None = None,
+    host_bound: bool = False,
 ) -> None:
     """Print the learner's prediction, this runtime's figure and the course GPUs' figures for ``what``.
 
-    ``value`` is None when this runtime cannot measure it (a GPU figure on a CPU runtime).
+    ``value`` is None when this runtime cannot measure it (a GPU figure on a CPU runtime). ``host_bound``: a figure
+    of a launch-bound step, which follows the CPU that launches the kernels: on a GPU one more line compares this
+    host with the host of each reference run (`colab_gpu.host`).
 
     Taught in lesson 02.
     """
@@ -88,5 +95,31 @@ def compare_with_references(
             print(
                 f"  {label:>4} (course report): " + (f"{_shown(figure)} {unit}" if figure is not None else NOT_MEASURED)
             )
+    if host_bound and value is not None and device.type == "cuda":
+        for line in host_notes(key, device):
+            print(f"  {line}")
     if value is not None:
         _record(key, value, device)
+
+
+def host_notes(key: str, device: torch.device) -> list[str]:
+    """For each course GPU with a figure for ``key``: how this host compares with the host of the run that measured
+    it (`host.compare_hosts`), or that the run did not record its host."""
+    from .host import compare_hosts, host_record
+
+    data = _shipped()
+    sources = data.get("sources", {}).get(key, {})
+    if not sources:
+        return []
+    mine = host_record(device)
+    notes = []
+    for label, run in sources.items():
+        host = data.get("hosts", {}).get(run)
+        probed = host and "linear_step_us" in host and "linear_step_us" in mine
+        notes.append(
+            compare_hosts(mine, host, label)
+            if probed
+            else f"the {label} run's host was not recorded (a run from before the suite probed it): a launch-bound "
+            "figure follows the host that launches the kernels as much as the GPU."
+        )
+    return notes

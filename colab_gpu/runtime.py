@@ -12,6 +12,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +21,7 @@ from .capability import COLAB_VCPUS, CUDNN_DROPS_BELOW, cudnn_supports, gpu_capa
 from .device import ENABLE_GPU_HINT, cuda_device_count
 from .precision import choose_precision
 
+CPUINFO = Path("/proc/cpuinfo")
 GIB = 1024**3
 
 
@@ -53,6 +55,25 @@ def cpu_count() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
+
+
+def cpu_model() -> str:
+    """The CPU's model name ("Intel(R) Xeon(R) CPU @ 2.20GHz" on Colab), or what the platform says where Linux's
+    /proc/cpuinfo is absent."""
+    if CPUINFO.exists():
+        for line in CPUINFO.read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_mhz() -> float | None:
+    """The first core's current clock in MHz, from /proc/cpuinfo (None elsewhere)."""
+    if CPUINFO.exists():
+        for line in CPUINFO.read_text(errors="replace").splitlines():
+            if line.startswith("cpu MHz"):
+                return round(float(line.split(":", 1)[1]), 0)
+    return None
 
 
 def ram_gib() -> float | None:
@@ -160,6 +181,8 @@ def runtime_report() -> dict[str, Any]:
         "cudnn_problem": cudnn_problem,
         "driver": nvidia_driver_version() if gpus else None,
         "cpu_count": cpu_count(),
+        "cpu_model": cpu_model(),
+        "cpu_mhz": cpu_mhz(),
         "ram_gib": round(ram, 1) if ram is not None else None,
         "tpu_hint": tpu_hint(),
     }
@@ -216,6 +239,11 @@ def format_runtime_report(report: dict[str, Any]) -> str:
         ("CUDA build", report["cuda_runtime"] or "none (CPU-only build)"),
         ("cuDNN", report["cudnn"] or "n/a"),
         ("NVIDIA driver", report["driver"] or "n/a"),
+        (
+            "CPU",
+            f"{report.get('cpu_model', 'unknown')}"
+            + (f", {report['cpu_mhz']:.0f} MHz" if report.get("cpu_mhz") else ""),
+        ),
         ("CPU cores", report["cpu_count"]),
         ("RAM", f"{report['ram_gib']} GiB" if report["ram_gib"] is not None else "unknown"),
         ("GPUs", report["gpu_count"]),

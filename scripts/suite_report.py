@@ -150,6 +150,22 @@ def _parts_table(state: dict) -> list[str]:
     return rows
 
 
+def host_line(host: dict | None) -> str:
+    """The host beside the GPU, as report.md shows it: a launch-bound figure is this CPU's as much as the GPU's."""
+    if not host:
+        return "Host: not recorded (a run from before the suite probed it)"
+    clock = f" at {host['mhz']:.0f} MHz" if host.get("mhz") else ""
+    if "linear_step_us" not in host:
+        return (
+            f"Host: {host['cpu_model']}, {host['cores']} cores{clock}; dispatch not probed: {host.get('probe_error')}"
+        )
+    return (
+        f"Host: {host['cpu_model']}, {host['cores']} cores{clock}; dispatch on {host['device']}: "
+        f"{host['empty_op_us']:.1f} µs per empty op, {host['linear_step_us']:.1f} µs per small Linear forward and "
+        "backward"
+    )
+
+
 def markdown(state: dict) -> str:
     doctor = state["runtime"]
     gpu = doctor["gpus"][0] if doctor["gpus"] else {"compute_capability": "-", "total_memory_gib": "-"}
@@ -161,6 +177,7 @@ def markdown(state: dict) -> str:
         f"- GPU: {state['gpu']}, compute capability {gpu['compute_capability']}, {gpu['total_memory_gib']} GiB each",
         f"- PyTorch {doctor['torch']}, CUDA {doctor['cuda_runtime']}, cuDNN {doctor['cudnn']}, "
         f"driver {doctor['driver']}, Python {doctor['python']}, {doctor['cpu_count']} CPU cores",
+        f"- {host_line(doctor.get('host'))}",
         f"- Commit: {state.get('commit') or 'unknown'}",
         f"- {done} of {len(state['parts'])} parts passed"
         + ("" if state["complete"] else "; `scripts/gpu_suite.py --resume RUN_DIR` runs the others"),

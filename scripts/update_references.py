@@ -2,9 +2,10 @@
 
 Usage: python scripts/update_references.py   (`make import-gpu-run` runs it; then release)
 Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the
-newest run wins. Runs without lesson figures are skipped, and so is a figure measured on another device than its
-run's GPU (a unit test of the run that recorded a CPU figure), and a figure no lesson shows any more (an older run's
-figure of a comparison a lesson dropped): each such figure is named.
+newest run (by its start time) wins, and each figure keeps its run and that run's host. Runs without lesson figures
+are skipped, and so is a figure measured on another device than its run's GPU (a unit test of the run that recorded a
+CPU figure), and a figure no lesson shows any more (an older run's figure of a comparison a lesson dropped): each
+such figure is named.
 """
 
 from __future__ import annotations
@@ -35,16 +36,19 @@ def lesson_figure_keys(lessons: list[Path] | None = None) -> set[str]:
 
 
 def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
-    """{"figures": {key: {label: value}}, "sources": {label: report file}} from every report, newest last.
+    """{"figures": {key: {label: value}}, "sources": {key: {label: run}}, "hosts": {run: host}} from every report.
 
-    Only the figures of ``shown`` (default: the keys the lessons show, `lesson_figure_keys`) are kept.
+    For each figure and GPU the newest run wins, by when the run started (two runs of one day are ordered by their
+    clocks, not by their folders' names); ``sources`` names the run each figure came from, and ``hosts`` the host
+    each of those runs recorded (CPU, clock and dispatch probe, `colab_gpu.host`), which a learner's host is compared
+    with. Only the figures of ``shown`` (default: the keys the lessons show, `lesson_figure_keys`) are kept.
     """
     shown = lesson_figure_keys() if shown is None else shown
     figures: dict[str, dict[str, float]] = {}
-    sources: dict[str, str] = {}
+    sources: dict[str, dict[str, str]] = {}
+    hosts: dict[str, dict] = {}
     unshown: set[str] = set()
-    for report in sorted(reports.glob("*/report.json")):  # in <date>-<gpu>/: sorted is oldest first
-        data = json.loads(report.read_text())
+    for report, data in sorted(_read(reports), key=lambda pair: (started(pair[1]), pair[0].parent.name)):
         gpus = data.get("runtime", {}).get("gpus") or [{}]
         label = gpu_label(data.get("gpu") or gpus[0].get("name", ""))  # "Tesla T4 x2": the run's GPUs
         if label is None:
@@ -53,14 +57,31 @@ def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
         kept = figures_measured_on(label, data.get("lesson_figures") or {}, run)
         unshown.update(key for key in kept if key not in shown)
         kept = {key: value for key, value in kept.items() if key in shown}
-        if not kept:
-            continue
         for key, value in kept.items():
             figures.setdefault(key, {})[label] = value
-        sources[label] = report.parent.name
+            sources.setdefault(key, {})[label] = report.parent.name
+        if kept and data.get("runtime", {}).get("host"):
+            hosts[report.parent.name] = data["runtime"]["host"]
     if unshown:
         print(f"left out {len(unshown)} figure(s) that no lesson shows any more: {', '.join(sorted(unshown))}")
-    return {"about": ABOUT, "figures": figures, "sources": sources}
+    used = {run for by_label in sources.values() for run in by_label.values()}
+    return {
+        "about": ABOUT,
+        "figures": figures,
+        "sources": sources,
+        "hosts": {run: host for run, host in hosts.items() if run in used},
+    }
+
+
+def _read(reports: Path) -> list[tuple[Path, dict]]:
+    return [(report, json.loads(report.read_text())) for report in reports.glob("*/report.json")]
+
+
+def started(report: dict) -> str:
+    """When a run started (ISO time of its first window, else its date): the order in which runs are newer."""
+    return min(
+        [w.get("started", "") for w in report.get("windows", []) if w.get("started")] or [report.get("date", "")]
+    )
 
 
 def figures_measured_on(label: str, lesson_figures: dict, run: Path) -> dict[str, float]:
@@ -83,7 +104,8 @@ def figures_measured_on(label: str, lesson_figures: dict, run: Path) -> dict[str
 def main(reports: Path = REPORTS, target: Path = TARGET, shown: set[str] | None = None) -> int:
     data = collect(reports, shown)
     target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    print(f"{len(data['figures'])} figure(s) from {len(data['sources'])} GPU report(s): {sorted(data['sources'])}")
+    runs = sorted({run for by_label in data["sources"].values() for run in by_label.values()})
+    print(f"{len(data['figures'])} figure(s) from {len(runs)} GPU report(s): {runs}")
     return 0
 
 

@@ -112,7 +112,7 @@ def test_update_references_takes_the_newest_report_per_gpu(tmp_path):
     report("2026-12-04-l4", "NVIDIA L4", {})  # an older suite without lesson figures
     data = update_references.collect(reports, shown={"02.x"})
     assert data["figures"] == {"02.x": {"T4": 22.0, "H100": 150.0}}
-    assert data["sources"] == {"T4": "2026-12-01-tesla-t4-x2", "H100": "2026-12-02-h100"}
+    assert data["sources"] == {"02.x": {"T4": "2026-12-01-tesla-t4-x2", "H100": "2026-12-02-h100"}}
     target = tmp_path / "references.json"
     assert update_references.main(reports, target, shown={"02.x"}) == 0
     assert json.loads(target.read_text())["figures"] == data["figures"]
@@ -134,7 +134,7 @@ def test_update_references_leaves_out_a_figure_measured_on_another_device_than_t
     (reports / "2026-12-03-t4" / "report.json").write_text(json.dumps(report))
     data = update_references.collect(reports, shown={"02.matmul_gpu_vs_cpu", "02.x", "02.y"})
     assert data["figures"] == {"02.matmul_gpu_vs_cpu": {"H100": 150.0}}
-    assert data["sources"] == {"H100": "2026-12-02-h100"}
+    assert data["sources"] == {"02.matmul_gpu_vs_cpu": {"H100": "2026-12-02-h100"}}
     assert capsys.readouterr().out.splitlines() == [
         "skipped 2 figure(s) of reports/gpu/2026-12-02-h100 measured on another device: "
         "02.x (cpu), 02.y (no device recorded)",
@@ -166,7 +166,10 @@ def test_update_references_leaves_out_the_figures_no_lesson_shows_any_more(tmp_p
         (reports / run / "report.json").write_text(json.dumps({"gpu": gpu, "lesson_figures": lesson_figures}))
     data = update_references.collect(reports, shown)
     assert data["figures"] == {"11.compile_speedup_fusion": {"H100": 1.5}, "11.graphs_speedup_mlp": {"H100": 1.0}}
-    assert data["sources"] == {"H100": "2026-11-26-h100"}
+    assert data["sources"] == {
+        "11.compile_speedup_fusion": {"H100": "2026-11-20-h100"},  # each figure names the run it came from
+        "11.graphs_speedup_mlp": {"H100": "2026-11-26-h100"},
+    }
     assert capsys.readouterr().out.splitlines() == [
         "left out 2 figure(s) that no lesson shows any more: 10.item_every_step_cost, 11.compile_speedup_mlp"
     ]

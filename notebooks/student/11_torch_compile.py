@@ -214,7 +214,8 @@ else:
     print("CUDA graphs skipped: they record and replay CUDA kernels, and this runtime has no CUDA GPU (on a CPU "
           "the operators run on the CPU itself: there are no kernel launches to save).")
 cg.compare_with_references("11.graphs_speedup_mlp", None if graphs is None else graphs.speedup("reduce-overhead"),
-                           device, what=f"{mlp_step.name}: reduce-overhead vs eager, speed-up")
+                           device, what=f"{mlp_step.name}: reduce-overhead vs eager, speed-up",
+                           host_bound=True)
 
 # %%
 # The first call costs many steps' worth of time on every runtime (tens to thousands of steps), so compiling
@@ -253,7 +254,7 @@ for name, result in by_batch.items():
 per_sample = [result.median / size for result, size in zip(by_batch.values(), batches, strict=True)]
 batch_gain = per_sample[0] / per_sample[1]
 cg.compare_with_references("11.bigger_batch_gain", batch_gain, device, prediction=my_prediction,
-                           what="samples per second at batch 1,024 / at 256, lesson 03's MLP")
+                           what="samples per second at batch 1,024 / at 256, lesson 03's MLP", host_bound=True)
 # Four times the samples never take more than about four times as long (the same operators, each on more rows):
 # on any runtime the rate per sample does not fall, up to noise. How much it rises is the regime's answer: printed.
 assert batch_gain > 0.75

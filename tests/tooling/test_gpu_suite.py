@@ -396,3 +396,15 @@ def test_a_lessons_timeout_follows_its_gpu_class_and_its_earlier_time_on_that_gp
     assert gpu_suite.lesson_timeout("NVIDIA L4", True, 40.0) == 450
     assert gpu_suite.lesson_timeout("NVIDIA H100 80GB HBM3", True, 174.2) == 349  # twice its last time there
     assert gpu_suite.lesson_timeout("CPU dry run (no GPU)", False, None) == 900
+
+
+def test_the_report_shows_the_host_beside_the_gpu():
+    import suite_report
+
+    host = {"cpu_model": "Intel Xeon", "cores": 16, "mhz": 2000.0, "device": "cuda:0"}
+    line = suite_report.host_line({**host, "empty_op_us": 5.04, "linear_step_us": 41.2})
+    assert line == (
+        "Host: Intel Xeon, 16 cores at 2000 MHz; dispatch on cuda:0: 5.0 µs per empty op, 41.2 µs per small "
+        "Linear forward and backward"
+    )
+    assert suite_report.host_line(None).startswith("Host: not recorded")
