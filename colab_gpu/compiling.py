@@ -16,12 +16,15 @@ import logging
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from .capability import TRITON_MIN, gpu_capability
+from .device import synchronize
 from .timing import BenchResult, format_seconds
 
 
@@ -177,6 +180,27 @@ class GraphCounter:
         return shapes
 
 
+def first_call(step: Callable[[], object], device: torch.device) -> tuple[float, int]:
+    """(seconds of ``step``'s first call, how many graphs Inductor took from its on-disk cache during it). For a
+    compiled step the first call captures and compiles: with a warm cache (the same graphs compiled before, in any
+    process of this machine) it skips most of the compiling, which a fresh runtime, whose cache is empty, pays."""
+    hits = _cache_hits()
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    return time.perf_counter() - start, _cache_hits() - hits
+
+
+def _cache_hits() -> int:
+    """The FX graphs Inductor has loaded from its cache in this process (0 where its counters are elsewhere)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return 0
+    return int(counters["inductor"]["fxgraph_cache_hit"])
+
+
 @dataclass(frozen=True)
 class CompileComparison:
     """One workload's training step, eager and through ``torch.compile`` in each mode, timed against each other.
@@ -194,6 +218,7 @@ class CompileComparison:
     first_call_s: dict[str, float]
     peak_mib: dict[str, float | None]
     failed: dict[str, str]
+    cache_hits: dict[str, int] = field(default_factory=dict)  # per compiled mode: graphs its first call found cached
 
     def speedup(self, mode: str = "default") -> float | None:
         """Eager's median step over ``mode``'s: above 1 the compiled step is faster; None where ``mode`` did not run."""
@@ -207,7 +232,7 @@ class CompileComparison:
         ]
         for mode, result in self.steps.items():
             gain = (
-                f" ({self.speedup(mode):.2f}x eager; first call {self.first_call_s[mode]:.1f} s)"
+                f" ({self.speedup(mode):.2f}x eager; first call {self.first_call_s[mode]:.1f} s{self._cache(mode)})"
                 if mode != "eager"
                 else ""
             )
@@ -215,3 +240,10 @@ class CompileComparison:
             lines.append(f"  {mode + ':':<17}{format_seconds(result.median)} per step{peak}{gain}")
         lines += [f"  {mode + ':':<17}not run, eager only: {why}" for mode, why in self.failed.items()]
         return "\n".join(lines)
+
+    def _cache(self, mode: str) -> str:
+        """Whether ``mode``'s first call found Inductor's cache warm: its seconds are then not a fresh runtime's."""
+        if mode not in self.cache_hits:
+            return ""
+        hits = self.cache_hits[mode]
+        return f", warm cache: {hits} graph(s) from it" if hits else ", cold cache"

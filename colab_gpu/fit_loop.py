@@ -88,6 +88,11 @@ def fit(
     autocast_dtype = precision.dtype
     history = History()
     runner = compile_model(model, device) if compile else model  # shares model's parameters
+    if runner is not model and verbose:
+        for name, loader in (("training", train_loader), ("test", test_loader)):
+            note = _last_batch_note(name, loader)
+            if note:
+                print(note)
     loader_generator = getattr(train_loader, "generator", None)
     first_epoch = 1
     if checkpoint is not None and resume and Path(checkpoint).exists():
@@ -151,3 +156,15 @@ def fit(
         if on_epoch_end is not None:
             on_epoch_end(epoch, row)
     return history
+
+
+def _last_batch_note(name: str, loader: object) -> str | None:
+    """For a compiled run: the line that says a DataLoader's last batch is smaller, so torch.compile compiles one
+    more graph for it (once, at its first epoch), and how to avoid it. None when every batch has the same size."""
+    dataset, size = getattr(loader, "dataset", None), getattr(loader, "batch_size", None)
+    if dataset is None or not size or getattr(loader, "drop_last", False) or len(dataset) % size == 0:
+        return None
+    return (
+        f"compile: the {name} loader's last batch holds {len(dataset) % size} samples, not {size}: torch.compile "
+        "compiles one more graph for it, once (drop_last=True, or torch.compile(model, dynamic=True), avoids it)."
+    )

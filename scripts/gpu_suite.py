@@ -2,8 +2,9 @@
 
 Runs, with REQUIRE_CUDA=1 (so nothing can silently fall back to the CPU), and writes a run folder (--out,
 build/gpu-run by default) that `make import-gpu-run RUN=<folder>` brings into the course. Its parts, in order:
-  1. the unit tests       the package's tests (tests/, not tests/tooling): in parallel, then the `@gpu` tests alone,
-                          so their timings and memory figures share the GPU with no neighbour (junit/);
+  1. the unit tests       the `@gpu` tests of the package (tests/, not tests/tooling), alone, so their timings and
+                          memory figures share the GPU with no neighbour (junit/); the others take no GPU branch and
+                          CI runs them on the CPU: `--cpu-tests` (and a CPU dry run) runs them first, in parallel;
   2. each lesson          its nbval pair (the lesson and its student version, scripts/nbval_pairs.py) executed ONCE:
                           nbval's verdict, the lesson's time, its executed notebook (notebooks/NN_topic.ipynb) and
                           its figures all come from that one run (scripts/suite_lessons.py); each has a timeout;
@@ -11,7 +12,9 @@ build/gpu-run by default) that `make import-gpu-run RUN=<folder>` brings into th
 `colab_gpu doctor` (the GPU, driver and versions) opens every window. report.md and report.json are written after
 every part (scripts/suite_report.py), so a run that is killed leaves a valid report of what it did.
 
-GPU time comes in windows (a Colab session, a Kaggle quota, a node's job limit):
+GPU time comes in windows (a Colab session, a Kaggle quota, a node's job limit). A window runs first the parts no
+earlier run measured on its GPU (`plan`), then the others; each lesson's timeout follows its GPU class and its earlier
+time on that GPU (`lesson_timeout`).
   --budget SECONDS    plan the window: a part whose expected time (an earlier run's, see `estimates`) does not fit in
                       what is left is "not run (budget)"; the part running when the budget ends is stopped, "cut".
   --resume RUN_DIR    run, into RUN_DIR, only what it did not finish (not run, cut or failed) and merge the results:
@@ -117,6 +120,23 @@ def estimates(reports: list[Path], gpu: str) -> dict[str, float]:
     return seconds
 
 
+def measured(reports: list[Path], state: dict) -> set[str]:
+    """The parts an earlier report of this run's GPU ran to the end (passed or failed), this run's own included."""
+    done = {name for name, part in state["parts"].items() if part["status"] in (PASSED, FAILED)}
+    for path in reports:
+        report = json.loads(path.read_text()) if path.exists() else {}
+        if report.get("gpu") == state["gpu"]:
+            done |= {name for name, part in report.get("parts", {}).items() if part.get("status") in (PASSED, FAILED)}
+    return done
+
+
+def plan(todo: list[str], measured_before: set[str]) -> list[str]:
+    """The order of a window: first what no run has measured on this GPU (so a window spends itself on what only
+    it can show: six bench rows were "not run (budget)" in every window behind the lessons), then the rest, each
+    group in the usual order."""
+    return sorted(todo, key=lambda name: name in measured_before)
+
+
 class Window:
     """This window's clock: what is left of the budget, and whether a part's expected time fits in it."""
 
@@ -151,22 +171,26 @@ def run_command(command: list[str], env: dict, log: Path, timeout: float | None)
     return code, time.monotonic() - start
 
 
-def unit_test_commands(python: str, paths: list[str], junit: Path) -> list[list[str]]:
-    """The package's tests in parallel without the `@gpu` ones, then the `@gpu` ones in one process."""
+GPU_TESTS_ONLY = "the @gpu tests (the others take no GPU branch: CI runs them on the CPU; --cpu-tests adds them)"
+ALL_TESTS = "every unit test: those without a GPU branch in parallel, then the @gpu ones alone"
+
+
+def unit_test_commands(python: str, paths: list[str], junit: Path, everything: bool = True) -> list[list[str]]:
+    """The `@gpu` tests in one process, after (``everything``) the package's other tests in parallel."""
     ignore = ["--ignore=tests/tooling"] if paths == ["tests"] else []
     has_xdist = subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0
     workers = ["-n", str(min(8, max(2, (os.cpu_count() or 2) // 2)))] if has_xdist else []
     base = [python, "-m", "pytest", *paths, *ignore, "-p", "no:cacheprovider", "-q"]
-    return [
-        [*base, "-m", "not gpu", *workers, f"--junitxml={junit / 'unit.xml'}"],
-        [*base, "-m", "gpu", f"--junitxml={junit / 'unit-gpu.xml'}"],
-    ]
+    gpu = [*base, "-m", "gpu", f"--junitxml={junit / 'unit-gpu.xml'}"]
+    return [[*base, "-m", "not gpu", *workers, f"--junitxml={junit / 'unit.xml'}"], gpu] if everything else [gpu]
 
 
-def run_unit_tests(part: dict, python: str, paths: list[str], out: Path, env: dict, window: Window) -> None:
+def run_unit_tests(
+    part: dict, python: str, paths: list[str], out: Path, env: dict, window: Window, everything: bool = True
+) -> None:
     env = {key: value for key, value in env.items() if key != FIGURES_ENV}  # never the lessons' figures file
     codes, seconds = [], 0.0
-    for command in unit_test_commands(python, paths, out / "junit"):
+    for command in unit_test_commands(python, paths, out / "junit", everything):
         left = window.left()
         code, took = run_command(command, env, out / "logs" / "unit-tests.log", None if left is None else max(1, left))
         codes.append(code)
@@ -178,6 +202,7 @@ def run_unit_tests(part: dict, python: str, paths: list[str], out: Path, env: di
     status = CUT if None in codes else PASSED if passed else FAILED
     error = None if status == PASSED else "see logs/unit-tests.log" if status == FAILED else "the budget ended"
     part.update(status=status, seconds=round(seconds, 1), tests=tests, error=error)
+    part["scope"] = ALL_TESTS if everything else GPU_TESTS_ONLY
 
 
 def run_bench(parts: dict[str, dict], python: str, out: Path, env: dict, window: Window, number: int) -> None:
@@ -252,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bench-only", nargs="*", default=None, metavar="NAME", help="only these (none: no bench)")
     parser.add_argument("--allow-cpu", action="store_true", help="a CPU dry run: REQUIRE_CUDA is not set")
     parser.add_argument(
+        "--cpu-tests", action="store_true", help="also the unit tests without a GPU branch (a CPU dry run runs them)"
+    )
+    parser.add_argument(
         "--data", type=Path, default=None, metavar="DIR", help="real data sets in torchvision's layout (no download)"
     )
     args = parser.parse_args(argv)
@@ -299,10 +327,9 @@ def main(argv: list[str] | None = None) -> int:
         "parts": [],
     }
     state["windows"].append(record)
-    expected = estimates(
-        [*args.times, *sorted((ROOT / "reports" / "gpu").glob("*/report.json")), out / "report.json"], state["gpu"]
-    )
-    todo = [name for name, part in state["parts"].items() if part["status"] != PASSED]
+    reports = [*args.times, *sorted((ROOT / "reports" / "gpu").glob("*/report.json")), out / "report.json"]
+    expected = estimates(reports, state["gpu"])
+    todo = plan([name for name, part in state["parts"].items() if part["status"] != PASSED], measured(reports, state))
     lessons_todo = [state["parts"][name]["lesson"][:2] for name in todo if state["parts"][name]["kind"] == "lesson"]
     pairs = {pair.stem: pair for pair in write_pairs(lessons_todo)} if lessons_todo else {}
     bench_group: dict[str, dict] = {}
@@ -312,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         if name is not None:
             record["parts"].append(name)
         write_report(out, state)
+
+    def run_bench_group():  # the bench parts planned so far, in one process, before the next other part
+        if bench_group:
+            save()
+            run_bench(bench_group, python, out, env, window, number)
+            record["parts"].extend(bench_group)
+            bench_group.clear()
 
     for name in todo:
         part = state["parts"][name]
@@ -323,12 +357,13 @@ def main(argv: list[str] | None = None) -> int:
             continue
         part.update(status=ENDED, window=number, error=None)
         if part["kind"] == "bench":
-            bench_group[name] = part  # measured together below: one process, one CUDA start
+            bench_group[name] = part  # measured together: one process, one CUDA start
             continue
+        run_bench_group()
         save()
         print(f"--- {name}", flush=True)
         if part["kind"] == "tests":
-            run_unit_tests(part, python, args.unit_tests, out, env, window)
+            run_unit_tests(part, python, args.unit_tests, out, env, window, args.cpu_tests or args.allow_cpu)
         else:
             timeout = args.lesson_timeout or lesson_timeout(state["gpu"], bool(doctor.get("gpus")), expected.get(name))
             done = run_lesson(pairs[part["lesson"]], out, timeout, window.deadline, env, args.refresh_notebooks)
@@ -344,11 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         print(f"{name}: {part['status']} in {part['seconds']} s {part['error'] or ''}", flush=True)
         save(name)
-    if bench_group:
-        save()
-        run_bench(bench_group, python, out, env, window, number)
-        for name in bench_group:
-            record["parts"].append(name)
+    run_bench_group()
     if args.refresh_notebooks:
         write_student_versions(course_config())
     save()

@@ -142,7 +142,7 @@ def _parts_table(state: dict) -> list[str]:
     for name, part in state["parts"].items():
         seconds = "" if part.get("seconds") is None else f"{part['seconds']:.1f}"
         limit = "" if part.get("timeout") is None else f"{part['timeout']}"
-        detail = (part.get("error") or "").replace("|", "/").replace("\n", " ")[:300]
+        detail = (part.get("error") or part.get("scope") or "").replace("|", "/").replace("\n", " ")[:300]
         if part.get("seconds") and part["seconds"] > SLOW_LESSON and part.get("slowest"):
             cells = ", ".join(f"cell {n} ({line!r}) {seconds:.0f} s" for n, line, seconds in part["slowest"])
             detail = f"{detail} slowest: {cells}".strip().replace("|", "/")

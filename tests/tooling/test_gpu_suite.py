@@ -298,6 +298,8 @@ def test_the_lessons_figures_reach_the_report_and_never_the_unit_tests(monkeypat
     assert [c[-1].rsplit("/", 1)[-1] for c in commands] == ["unit.xml", "unit-gpu.xml"]
     assert "--ignore=tests/tooling" in commands[0] and ["-m", "gpu"] == commands[1][-3:-1]
     assert "-n" not in commands[1]  # the @gpu tests alone: no neighbour shares their timings and memory
+    (only,) = gpu_suite.unit_test_commands(sys.executable, ["tests"], tmp_path, everything=False)
+    assert only == commands[1]  # on a GPU by default: the tests with a GPU branch (CI runs the others on the CPU)
 
 
 def test_resume_refuses_another_commit_or_gpu(lessons, tmp_path, monkeypatch):
@@ -408,3 +410,20 @@ def test_the_report_shows_the_host_beside_the_gpu():
         "Linear forward and backward"
     )
     assert suite_report.host_line(None).startswith("Host: not recorded")
+
+
+def test_a_window_runs_first_what_no_run_has_measured_on_this_gpu(lessons, tmp_path):
+    """Issue 50: six bench rows never ran on a GPU, "not run (budget)" in every window behind the lessons."""
+    order = ["unit tests", "lesson 01_a", "lesson 02_b", "bench compile", "bench h2d"]
+    assert gpu_suite.plan(order, {"unit tests", "lesson 01_a", "bench h2d"}) == [
+        "lesson 02_b",
+        "bench compile",
+        "unit tests",
+        "lesson 01_a",
+        "bench h2d",
+    ]
+    lessons({"01_a": ["print(1)"], "02_b": ["print(2)"]})
+    out = tmp_path / "run"
+    assert suite(out, "--times", planned(tmp_path, {"lesson 01_a": 1})) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["windows"][0]["parts"] == ["lesson 02_b", "lesson 01_a"]
