@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterable
+from functools import partial
 from itertools import chain, repeat
 
 import torch
@@ -21,8 +22,8 @@ from .device import synchronize
 from .loaders import worker_loader
 from .models import mlp
 from .runtime import cpu_count
-from .timing import BenchResult, benchmark
-from .workloads import time_train_epoch
+from .timing import BenchResult, benchmark, interleaved_times
+from .train import train_epoch
 
 BATCHES_PER_WORKER = 10  # a sweep's rounds: each worker prepares this many batches while it is timed
 MIN_SWEEP_BATCHES = 20  # and no setting is timed on fewer batches than this (0 and 1 workers)
@@ -119,17 +120,33 @@ def epoch_samples(device: torch.device) -> int:
     return 60_000 if torch.device(device).type == "cuda" else 12_000
 
 
-def time_loader_epochs(loaders: dict[str, Iterable], device: torch.device) -> dict[str, BenchResult]:
-    """One epoch of a fresh lesson-03 MLP (784-512-512-10, Adam) per loader, timed (lesson 05; the bench's row).
+EPOCH_ROUNDS = 7  # epochs per loader, interleaved: the gain and its bound come from medians of as many
+
+
+def time_loader_epochs(
+    loaders: dict[str, Iterable], device: torch.device, rounds: int = EPOCH_ROUNDS
+) -> dict[str, BenchResult]:
+    """Epochs of a lesson-03 MLP (784-512-512-10, Adam; one per loader, from the same seed) fed by each loader, after
+    one warm-up epoch each: ``rounds`` epochs per loader, the loaders taking turns (the order reversed every other
+    round), so a drift of the machine hits all alike and their medians compare (lesson 05; the bench's row).
 
     A "loader" is anything that yields (inputs, labels) batches: a list that repeats one batch already on the
     device times the training steps alone, with no loading at all (lesson 05's bound on the epoch gain)."""
-
-    results = {}
+    device = torch.device(device)
+    epochs = {}
     for name, loader in loaders.items():
         torch.manual_seed(0)
-        results[name] = time_train_epoch(mlp(784, hidden=512).to(device), loader, device)
-    return results
+        model = mlp(784, hidden=512).to(device)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        epochs[name] = partial(_one_epoch, model, loader, optimizer, device)
+    for epoch in epochs.values():
+        epoch()  # warm-up: the allocator, the first kernels, a DataLoader's first iterator
+    return {name: BenchResult(tuple(times)) for name, times in interleaved_times(epochs, rounds).items()}
+
+
+def _one_epoch(model: nn.Module, loader: Iterable, optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    train_epoch(model, loader, optimizer, device, progress=False)
+    synchronize(device)
 
 
 def training_step(loader: Iterable, device: str | torch.device) -> Callable[[], None]:

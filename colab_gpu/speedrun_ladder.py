@@ -268,8 +268,8 @@ def measured_rung0(data: ImageData, device: str | torch.device) -> RungResult | 
 def speedrun(
     data: ImageData, device: str | torch.device, *, epochs: int | None = None, verbose: bool = True
 ) -> RungResult:
-    """Train with the ladder's last rung, the fastest recipe this course knows for ``device``, for ``epochs``
-    (by default `ladder_size`'s ``speedrun_epochs`` for the device).
+    """Train with the ladder's last rung for ``device`` (every lever on: not always the fastest variant, which lesson
+    12 measures lever by lever) for ``epochs`` (by default `ladder_size`'s ``speedrun_epochs`` for the device).
 
     Example (on a GPU, with CIFAR-10 downloaded):
         >>> result = speedrun(load_cifar10(), "cuda")  # doctest: +SKIP
@@ -291,7 +291,7 @@ def speedrun(
 def run_without_levers(
     rung: Rung, data: ImageData, device: str | torch.device, *, epochs: int, width: int = 64
 ) -> list[RungResult]:
-    """Train `without_levers` of ``rung`` (compile off, then mixed precision off too), each profiled, and return
-    their results: set beside ``rung``'s own, they show what each lever pays on its step. Empty where ``rung`` uses
-    neither (a CPU runtime skips both rungs). Taught in lesson 12."""
+    """Train `without_levers` of ``rung`` (cudnn.benchmark off, then compile, then mixed precision), each profiled,
+    and return their results: set beside ``rung``'s own, they show what each lever pays on its step. Empty where
+    ``rung`` uses none (a CPU runtime skips the rungs that add them). Taught in lesson 12."""
     return [run_rung(v, data, device, epochs=epochs, width=width, profile=True) for v in without_levers(rung)]

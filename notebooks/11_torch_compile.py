@@ -546,8 +546,8 @@ else:
 
 # %% [markdown]
 # On the course's H100 run (2026-11-26), in each precision the compiled step was faster than
-# eager and peaked lower, since it keeps fewer intermediate results for the backward pass
-# (bf16: 20.6 against 34.7 ms, 7,424 against 7,573 MiB; float32: 29.9 against 46.2 ms,
-# 12,396 against 12,841 MiB), and the compiled bf16 step was the fastest of the four, with the
-# casts fused into the kernels around them. Expected on a T4, in fp16 (a prediction): the same
-# order.
+# eager (bf16: 20.6 against 34.7 ms; float32: 29.9 against 46.2 ms) and peaked about the same
+# (7,424 against 7,573 MiB; 12,396 against 12,841 MiB: 2-3% lower, too little to credit to
+# fewer saved intermediate results without counting them), and the compiled bf16 step was the
+# fastest of the four, with the casts fused into the kernels around them. Expected on a T4, in
+# fp16 (a prediction): the same order.

@@ -218,10 +218,13 @@ for r in ran:
 # at 0.93x: neither lever paid there. The fp32 variant shows why: its 5.3 ms of kernels fill its
 # whole 5.2 ms step (GPU-bound); mixed precision cut them to
 # 3.6 ms, and the step then waited on the host: 65% busy, with 177 kernel launches per step.
-# A T4 does about a twentieth of an H100's arithmetic (8 TFLOP/s in fp32), so
-# a batch of 512 should keep it busy and both levers should pay (a prediction: no T4 run yet).
-# The next cell measures it where it matters, on the last rung's step: the same recipe without
-# `torch.compile`, then also without mixed precision, each profiled.
+# A T4 has about a sixth of the float32 arithmetic the course's H100 measured (8 TFLOP/s at its
+# peak, against about 51), so a batch of 512 should keep it busy and both levers should pay (a
+# prediction: no T4 run yet). The next cell measures it where it matters, on the last rung's
+# step: the same recipe without `cudnn.benchmark` (rung 3 turns it on, and lesson 04 measured it
+# slower on this net on the H100: 2.91 -> 3.35 ms), then also without `torch.compile`, then also
+# without mixed precision, each profiled. The last rung has every lever on; it is not always the
+# fastest variant (on that H100 run the fp32 eager one was: 0.50 against 0.55 s per epoch).
 
 # %%
 last = ran[-1]
@@ -235,8 +238,8 @@ for without_lever in variants:  # each variant lacks one more lever than the one
     print(f"with {lever}: {without_lever.seconds_per_epoch / with_lever.seconds_per_epoch:.2f}x the speed without it")
     with_lever = without_lever
 if not variants:
-    print("CPU runtime: the last rung uses neither torch.compile nor mixed precision (rungs 3 and 5 are skipped "
-          "here); on a GPU this cell trains it without each and shows what each pays.")
+    print("CPU runtime: the last rung uses none of cudnn.benchmark, torch.compile and mixed precision (rungs 3 "
+          "and 5 are skipped here); on a GPU this cell trains it without each and shows what each pays.")
 
 # %% [markdown]
 # ## 5. What each rung changes in the loop

@@ -388,14 +388,16 @@ print(f"the prompt pass, {batch} x {prompt_tokens:,} tokens: {prefill.regime}")
 # %% [markdown]
 # Serving many users at once is the same loop on a batch. A step of a small model reads the same
 # weights and launches the same kernels whatever the batch, so tokens per second grow with the
-# batch until memory (the cache grows with it) or compute runs out. Measured here:
+# batch until memory (the cache grows with it) or compute runs out. Measured here, the three
+# batches taking turns (timed one after the other, the first H100 run read batch 16 at 7,060
+# tokens/s here and 8,003 for the larger prompts above: a host that slowed down between cells):
 
 # %%
 from functools import partial
 
-for batch in (1, 4, 16):
-    prompts = torch.randint(0, shape.vocab, (batch, 32), device=device)
-    result = cg.benchmark(partial(cg.generate, model, prompts, 32), device=device, warmup=1, repeat=3)
+batches = {batch: torch.randint(0, shape.vocab, (batch, 32), device=device) for batch in (1, 4, 16)}
+runs = {batch: partial(cg.generate, model, prompts, 32) for batch, prompts in batches.items()}
+for batch, result in cg.compare_steps(runs, device=device, warmup=1).items():  # interleaved, 7 samples each
     print(f"batch {batch:2}: {batch * 32 / result.median:8,.0f} tokens/s")
 
 # %% [markdown]
@@ -654,6 +656,8 @@ with torch.no_grad():
 generated = output[0, inputs["input_ids"].shape[1]:]
 completion = tokenizer.decode(generated) if tokenizer is not None else generated.tolist()
 print(f"{len(generated) / result.median:,.0f} tokens/s:", completion)
+with torch.no_grad():  # what one step of generate waits on (lesson 10's rule)
+    print("one forward pass on the prompt:", cg.profile_step(lambda: llm(**inputs), device, steps=3).regime)
 prompt_length = inputs["input_ids"].shape[1]
 assert cache_bytes == memory.kv_cache_bytes(llm_shape, prompt_length, fmt=FORMAT[dtype])
 print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f} KiB, as the formula says; "
@@ -661,6 +665,13 @@ print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f}
       f"maximum: {llm.config.max_position_embeddings:,})")
 
 # %% [markdown]
+# Why so few tokens per second on a fast GPU (the course's H100 run printed 39)? Hugging Face's
+# `generate` on one short prompt makes one token per step, and each step of a model this small
+# is dozens of small kernels per layer plus Python around them. The regime line above names
+# what such a step waits on, on this runtime; on a GPU expect launch-bound, the host launching
+# kernels that finish sooner than the next is launched (a prediction until a GPU run prints it).
+# A faster GPU does not help there; more sequences per step (the batch of section 4) do.
+#
 # Your LoRA layer fits this model too: its attention projections are called `q_proj` and
 # `v_proj`, and `cg.add_lora` does section 6's loop. Counted, and checked against
 # `rank x (inputs + outputs)` per adapted layer:
@@ -743,17 +754,32 @@ for candidate in (torch.float16, torch.bfloat16):
 
 # %% [markdown]
 # Forced one at a time, the kernels show which of them this runtime has for section 1's
-# inputs, and what each costs (math is PyTorch's unfused version of section 1's four lines):
+# inputs, and what each costs (math is PyTorch's unfused version of section 1's four lines). A
+# call takes tens of microseconds on a GPU: timed one synchronized call at a time it measures
+# the launch and the wait (the course's H100 read 43-46 µs for the fused kernel at 1,024 and
+# 2,048 tokens alike). So the kernels are timed as lesson 10 compares steps: K calls per sample
+# between two synchronizations, the kernels taking turns.
 
 # %%
+def forced(backend):
+    """One attention call on section 1's inputs through ``backend`` only."""
+    def call():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v)
+    return call
+
+
+available = {}
 for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION,
                 SDPBackend.MATH):
-    with warnings.catch_warnings(record=True) as why, sdpa_kernel(backend):
+    with warnings.catch_warnings(record=True) as why:
         warnings.simplefilter("always")
         try:
-            timing = cg.benchmark(lambda: F.scaled_dot_product_attention(q, k, v), device=device, repeat=5)
-            print(f"{backend.name:20} {cg.format_seconds(timing.median):>9}")
+            forced(backend)()  # refused where this runtime has no such kernel for these inputs
+            available[backend.name] = forced(backend)
         except RuntimeError:  # "No available kernel": the warnings say why
             said = [r for r in reasons(why) if not r.endswith("because:")]  # the reasons, not their headings
             print(f"{backend.name:20} refused: {'; '.join(said) or 'not a kernel PyTorch has for this device'}")
+for name, timing in cg.compare_steps(available, device=device).items():
+    print(f"{name:20} {cg.format_seconds(timing.median):>9} per call (K={timing.steps_per_sample})")
 
