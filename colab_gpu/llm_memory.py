@@ -39,6 +39,7 @@ class ModelShape:
     head_dim: int
     tied_embeddings: bool = True  # the output layer reuses the input embedding's weights
     qkv_bias: bool = False
+    sliding_window: int | None = None  # each token attends to this many before it (Mistral-7B v0.1: 4,096)
 
     @property
     def parameters(self) -> int:
@@ -74,6 +75,10 @@ class ModelShape:
             head_dim=getattr(config, "head_dim", None) or config.hidden_size // heads,
             tied_embeddings=bool(config.tie_word_embeddings),
             qkv_bias=family == "qwen2",  # Qwen2 adds a bias to q, k and v; Llama and Mistral to nothing
+            # Qwen2's configs name a window they do not use (use_sliding_window: false); Llama's name none
+            sliding_window=getattr(config, "sliding_window", None)
+            if getattr(config, "use_sliding_window", True)
+            else None,
         )
 
 
@@ -107,10 +112,15 @@ def weight_bytes(parameters: int, fmt: str) -> float:
 
 
 def kv_cache_bytes(model: ModelShape, tokens: int, *, batch: int = 1, fmt: str = "fp16") -> float:
-    """Bytes of the keys and values cached for ``tokens`` tokens of each of ``batch`` sequences."""
+    """Bytes of the keys and values cached for ``tokens`` tokens of each of ``batch`` sequences. A sliding-window
+    model stops growing at its window: Hugging Face's cache (transformers' ``DynamicSlidingWindowLayer``) keeps the
+    last ``sliding_window - 1`` tokens as a view of the window-sized tensor of its last step, so ``sliding_window``
+    tokens of memory once decoding has passed the window (right after a longer prompt, until the first decoding
+    step, the view still holds the whole prompt's)."""
     if tokens < 0 or batch < 1:
         raise ValueError(f"tokens must be 0 or more and batch at least 1, got tokens={tokens}, batch={batch}.")
-    return 2 * model.layers * model.kv_heads * model.head_dim * tokens * batch * bytes_per_value(fmt)
+    kept = min(tokens, model.sliding_window) if model.sliding_window else tokens
+    return 2 * model.layers * model.kv_heads * model.head_dim * kept * batch * bytes_per_value(fmt)
 
 
 def training_bytes(parameters: int) -> dict[str, float]:
@@ -124,9 +134,10 @@ def training_bytes(parameters: int) -> dict[str, float]:
 
 def context_that_fits(model: ModelShape, memory_bytes: float, *, fmt: str = "fp16", batch: int = 1) -> int:
     """How many tokens per sequence the KV cache can hold once the weights (in ``fmt``) take their share of
-    ``memory_bytes``; 0 when the weights alone do not fit."""
+    ``memory_bytes``; 0 when the weights alone do not fit. (A sliding-window model caches at most its window: where
+    more than the window fits, memory does not limit its context.)"""
     free = memory_bytes - weight_bytes(model.parameters, fmt)
-    per_token = kv_cache_bytes(model, 1, batch=batch, fmt=fmt)
+    per_token = 2 * model.layers * model.kv_heads * model.head_dim * batch * bytes_per_value(fmt)
     return max(0, int(free // per_token))
 
 

@@ -236,6 +236,8 @@ def suite_command(python: str, out: Path, options: dict, require_cuda: bool) -> 
         args += ["--unit-tests", *options["unit_tests"]]
     if options.get("bench") is not None:
         args += ["--bench-only", *options["bench"]]
+    if options.get("data"):
+        args += ["--data", str(Path(options["data"]).resolve())]
     if not require_cuda:
         args.append("--allow-cpu")
     return [python, "scripts/gpu_suite.py", *args]
@@ -385,7 +387,13 @@ def parse(argv: list[str] | None) -> dict:
         metavar="NAME",
         help="only these benchmarks (default: all)",
     )
+    parser.add_argument("--data", default=CONFIG.get("data"), help="real data sets in torchvision's layout")
     options = vars(parser.parse_args(argv))
+    if options["data"] and not Path(options["data"]).is_dir():
+        parser.error(
+            f"--data {options['data']}: no such folder. Give one that holds FashionMNIST/ and "
+            "cifar-10-batches-py/, or leave it out (an offline GPU then trains on full-size stand-ins)."
+        )
     if options["budget"] is not None and options["budget"] <= 0:
         parser.error(f"--budget {options['budget']:g}: a window's length is a positive number of seconds")
     if options["checkout"] and not Path(options["checkout"]).exists():

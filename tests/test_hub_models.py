@@ -190,3 +190,20 @@ def test_a_transformers_older_than_the_floor_is_named_with_the_fix(monkeypatch, 
     monkeypatch.setattr(importlib.import_module("transformers"), "__version__", version)
     with pytest.raises(ImportError, match=rf"transformers {re.escape(version)} is installed; this needs 4\.56"):
         hub_models.transformers_module()
+
+
+def test_a_sliding_window_cache_stops_growing_at_the_window_as_the_formula_says():
+    """Issue 50: kv_cache_bytes counted every token for Mistral-7B v0.1 (a 4,096-token window); Hugging Face's cache
+    keeps the last window - 1 tokens, a view of a window-sized tensor."""
+    model = tiny_model(model_type="mistral", tie_word_embeddings=False, sliding_window=4)
+    shape = mem.ModelShape.from_config(model.config)
+    assert shape.sliding_window == 4
+    assert mem.ModelShape.from_config(tiny_model(model_type="qwen2").config).sliding_window is None  # named, unused
+    with torch.no_grad():
+        outputs = model(torch.randint(0, 64, (2, 9)), use_cache=True)
+        cache = outputs["cache"] if "cache" in outputs else outputs["past_key_values"]
+        name = "cache" if "cache" in outputs else "past_key_values"  # its name from transformers 5
+        for _ in range(3):  # decode past the window: the cache stays its size
+            outputs = model(torch.randint(0, 64, (2, 1)), **{name: cache}, use_cache=True)
+    assert mem.storage_bytes(mem.cache_tensors(cache)) == mem.kv_cache_bytes(shape, 12, batch=2, fmt="fp32")
+    assert mem.kv_cache_bytes(shape, 12, batch=2) == mem.kv_cache_bytes(shape, 4, batch=2)  # the window's memory

@@ -177,6 +177,7 @@ def test_the_maintainer_notebook_runs_this_runner_and_zips_what_import_accepts()
     [
         (["--checkout", "no/such/course.tar.gz"], "--checkout no/such/course.tar.gz: no such folder or file"),
         (["--checkout", ".", "--budget", "0"], "--budget 0: a window's length is a positive number of seconds"),
+        (["--checkout", ".", "--data", "no/such/data"], "--data no/such/data: no such folder"),
     ],
 )
 def test_a_mistyped_checkout_or_an_empty_budget_is_refused_before_the_run_is_touched(
@@ -217,3 +218,9 @@ def test_a_truncated_manifest_is_refused_on_resume_with_the_fix(tmp_path):
     (out / "manifest.json").write_text('{"format": 1, "sha": "89ab')
     with pytest.raises(SystemExit, match="manifest.json cannot be read .*truncated or half copied"):
         gpu_runner.main(["--checkout", str(tmp_path), "--out", str(out), "--resume"])
+
+
+def test_the_runner_hands_a_data_folder_to_the_suite(tmp_path):
+    command = gpu_runner.suite_command("python", tmp_path / "run", {"data": str(tmp_path)}, require_cuda=True)
+    assert command[command.index("--data") + 1] == str(tmp_path.resolve())
+    assert "--data" not in gpu_runner.suite_command("python", tmp_path / "run", {}, require_cuda=True)
