@@ -258,10 +258,40 @@ if on_gpu:
     assert torch.cuda.memory_allocated(device) == baseline, "memory is back to its baseline"
 
 # %% [markdown]
-# In code, catch the error where it happens, drop the references and retry smaller:
-# `except torch.OutOfMemoryError:` then `cg.cleanup(device)`. `cg.find_max_batch_size` does
-# exactly that to find the largest batch that fits: it doubles the batch until it runs out
-# of memory, then bisects, cleaning up after every failure. Three details make it usable:
+# In code, catch the error where it happens and retry smaller, but free memory **after** the
+# `except` block, not inside it: while it runs, the exception's traceback holds every frame of
+# the failed step, and their tensors with them, so `gc.collect()` and `empty_cache()` there free
+# nothing (PyTorch's FAQ says the same). Leave the block first; Python then drops the exception
+# and the frames. In plain PyTorch, with a weak reference watching the failed step's tensor:
+
+# %%
+def ran_out_of_memory(step) -> bool:
+    """Run ``step``; True when it ran out of memory (the recovery happens outside, in the caller)."""
+    try:
+        step()
+    except RuntimeError as error:  # torch.OutOfMemoryError on a GPU is a RuntimeError; a CPU's allocator raises one
+        if "out of memory" not in str(error) and "can't allocate memory" not in str(error):
+            raise  # another error: not ours to handle
+        print("inside the except block, the failed step's tensor is alive:", probes[-1]() is not None)
+        return True
+    return False
+
+
+if ran_out_of_memory(oversized_step):  # out of the except block: the traceback, and its frames, are gone
+    gc.collect()
+    if on_gpu:
+        torch.cuda.empty_cache()  # give the cached blocks back, then retry smaller
+    print("after the except block, it is freed:", probes[-1]() is None)
+assert probes[-1]() is None
+
+# %% [markdown]
+# A notebook keeps more references than a script: the last error (`sys.last_traceback`, which
+# `sys.last_traceback = None` drops), the outputs of earlier cells (`Out`, `_`, `__`: `%reset -f
+# out` and `_ = None`), and your own variables (`del`). `cg.cleanup(device)` drops the first two
+# kinds, collects and empties the cache. `cg.find_max_batch_size` recovers the same way to find
+# the largest batch that fits (it cleans up in a `finally`, after the error has been handled): it
+# doubles the batch until it runs out of memory, then bisects, cleaning up after every failure.
+# Three details make it usable:
 # - it stops bisecting once the gap is within 1/16 of the size (about four bisections, not
 #   sixteen: on a small GPU each try at a large batch is a slow, full training step); the
 #   doublings before them are most of the tries (on the course's H100 run (2026-11-26): 21

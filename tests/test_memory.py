@@ -334,3 +334,34 @@ def test_the_memory_saving_check_on_a_gpu_also_needs_the_allocator_peak_to_fall(
     raised = cg.checks.memory_saving(pieces, whole, model, inputs, labels)
     assert not raised and "(0.25x)" in raised.message and "the allocator's peak did not fall" in raised.message
     assert "outweigh the activations" in raised.message
+
+
+def test_memory_is_freed_after_the_except_block_not_inside_it():
+    """Issue 51: lesson 07 taught `except torch.OutOfMemoryError:` then cleanup; inside the block the exception's
+    traceback keeps the failed step's tensors alive, so nothing is freed there. Its plain-PyTorch pattern recovers
+    after the block."""
+    import gc
+    import weakref
+
+    probes = []
+
+    def oversized_step():
+        activations = torch.randn(256, 256)
+        probes.append(weakref.ref(activations))
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 160.00 GiB")
+
+    alive_inside = []
+
+    def ran_out_of_memory(step):
+        try:
+            step()
+        except RuntimeError as error:
+            assert "out of memory" in str(error)
+            gc.collect()  # what the lesson used to do here
+            alive_inside.append(probes[-1]() is not None)
+            return True
+        return False
+
+    assert ran_out_of_memory(oversized_step)
+    assert alive_inside == [True]  # the traceback held the frame: cleaning up inside freed nothing
+    assert probes[-1]() is None  # out of the block, the frame and its tensor are gone
