@@ -85,11 +85,11 @@ ENTRIES = (
         "precision",
         "you have used mix of the legacy and new APIs to set the TF32 status",
         r"mix of the legacy and new APIs",
-        "Only the new torch.backends.cuda.matmul.fp32_precision = 'tf32' (PyTorch 2.9+) was set, so the legacy "
-        "TF32 state disagrees with it; torch.get_float32_matmul_precision(), matmul.allow_tf32 and "
-        "torch.compile's Inductor in 2.9-2.10 read the legacy state and refuse.",
-        "Set TF32 with torch.backends.cuda.matmul.allow_tf32 = True and torch.backends.cudnn.allow_tf32 = True "
-        "(cg.set_tf32(True)): they set the old and the new state together.",
+        "The TF32 switches were mixed: only the new torch.backends.cuda.matmul.fp32_precision = 'tf32' (PyTorch "
+        "2.9+) was set, or the legacy matmul.allow_tf32 flag after torch.set_float32_matmul_precision; "
+        "torch.get_float32_matmul_precision() and matmul.allow_tf32, which torch.compile reads, then refuse.",
+        "Set TF32 with torch.set_float32_matmul_precision('high') and torch.backends.cudnn.allow_tf32 = True "
+        "(cg.set_tf32(True); 'highest' and False for IEEE): every reader answers again, whatever was set before.",
         "lesson 06, section 5",
     ),
     entry(

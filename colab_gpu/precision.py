@@ -137,17 +137,19 @@ def _has_fp32_precision_api() -> bool:
 def backend_settings() -> dict[str, object]:
     """The process-wide switches that speed experiments change: TF32 for matmuls/convs, cudnn.benchmark.
 
-    Read through the legacy ``allow_tf32`` flags, which `set_tf32` writes. Where someone set the newer
-    ``fp32_precision`` API themselves (torch >= 2.9), reading the legacy flags raises "mix of the legacy and new
-    APIs": their ``fp32_precision`` values are saved instead, and `restore_backend_settings` writes them back the
-    same way.
+    The matmul precision is read as ``torch.get_float32_matmul_precision()`` ("highest": IEEE, "high": TF32), the
+    convolutions' as ``torch.backends.cudnn.allow_tf32``: what `set_tf32` writes. Where someone mixed the legacy
+    flags and the newer ``fp32_precision`` API themselves (torch >= 2.9), those readers raise "mix of the legacy and
+    new APIs": the ``fp32_precision`` values are saved instead, and `restore_backend_settings` writes them back the
+    same way, leaving their state as they had it.
     """
     settings: dict[str, object] = {"cudnn.benchmark": torch.backends.cudnn.benchmark}
     try:
-        settings["matmul.allow_tf32"] = torch.backends.cuda.matmul.allow_tf32
+        settings["float32_matmul_precision"] = torch.get_float32_matmul_precision()
         settings["cudnn.allow_tf32"] = torch.backends.cudnn.allow_tf32
-    except RuntimeError:  # the new API was used: keep to it
-        settings.pop("matmul.allow_tf32", None)
+    except RuntimeError:  # a mix of the two APIs: keep to the new one
+        settings.pop("float32_matmul_precision", None)
+        settings.pop("cudnn.allow_tf32", None)
         settings["matmul.fp32_precision"] = torch.backends.cuda.matmul.fp32_precision
         settings["conv.fp32_precision"] = torch.backends.cudnn.conv.fp32_precision
     return settings
@@ -160,7 +162,7 @@ def restore_backend_settings(settings: dict[str, object]) -> None:
         torch.backends.cuda.matmul.fp32_precision = settings["matmul.fp32_precision"]
         torch.backends.cudnn.conv.fp32_precision = settings["conv.fp32_precision"]
     else:
-        torch.backends.cuda.matmul.allow_tf32 = settings["matmul.allow_tf32"]
+        torch.set_float32_matmul_precision(settings["float32_matmul_precision"])
         torch.backends.cudnn.allow_tf32 = settings["cudnn.allow_tf32"]
 
 
@@ -195,17 +197,18 @@ def tf32_mode(enabled: bool) -> Iterator[None]:
 def set_tf32(enabled: bool) -> None:
     """Let float32 matmuls and convolutions use TF32 tensor cores (compute capability >= 8.0 only).
 
-    Sets ``torch.backends.cuda.matmul.allow_tf32`` and ``torch.backends.cudnn.allow_tf32``, on every PyTorch.
-    PyTorch 2.9 added ``torch.backends.cuda.matmul.fp32_precision = "tf32"``, but setting only that leaves the
-    legacy flags, which Inductor still reads in 2.9-2.10 (and ``torch.get_float32_matmul_precision()`` after it),
-    raising "you have used mix of the legacy and new APIs": ``torch.compile`` then fails (pytorch#166387). The
-    legacy flags set both, so either reader gets an answer. This changes a process-wide setting until changed
-    again; prefer `tf32_mode` for a block. PyTorch's defaults are IEEE matmuls but TF32 convolutions, so
-    ``set_tf32(False)`` is not a reset.
+    Calls ``torch.set_float32_matmul_precision("high")`` (``"highest"``: IEEE) for matmuls, the switch Inductor's
+    warning asks for, and sets ``torch.backends.cudnn.allow_tf32`` for convolutions. That pair keeps every reader
+    answering, whatever set them before: the legacy ``allow_tf32`` flags, PyTorch 2.9's ``fp32_precision``
+    attributes and ``get_float32_matmul_precision()``. Setting only the new attributes, or the legacy matmul flag
+    after ``set_float32_matmul_precision``, leaves a reader raising "you have used mix of the legacy and new APIs":
+    ``torch.compile`` reads one, and fails on its first call (pytorch#166387). This changes a process-wide setting
+    until changed again; prefer `tf32_mode` for a block. PyTorch's defaults are IEEE matmuls but TF32
+    convolutions, so ``set_tf32(False)`` is not a reset.
 
     Taught in lesson 06.
     """
-    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
     torch.backends.cudnn.allow_tf32 = enabled
 
 

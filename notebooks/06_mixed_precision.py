@@ -265,19 +265,21 @@ assert torch.isclose(scaled_norm / 2.0**10, true_norm, rtol=1e-3), "unscale_ div
 # **nothing**. Switch it on with
 #
 # ```python
-# torch.backends.cuda.matmul.allow_tf32 = True   # matmuls
-# torch.backends.cudnn.allow_tf32 = True         # convolutions
+# torch.set_float32_matmul_precision("high")  # matmuls: TF32 ("highest": IEEE float32)
+# torch.backends.cudnn.allow_tf32 = True      # convolutions
 # ```
 #
-# **A trap in PyTorch 2.9-2.10 (Kaggle's image).** PyTorch 2.9 added a newer spelling,
-# `torch.backends.cuda.matmul.fp32_precision = "tf32"` (and `torch.backends.cudnn.conv.fp32_precision`),
-# and recommends it. Set *only* that, and the older state no longer agrees with it: reading
-# `torch.backends.cuda.matmul.allow_tf32` or `torch.get_float32_matmul_precision()` then raises
-# "... you have used mix of the legacy and new APIs ...". Your own code rarely reads them, but
-# `torch.compile` (lesson 11) does in 2.9 and 2.10 at least, so it fails on the first call
-# (pytorch/pytorch#166387). The two lines above set both the old and the new state, on every
-# PyTorch, so every reader agrees. `cg.set_tf32(True/False)` sets exactly those two flags, and lesson 09
-# reproduces the error.
+# **A trap: three spellings of one switch.** For matmuls PyTorch has the legacy flag
+# `torch.backends.cuda.matmul.allow_tf32`, the documented `torch.set_float32_matmul_precision`
+# (what `torch.compile`'s warning asks you to call) and, since PyTorch 2.9,
+# `torch.backends.cuda.matmul.fp32_precision = "tf32"`. Mix them and PyTorch's state stops
+# agreeing with itself: after `set_float32_matmul_precision("high")` then `allow_tf32 = False`,
+# or after setting only `fp32_precision`, reading the state (`get_float32_matmul_precision()`,
+# or the legacy flag) raises "... you have used mix of the legacy and new APIs ...". Your own
+# code rarely reads it, but `torch.compile` (lesson 11) does, so it fails on its first call
+# (pytorch/pytorch#166387; reproduced on PyTorch 2.10 and 2.14). The two lines above keep every reader
+# answering, whatever was set before: `cg.set_tf32(True/False)` calls exactly those two, and
+# lesson 09 reproduces the error.
 #
 # These are **process-wide** settings, and PyTorch's defaults are not symmetric: matmuls IEEE,
 # convolutions TF32. So "switch it off afterwards" is not "put it back": a later cell would run

@@ -197,17 +197,56 @@ def test_restored_backend_settings_covers_cudnn_benchmark():
 
 
 def test_tf32_switches_use_the_old_flags_before_pytorch_2_9(monkeypatch):
-    # torch < 2.9 has no fp32_precision and no torch.backends.cudnn.conv: only allow_tf32 flags.
+    # torch < 2.9 has no fp32_precision and no torch.backends.cudnn.conv: set_float32_matmul_precision writes the
+    # matmul's allow_tf32 flag ("high": TF32), and cudnn has only its allow_tf32 flag.
     old_matmul = SimpleNamespace(allow_tf32=False)
     old_cudnn = SimpleNamespace(allow_tf32=True, benchmark=False)
     monkeypatch.setattr(torch.backends.cuda, "matmul", old_matmul)
     monkeypatch.setattr(torch.backends, "cudnn", old_cudnn)
+    monkeypatch.setattr(
+        torch, "set_float32_matmul_precision", lambda p: setattr(old_matmul, "allow_tf32", p != "highest")
+    )
+    monkeypatch.setattr(torch, "get_float32_matmul_precision", lambda: "high" if old_matmul.allow_tf32 else "highest")
     with cg.tf32_mode(True):
         assert cg.tf32_enabled() and old_matmul.allow_tf32 and old_cudnn.allow_tf32
     assert (old_matmul.allow_tf32, old_cudnn.allow_tf32) == (False, True)  # the defaults came back
     with cg.tf32_mode(False):
         assert not cg.tf32_enabled() and not old_cudnn.allow_tf32
     assert (old_matmul.allow_tf32, old_cudnn.allow_tf32) == (False, True)
+
+
+LEARNER_SETTINGS = {
+    "set_float32_matmul_precision('high')": lambda: torch.set_float32_matmul_precision("high"),
+    "the legacy flags": lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", True),
+    "fp32_precision = 'tf32'": lambda: setattr(torch.backends.cuda.matmul, "fp32_precision", "tf32"),
+    "conv.fp32_precision = 'tf32'": lambda: setattr(torch.backends.cudnn.conv, "fp32_precision", "tf32"),
+}
+
+
+@pytest.mark.skipif(not cg.precision._has_fp32_precision_api(), reason="fp32_precision is new in torch 2.9")
+@pytest.mark.parametrize("learner", list(LEARNER_SETTINGS))
+@pytest.mark.parametrize("enabled", [True, False])
+def test_after_any_tf32_switch_a_learner_used_the_course_leaves_every_reader_answering(learner, enabled):
+    """Issue 51: after torch.set_float32_matmul_precision (the switch Inductor's warning asks for), the legacy
+    flags, then set to another value, left get_float32_matmul_precision() raising "mix of the legacy and new APIs"
+    (torch.compile reads it), and tf32_mode restored nothing readable. Four sequences, each on and off."""
+    with cg.restored_backend_settings():
+        LEARNER_SETTINGS[learner]()
+
+        def theirs():
+            return (
+                cg.tf32_enabled(),
+                torch.backends.cuda.matmul.fp32_precision,
+                torch.backends.cudnn.conv.fp32_precision,
+            )
+
+        before = theirs()
+        with cg.tf32_mode(enabled):
+            assert what_inductor_reads() == (enabled, "high" if enabled else "highest")
+            assert cg.tf32_enabled() == enabled and torch.backends.cudnn.allow_tf32 == enabled
+        assert theirs() == before  # their settings, as they set them
+        cg.set_tf32(enabled)
+        assert what_inductor_reads() == (enabled, "high" if enabled else "highest")
 
 
 def test_time_train_step_leaves_the_callers_tf32_settings():

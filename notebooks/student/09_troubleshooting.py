@@ -545,9 +545,10 @@ with cg.shows_error(ValueError, atlas="unscale-fp16"):
 # %% [markdown]
 # ### "you have used mix of the legacy and new APIs to set the TF32 status"
 #
-# TF32 switched on with PyTorch 2.9's `fp32_precision` alone; the older readers then refuse, and
-# `torch.compile` reads them in 2.9 and 2.10 (lesson 06, section 5). Older PyTorch has no
-# `fp32_precision`, so there the cell has nothing to show.
+# TF32 switched on with PyTorch 2.9's `fp32_precision` alone (or the legacy `allow_tf32` flag
+# set after `torch.set_float32_matmul_precision`); the readers then refuse, and `torch.compile`
+# reads them (lesson 06, section 5). Older PyTorch has no `fp32_precision`, so there the cell
+# has nothing to show.
 
 # %%
 new_tf32_api = hasattr(torch.backends.cuda.matmul, "fp32_precision")  # PyTorch 2.9 and later
@@ -556,7 +557,7 @@ with cg.restored_backend_settings():  # this notebook's TF32 settings come back 
         if new_tf32_api:
             torch.backends.cuda.matmul.fp32_precision = "tf32"  # the new API alone...
         torch.get_float32_matmul_precision()  # ...then what torch.compile reads
-    cg.set_tf32(True)  # the fix: the legacy flags set the old and the new state together
+    cg.set_tf32(True)  # the fix: set_float32_matmul_precision("high") and cudnn.allow_tf32: every reader agrees
     print("after cg.set_tf32(True):", torch.get_float32_matmul_precision())
 
 # %% [markdown]
