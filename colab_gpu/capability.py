@@ -49,6 +49,12 @@ FLASH_ATTENTION_MAX_HEAD_DIM = 256
 #: tried the same from a cuDNN 9.9 it was compiled with, which its wheels (built with 9.8) were not: the rule covers
 #: the official wheels.
 CUDNN_ATTENTION_FIRST_FROM = (91500, (2, 10))
+# PyTorch's sdp_utils.cpp (read in the v2.10.0-v2.14.0 wheels and on main): cuDNN attention's head_dim limit is 128,
+# 256 on sm90 with cuDNN >= 9.10 before torch 2.14; from 2.14, 256 on sm90 and sm10x with a cuDNN newer than 9.22
+# (sm107: than 9.25). Flash takes head_dim <= 256, but when the inputs require grad on sm86, sm89 and sm120-121
+# (less shared memory) it refuses 193-224 (and 225-256 with dropout, which the course does not use).
+CUDNN_D256 = {(2, 10): 91000, (2, 14): 92200}  # torch release from which: the cuDNN version to be newer than
+FLASH_SMALL_SMEM = ((8, 6), (8, 9), (12, 0), (12, 1))
 
 
 @dataclass(frozen=True)
@@ -175,6 +181,9 @@ def attention_backend(
     *,
     cudnn_first: bool = False,
     key_length: int | None = None,
+    requires_grad: bool = False,
+    cudnn_version: int | None = None,
+    torch_version: str | None = None,
 ) -> str:
     """The kernel ``scaled_dot_product_attention`` runs by default: "flash", "efficient", "cudnn" or "math".
 
@@ -184,9 +193,9 @@ def attention_backend(
     checks pass: on a T4 (7.5) flash is out and fp16 runs memory-efficient, but bf16 falls to the math kernel,
     which writes the whole (length x length) score matrix to memory. cuDNN's kernel refuses a single key or value
     (``key_length=1``); a single query (a generation step with a KV cache) it takes, without dropout. Its head_dim
-    limit is taken as 256 on sm90 and 128 elsewhere; PyTorch main allows 256 on sm90 and sm100 only with a cuDNN
-    newer than 9.22 built against a recent cuDNN frontend, so for a head_dim of 129-256 on those GPUs the rule can
-    name the wrong kernel (every model the course uses has a head_dim of 64 or 128). Lesson 14.
+    limit is 128, or 256 on newer GPUs and cuDNN (`CUDNN_D256`: ``cudnn_version`` and ``torch_version`` default to
+    this runtime's). Flash refuses a head_dim of 193-224 when the inputs ``requires_grad`` on sm86, sm89 and
+    sm120 (`FLASH_SMALL_SMEM`). Lesson 14.
     """
     if head_dim < 1:
         raise ValueError(f"head_dim must be at least 1, got {head_dim}.")
@@ -200,10 +209,12 @@ def attention_backend(
     half = dtype in (torch.float16, torch.bfloat16)
     in_range = capability <= FUSED_ATTENTION_MAX
     if cudnn_first and in_range and capability >= AMPERE and half and head_dim % 8 == 0 and key_length != 1:
-        if head_dim <= (256 if capability == (9, 0) else 128):
+        if head_dim <= _cudnn_head_dim_limit(capability, cudnn_version, torch_version):
             return "cudnn"
+    small_smem_training = requires_grad and capability in FLASH_SMALL_SMEM and 192 < head_dim <= 224
     if in_range and capability >= FLASH_ATTENTION_MIN and half and head_dim <= FLASH_ATTENTION_MAX_HEAD_DIM:
-        return "flash"
+        if not small_smem_training:
+            return "flash"
     efficient_dtypes = (torch.float16, torch.float32) + ((torch.bfloat16,) if capability >= AMPERE else ())
     if in_range and capability >= EFFICIENT_ATTENTION_MIN and dtype in efficient_dtypes:
         # the kernel's GEMMs load aligned vectors: head_dim must be a multiple of this many values
@@ -211,6 +222,20 @@ def attention_backend(
         if head_dim % alignment == 0:
             return "efficient"
     return "math"
+
+
+def _cudnn_head_dim_limit(capability: tuple[int, int], cudnn_version: int | None, torch_version: str | None) -> int:
+    """cuDNN attention's largest head_dim on this GPU, cuDNN and PyTorch (`CUDNN_D256`)."""
+    release = release_of(torch_version or torch.__version__)
+    if cudnn_version is None:
+        cudnn_version = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    if cudnn_version is None:
+        return 128
+    if release >= (2, 14):
+        newer_than = 92500 if capability == (10, 7) else CUDNN_D256[(2, 14)]
+        wide = capability == (9, 0) or capability[0] == 10
+        return 256 if wide and cudnn_version > newer_than else 128
+    return 256 if capability == (9, 0) and cudnn_version >= CUDNN_D256[(2, 10)] else 128
 
 
 def cudnn_supports(cudnn_version: int, capability: tuple[int, int]) -> bool:

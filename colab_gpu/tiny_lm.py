@@ -20,8 +20,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .capability import attention_backend
+from .capability import attention_backend, release_of
 from .llm_memory import ModelShape
+
+EFFICIENT_GQA_FROM = (2, 14)  # the first PyTorch whose memory-efficient attention takes fewer key/value heads
 
 #: One layer's cached keys and values, each (batch, KV heads, tokens, head dim).
 LayerCache = tuple[torch.Tensor, torch.Tensor]
@@ -53,15 +55,18 @@ def sdpa_groups_heads(device: torch.device, dtype: torch.dtype, head_dim: int) -
     head itself (``enable_gqa=True``, torch 2.5+; the package needs 2.7).
 
     The CPU's flash kernel and the GPU's flash and cuDNN kernels do. The memory-efficient kernel, which a T4 and
-    fp32 on any GPU run, refuses fewer key/value heads in the torch releases learners have, and the math kernel
-    that PyTorch takes instead writes the whole score matrix: there `TinyDecoder` repeats the key/value heads
-    first. Elsewhere (ROCm, other devices) it repeats them too: that works with every kernel.
+    fp32 on any GPU run, refuses fewer key/value heads before PyTorch 2.14 (Colab's 2.11, Kaggle's 2.10), and the
+    math kernel that PyTorch takes instead writes the whole score matrix: there `TinyDecoder` repeats the key/value
+    heads first. From 2.14 it takes them (pytorch/pytorch#191085: ``check_grouped_query_attention`` in
+    sdp_utils_cpp.h, read in the 2.14.0 wheel; not yet run on a GPU by the course). Elsewhere (ROCm, other
+    devices) it repeats them too: that works with every kernel.
     """
     if device.type == "cpu":
         return True
     if device.type != "cuda" or torch.version.hip is not None:
         return False
-    return attention_backend(torch.cuda.get_device_capability(device), dtype, head_dim) == "flash"
+    kernel = attention_backend(torch.cuda.get_device_capability(device), dtype, head_dim)
+    return kernel == "flash" or (kernel == "efficient" and release_of(torch.__version__) >= EFFICIENT_GQA_FROM)
 
 
 class StepConstants(NamedTuple):

@@ -150,9 +150,9 @@ assert difference < tolerance
 #
 # | kernel | needs | on |
 # |---|---|---|
-# | FlashAttention | compute capability 8.0+, fp16 or bf16, head_dim ≤ 256 | A100, L4, H100 |
+# | FlashAttention | capability 8.0+, fp16 or bf16, head_dim ≤ 256 (training, L4: not 193-224) | A100, L4, H100 |
 # | memory-efficient | 5.0+, fp16 or fp32 (bf16 from 8.0) | **T4**, P100, and the others |
-# | cuDNN | 8.0+, 16-bit; tried first on H100/B200 with cuDNN > 9.15 (torch 2.10+) | H100 |
+# | cuDNN | 8.0+, 16-bit, head_dim ≤ 128 (H100/B200: 256); first there, cuDNN > 9.15 (torch 2.10+) | H100 |
 # | math | anything | the fallback: the four lines above |
 #
 # A T4 has no FlashAttention: PyTorch uses the memory-efficient kernel, which is close. But

@@ -138,3 +138,23 @@ def test_attention_backend_on_this_gpu_is_the_one_pytorch_picks():
         q = torch.randn(1, 8, 128, 64, dtype=dtype, device="cuda")
         expected = attention_backend(capability, dtype, 64, cudnn_first=first, key_length=128)
         assert choice[torch._fused_sdp_choice(q, q, q)] == expected, dtype
+
+
+def test_attention_backend_follows_sdp_utils_head_dim_rules_per_release():
+    """Issue 50: cuDNN's 256 limit for sm90 and sm100 and flash's 193-224 refusal in training on sm86/sm89 differed
+    from PyTorch's sdp_utils.cpp (read in the v2.10.0-v2.14.0 wheels)."""
+    from colab_gpu.capability import attention_backend
+
+    bf16 = torch.bfloat16
+    cudnn = {"cudnn_first": True, "cudnn_version": 92400}
+    assert attention_backend((9, 0), bf16, 256, **cudnn, torch_version="2.14.1") == "cudnn"  # > 9.22 on 2.14
+    assert attention_backend((10, 0), bf16, 256, **cudnn, torch_version="2.14.1") == "cudnn"  # sm100 too
+    assert attention_backend((10, 0), bf16, 256, **cudnn, torch_version="2.11.0") == "flash"  # before: sm90 only
+    assert attention_backend((9, 0), bf16, 256, **cudnn, torch_version="2.11.0") == "cudnn"  # cuDNN >= 9.10
+    older = {"cudnn_first": True, "cudnn_version": 92100}
+    assert attention_backend((9, 0), bf16, 256, **older, torch_version="2.14.1") == "flash"  # 9.21 is not > 9.22
+    assert attention_backend((9, 0), bf16, 128, **older, torch_version="2.14.1") == "cudnn"
+    assert attention_backend((8, 9), torch.float16, 208) == "flash"  # inference on an L4
+    assert attention_backend((8, 9), torch.float16, 208, requires_grad=True) == "efficient"  # training: refused
+    assert attention_backend((8, 0), torch.float16, 208, requires_grad=True) == "flash"  # an A100 has the memory
+    assert attention_backend((8, 6), torch.float16, 232, requires_grad=True) == "flash"  # 225-256: dropout only

@@ -177,7 +177,33 @@ def test_check_ddp_script_reads_the_script_then_runs_it(tmp_path):
         "raise NameError('rank is not defined')\n"
     )
     failed = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=240)
-    assert not failed and "the job failed: NameError: rank is not defined" in failed.message, failed.message
+    assert not failed and "the job failed with gloo: NameError: rank is not defined" in failed.message, failed.message
     script.write_text("import time\n# dist.init_process_group(...) and destroy_process_group()\ntime.sleep(60)\n")
     hung = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=5)
     assert not hung and "did not finish in 5 s" in hung.message
+
+
+def test_check_ddp_script_wants_the_nccl_fix_and_a_rank_per_process(tmp_path):
+    """Issue 51: the check ran gloo only, so a script without the NCCL setting Kaggle's T4 x2 needs passed, and so
+    did a setup that made every process rank 0."""
+    script = tmp_path / "my_ddp.py"
+    script.write_text(
+        "import torch.distributed as dist\n"
+        "def setup(backend):\n"
+        '    if backend == "nccl":\n'
+        '        dist.init_process_group("nccl")\n'
+        "# destroy_process_group()\n"
+    )
+    assert 'set os.environ.setdefault("NCCL_CUMEM_HOST_ENABLE", "0")' in cg.checks.ddp_script(script, "w.pt").message
+    script.write_text(
+        "import argparse\n"
+        "# init_process_group( and destroy_process_group(: every process says it is rank 0\n"
+        "print('gloo on cpu: all_reduce(rank + 1) = 2')\n"
+        "print('gloo on cpu: all_reduce(rank + 1) = 2')\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--backend')\n"
+        "parser.add_argument('--out')\n"
+        "open(parser.parse_args().out, 'w').close()\n"
+    )
+    same_rank = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=240)
+    assert not same_rank and "the processes' ranks are not 0..0, one each" in same_rank.message, same_rank.message

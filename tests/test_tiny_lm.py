@@ -54,14 +54,16 @@ def test_the_kernel_pairs_the_heads_itself_only_where_it_can(monkeypatch):
     assert rule(torch.device("cpu"), torch.float32, 64)  # the CPU's flash kernel
     monkeypatch.setattr(torch.version, "hip", None)
     cuda = torch.device("cuda", 0)
-    for capability, dtype, grouped in (
-        ((9, 0), torch.bfloat16, True),  # an H100 in bf16: flash (or cuDNN) takes fewer key/value heads
-        ((8, 9), torch.float16, True),  # an L4
-        ((9, 0), torch.float32, False),  # fp32 runs the memory-efficient kernel, which needs as many heads
-        ((7, 5), torch.float16, False),  # a T4: the memory-efficient kernel too
+    for version, capability, dtype, grouped in (
+        ("2.11.0", (9, 0), torch.bfloat16, True),  # an H100 in bf16: flash (or cuDNN) takes fewer key/value heads
+        ("2.11.0", (8, 9), torch.float16, True),  # an L4
+        ("2.11.0", (9, 0), torch.float32, False),  # fp32 runs the memory-efficient kernel, which needs as many heads
+        ("2.11.0", (7, 5), torch.float16, False),  # a T4 on Colab's PyTorch: the memory-efficient kernel too
+        ("2.14.1", (7, 5), torch.float16, True),  # from 2.14 the memory-efficient kernel takes them (#191085)
     ):
+        monkeypatch.setattr(torch, "__version__", version)
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device, c=capability: c)
-        assert rule(cuda, dtype, 64) is grouped, (capability, dtype)
+        assert rule(cuda, dtype, 64) is grouped, (version, capability, dtype)
     assert not rule(torch.device("meta"), torch.float32, 64)  # elsewhere: repeat them, which every kernel takes
 
 

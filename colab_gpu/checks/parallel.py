@@ -9,7 +9,7 @@ import time
 import torch
 
 from ..parallel import launch_torchrun
-from .core import CheckResult, fail, that
+from .core import CheckResult, fail, ok, that
 
 
 def shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> CheckResult:
@@ -34,9 +34,14 @@ def shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> 
     )
 
 
+NCCL_FIX = "NCCL_CUMEM_HOST_ENABLE"
+
+
 def ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: int = 300) -> CheckResult:
     """Check a learner's DDP training script (lesson 08): launched by torchrun with ``nproc`` gloo processes (on
-    every runtime), it must train to the same weights as the helper's run saved in ``reference_weights``."""
+    every runtime), every process must have its own rank and the job must train to the same weights as the helper's
+    run saved in ``reference_weights``; where this runtime has ``nproc`` GPUs, the same with nccl (one GPU each).
+    A script that joins with nccl must set ``NCCL_CUMEM_HOST_ENABLE`` first (Kaggle's T4 x2 fails without it)."""
     from pathlib import Path
 
     if not isinstance(script, (str, Path)):
@@ -51,11 +56,47 @@ def ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: 
                 f"{path.name} never calls dist.{call}...): every process joins the group "
                 "after torchrun starts it, and leaves it before it exits."
             )
-    out = path.with_name(f"{path.stem}_weights.pt")
+    if '"nccl"' in text and NCCL_FIX not in text:
+        return fail(
+            f'set os.environ.setdefault("{NCCL_FIX}", "0") before init_process_group("nccl"): Kaggle\'s two T4s '
+            "have no peer-to-peer access, and recent NCCL fails at the first all_reduce there without it."
+        )
+    backends = ["gloo"] + (["nccl"] if torch.cuda.device_count() >= nproc else [])
+    summaries = []
+    for backend in backends:
+        ran = _run(path, nproc, backend, timeout)
+        if isinstance(ran, CheckResult):
+            return ran
+        out, seconds, stdout = ran
+        sums = [int(n) for n in re.findall(r"all_reduce\(rank \+ 1\) = (\d+)", stdout)]
+        if sums != [nproc * (nproc + 1) // 2]:
+            return fail(
+                f"the processes' ranks are not 0..{nproc - 1}, one each: all_reduce(rank + 1) gave {sums} where one "
+                f"line of {nproc * (nproc + 1) // 2} was expected. Read each process's RANK from the environment "
+                "that torchrun set."
+            )
+        mine, expected = torch.load(out, weights_only=True), torch.load(reference_weights, weights_only=True)
+        gap = max((mine[k] - v).abs().max().item() for k, v in expected.items())
+        tolerance = 1e-6 if backend == "gloo" else 1e-3  # GPU and CPU kernels round differently
+        if gap > tolerance:
+            return fail(
+                f"with {backend}, the weights differ from cg.ddp_setup's run by up to {gap:.1e}: compare your setup() "
+                "with section 2's plain PyTorch, line by line."
+            )
+        summaries.append(f"{backend} in {seconds:.0f} s (largest difference {gap:.1e})")
+    return ok(
+        f"{nproc} processes, ranks 0..{nproc - 1}, trained the same weights as cg.ddp_setup's run: "
+        f"{'; '.join(summaries)}."
+    )
+
+
+def _run(path, nproc: int, backend: str, timeout: int):
+    """(the weights file, seconds, the job's output) of ``path`` under torchrun, or a failed `CheckResult`."""
+    out = path.with_name(f"{path.stem}_weights_{backend}.pt")
     out.unlink(missing_ok=True)
     start = time.perf_counter()
     try:
-        launch_torchrun(path, nproc, "--backend", "gloo", "--out", str(out), timeout=timeout, echo=False)
+        result = launch_torchrun(path, nproc, "--backend", backend, "--out", str(out), timeout=timeout, echo=False)
     except subprocess.TimeoutExpired:
         return fail(
             f"the job did not finish in {timeout} s: does every process reach the same "
@@ -64,16 +105,7 @@ def ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: 
     except RuntimeError as err:
         # The first exception a process printed ("NameError: ...", or "[rank0]: NameError: ..." from newer torchrun).
         found = re.search(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_.]*(?:Error|Exception): .*)$", str(err), re.M)
-        return fail(f"the job failed: {found.group(1) if found else str(err).splitlines()[0]}")
-    seconds = time.perf_counter() - start
+        return fail(f"the job failed with {backend}: {found.group(1) if found else str(err).splitlines()[0]}")
     if not out.is_file():
         return fail(f"the job ran but wrote no {out.name}: keep train(info, args) as it is.")
-    mine, expected = torch.load(out, weights_only=True), torch.load(reference_weights, weights_only=True)
-    gap = max((mine[k] - v).abs().max().item() for k, v in expected.items())
-    return that(
-        gap <= 1e-6,
-        f"{nproc} processes with gloo in {seconds:.0f} s trained the same weights as "
-        f"cg.ddp_setup's run (largest difference {gap:.1e}).",
-        f"the weights differ from cg.ddp_setup's run by up to {gap:.1e}: compare your setup() with "
-        "section 2's plain PyTorch, line by line.",
-    )
+    return out, time.perf_counter() - start, result.stdout
