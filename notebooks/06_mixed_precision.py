@@ -471,9 +471,10 @@ cg.checks.precision_rule(precision_for)
 # `amp_step` is the mixed-precision step as it often appears in forum posts: float16 autocast,
 # a `GradScaler` and gradient clipping. It has two bugs from section 4: one makes every step
 # far too small, so training crawls without any error; the other stops training at the second
-# step. Fix both. The check runs your step and the right one for 3 steps from the same weights
-# and batches, on this runtime (a GradScaler works on the CPU too), and compares how far the
-# weights moved.
+# step. Fix both. The check runs your step and the right one for 6 steps from the same weights
+# and batches, on this runtime (a GradScaler works on the CPU too), starting from a scale so
+# large that the first steps' gradients overflow and must be skipped, and compares how far the
+# weights moved; it also notes which scaler calls your step makes, in which order.
 
 # %%
 def amp_step(model, inputs, labels, optimizer, scaler, max_norm):

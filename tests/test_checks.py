@@ -411,3 +411,45 @@ def test_no_check_passes_an_empty_message():
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("that", "ok", "fail"):
                 empty = [a for a in node.args if isinstance(a, ast.Constant) and a.value == ""]
                 assert not empty, f"{path.name}:{node.lineno}: a verdict with an empty message"
+
+
+def _amp_variant(mistake: str):
+    """Lesson 06's AMP step with one of the mistakes issue 51 found the check letting through or crashing on."""
+
+    def step(model, inputs, labels, optimizer, scaler, max_norm):
+        with torch.autocast(inputs.device.type, dtype=torch.float16):
+            loss = nn.functional.cross_entropy(model(inputs), labels)
+        optimizer.zero_grad(set_to_none=True)
+        if mistake == "no scaler":
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            optimizer.step()
+            return
+        scaler.scale(loss).backward()
+        if mistake == "zero_grad after backward":
+            optimizer.zero_grad()
+        scaler.unscale_() if mistake == "unscale_ without optimizer" else scaler.unscale_(optimizer)
+        nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        if mistake in ("optimizer.step", "both steps"):
+            optimizer.step()
+        if mistake != "optimizer.step":
+            scaler.step(optimizer)
+        scaler.update(optimizer) if mistake == "update(optimizer)" else scaler.update()
+
+    return step
+
+
+@pytest.mark.parametrize(
+    ("mistake", "hint"),
+    [
+        ("no scaler", "your step never scales the loss: scaler.scale(loss).backward()"),
+        ("optimizer.step", "step through the scaler, scaler.step(optimizer), not optimizer.step()"),
+        ("both steps", "step through the scaler, scaler.step(optimizer), not optimizer.step()"),
+        ("unscale_ without optimizer", "scaler.unscale_(optimizer): it takes the optimizer"),
+        ("update(optimizer)", "scaler.update() takes nothing"),
+        ("zero_grad after backward", "zero_grad() between backward and the step erases the gradients"),
+    ],
+)
+def test_check_amp_step_names_each_scaler_mistake(mistake, hint):
+    result = cg.checks.amp_step(_amp_variant(mistake), "cpu")
+    assert not result and hint in result.message, result.message

@@ -8,6 +8,7 @@ hint and tries again. Helpers that raise instead are named ``require_*`` (``requ
 runtime; ``timed`` says how they time it).
 """
 
+from .amp import amp_step
 from .core import guarded, label_validator, on_device, that
 from .data import csv_dataset
 from .evaluation import class_accuracy
@@ -15,7 +16,7 @@ from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
 from .regimes import regime
 from .speed import loader_settings, loader_speed, prediction_speed, timing
-from .training import amp_step, precision_rule, train_loop
+from .training import precision_rule, train_loop
 from .transformers import lora_linear
 from .tuning import bottleneck_fix, compiles_once, fast_loop, profile_labels
 

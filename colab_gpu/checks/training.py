@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..capability import COURSE_GPUS, GpuCapability
-from ..train import train_epoch, train_step
+from ..train import train_epoch
 from .core import CheckResult, fail, ok, that
 from .timed import best_of
 
@@ -153,65 +153,4 @@ def train_loop(
         seconds["yours"] <= factor * seconds["helper"],
         summary,
         f"{summary} Yours is more than {factor:g}x slower: what in the loop waits?" + busy,
-    )
-
-
-def _amp_step_reference(
-    model: nn.Module,
-    inputs: torch.Tensor,
-    labels: torch.Tensor,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    max_norm: float,
-) -> None:
-    train_step(model, inputs, labels, optimizer, autocast_dtype=torch.float16, scaler=scaler, max_norm=max_norm)
-
-
-AMP_HINTS = (
-    (
-        ("already been called", "after step()"),
-        "call scaler.update() at the end of every step: it resets the scaler for the next one (and adapts the scale).",
-    ),
-)
-
-
-def amp_step(step: object, device: str | torch.device, *, steps: int = 3, max_norm: float = 0.1) -> CheckResult:
-    """Check a learner's ``step(model, inputs, labels, optimizer, scaler, max_norm)`` (lesson 06): float16 autocast,
-    GradScaler and gradient clipping, run for ``steps`` steps on this runtime beside the right step, from the same
-    weights and batches. The weights must move alike (within 5% of the right step's change)."""
-    if not callable(step):
-        return fail("define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
-    device = torch.device(device)
-    torch.manual_seed(0)
-    start = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
-    batches = [(torch.randn(32, 64, device=device), torch.randint(0, 10, (32,), device=device)) for _ in range(steps)]
-    moved = {}
-    for name, fn in (("yours", step), ("right", _amp_step_reference)):
-        model = copy.deepcopy(start)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-        scaler = torch.amp.GradScaler(device.type, init_scale=2.0**10)
-        try:
-            for inputs, labels in batches:
-                fn(model, inputs, labels, optimizer, scaler, max_norm)
-        except Exception as err:  # the learner's step: any error is a hint, never a crash of the cell
-            hint = next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
-            first_line = (str(err).splitlines() or [""])[0]
-            return fail(hint or f"your step raised {type(err).__name__}: {first_line}")
-        moved[name] = torch.cat(
-            [(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(), strict=True)]
-        ).detach()
-    change = moved["yours"].norm().item() / moved["right"].norm().item()
-    difference = (moved["yours"] - moved["right"]).norm().item() / moved["right"].norm().item()
-    summary = f"after {steps} steps your weights moved {change:.2f}x as far as the right step's on {device}"
-    if change < 0.1:
-        return fail(
-            f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
-            "max_norm? Call scaler.unscale_(optimizer) before clipping."
-        )
-    if change > 1.5:
-        return fail(f"{summary}: more. Clip the gradients (after scaler.unscale_) so no step exceeds max_norm.")
-    return that(
-        difference < 0.05,
-        f"{summary}, {difference:.1e} apart.",
-        f"{summary}, but {difference:.0%} apart: compare your step with section 4's, line by line.",
     )
