@@ -453,3 +453,47 @@ def _amp_variant(mistake: str):
 def test_check_amp_step_names_each_scaler_mistake(mistake, hint):
     result = cg.checks.amp_step(_amp_variant(mistake), "cpu")
     assert not result and hint in result.message, result.message
+
+
+def _memory_variant(kind: str):
+    from torch.utils.checkpoint import checkpoint
+
+    def step(model, inputs, labels):
+        if kind == "two pieces":
+            for x, y in zip(inputs.chunk(2), labels.chunk(2), strict=True):
+                (nn.functional.cross_entropy(model(x), y) / 2).backward()
+        elif kind == "checkpoint":
+            nn.functional.cross_entropy(checkpoint(model, inputs, use_reentrant=False), labels).backward()
+        elif kind == "labels whole":
+            for x in inputs.chunk(4):
+                (nn.functional.cross_entropy(model(x), labels) / 4).backward()
+        elif kind == "one backward":
+            losses = [
+                nn.functional.cross_entropy(model(x), y) / 4
+                for x, y in zip(inputs.chunk(4), labels.chunk(4), strict=True)
+            ]
+            sum(losses).backward()
+
+    return step
+
+
+@pytest.mark.parametrize(
+    ("kind", "passed", "hint"),
+    [
+        ("two pieces", True, "activations kept for backward"),  # "at most half": 0.50x, not 2 bytes over
+        ("checkpoint", False, "activation checkpointing, whose recomputation this count cannot see"),
+        ("labels whole", False, "split the labels as you split the inputs"),
+        ("one backward", False, "backward on each piece's loss (divided by k) before the next piece's forward"),
+    ],
+)
+def test_check_memory_saving_answers_each_way_of_splitting_the_batch(kind, passed, hint):
+    """Issue 51: two pieces failed by 2 bytes at a printed 0.50x; checkpoint passed with a count that cannot see it;
+    unsplit labels crashed; one backward of the summed losses got "process the batch in smaller pieces"."""
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))
+    inputs, labels = torch.randn(256, 32), torch.randint(0, 10, (256,))
+
+    def whole(model, inputs, labels):
+        nn.functional.cross_entropy(model(inputs), labels).backward()
+
+    result = cg.checks.memory_saving(_memory_variant(kind), whole, model, inputs, labels, at_most=0.5)
+    assert bool(result) is passed and hint in result.message, result.message

@@ -68,11 +68,27 @@ def memory_saving(
     this count cannot see: the exercise asks for gradient accumulation."""
     if not callable(step):
         return fail("define my_step(model, inputs, labels) and rerun.")
-    results = {}
+    results, forwards = {}, {"before backward": 0, "during backward": 0}
     for name, fn in (("reference", reference), ("yours", step)):
         clone = copy.deepcopy(model)
         clone.zero_grad(set_to_none=True)
-        _, saved, peak = _run_measured(fn, clone, inputs, labels, exclude=(inputs, labels))
+        if name == "yours":
+            _count_forwards(clone, forwards)
+        try:
+            _, saved, peak = _run_measured(fn, clone, inputs, labels, exclude=(inputs, labels))
+        except (RuntimeError, ValueError) as err:
+            if name == "yours" and "batch" in str(err).lower():
+                return fail(
+                    "your pieces of inputs and labels do not match: split the labels as you split the inputs "
+                    f"(inputs.chunk(k) beside labels.chunk(k)). PyTorch said: {str(err).splitlines()[0]}"
+                )
+            raise
+        if name == "yours" and forwards["during backward"]:
+            return fail(
+                "your step runs the forward pass again during backward: activation checkpointing, whose "
+                "recomputation this count cannot see. The exercise asks for gradient accumulation: process the "
+                "batch in pieces, a backward on each."
+            )
         if any(p.grad is None for p in clone.parameters()):
             return fail("after your step some parameters have no gradient: call backward().")
         grads = torch.cat([p.grad.flatten() for p in clone.parameters()])
@@ -93,11 +109,30 @@ def memory_saving(
             f"({gradient_mib:.1f} MiB), kept from piece to piece, outweigh the activations your pieces saved. "
             "Accumulation saves memory where activations dominate: a larger batch, or a narrower model."
         )
-    return that(
-        ratio <= at_most,
-        summary + ".",
-        f"{summary}; aim for at most {at_most:g}x: process the batch in smaller pieces.",
+    split = forwards["before backward"] > 1  # the batch went through the model in pieces
+    advice = (
+        "backward on each piece's loss (divided by k) before the next piece's forward: summed first, every piece's "
+        "activations are kept until the one backward"
+        if split
+        else "process the batch in smaller pieces"
     )
+    return that(
+        ratio <= at_most + 0.005,  # as printed: two pieces keep half, give or take a few bytes of the batch's split
+        summary + ".",
+        f"{summary}; aim for at most {at_most:g}x: {advice}.",
+    )
+
+
+def _count_forwards(model: nn.Module, counts: dict[str, int]) -> None:
+    """Count the forward passes of ``model``'s first layer, before and during backward (a recomputation: activation
+    checkpointing). Where PyTorch cannot say whether backward is running, everything counts as before."""
+    first = next((m for m in model.modules() if not list(m.children())), model)
+    task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
+    def hook(module, args, output) -> None:
+        counts["during backward" if task_id() != -1 else "before backward"] += 1
+
+    first.register_forward_hook(hook)
 
 
 def evaluation_memory(
