@@ -164,7 +164,7 @@ else:
 # allocator and keeps it for the life of the process: one per cuBLAS handle, and each thread that
 # multiplies has its own (this notebook's, and autograd's backward thread). A workspace is 32 MiB
 # on an H100 (65.0 MiB left here on the course's H100 run (2026-11-26)); expected on a T4: about
-# 8 MiB each (a prediction).
+# 16-17 MiB in all (a prediction).
 # So a "back to baseline" check takes its baseline after a first matmul, as section 4 does.
 
 # %%
@@ -305,7 +305,10 @@ assert probes[-1]() is None
 #   memory holds. A batch that ran at the limit is no edge: then it says so, and suggests nothing.
 #
 # On a GPU the model here is narrower than section 2's (hidden width 1024, not 4096): it fills
-# the memory with activations for about a quarter of the compute, so the search takes seconds.
+# the memory with activations for about a quarter of the compute, so the search takes seconds on
+# an H100 and about 20-30 s on a T4, whose edge should lie near 500,000 samples of this model
+# (both predictions): the doublings climb from 64 through a dozen full training steps, each
+# larger than the last.
 # On a CPU runtime there is no GPU to fill, so we **pretend**: the step below raises
 # `torch.OutOfMemoryError` when the estimated activations exceed a 64 MiB "GPU". On a GPU the
 # real allocator decides.

@@ -421,17 +421,23 @@ def test_check_csv_dataset_names_each_mistake(capsys):
             file, label = self.rows[index]
             return image_folders.load_upright(self.image_dir / file), self.class_to_idx[label]
 
+    class TensorLabels(solved):  # a 0-d integer tensor label batches as well as an int: accepted (issue 51)
+        def __getitem__(self, index):
+            image, label = super().__getitem__(index)
+            return image, torch.tensor(label)
+
     for wrong, hint in (
         (Sideways, "lying on its side"),
         (FourChannels, "4 channel(s)"),
         (Unsorted, "the label names sorted"),
         (NamesAsLabels, "index of"),
-        (NoTransform, "raised"),
+        (NoTransform, "apply self.transform to the image in __getitem__"),
         (solved.__init__, "pass your class"),
     ):
         assert not cg.checks.csv_dataset(wrong)
         out = capsys.readouterr().out
         assert HINT in out and hint in out, out
+    assert cg.checks.csv_dataset(TensorLabels)
 
 
 @pytest.mark.gpu

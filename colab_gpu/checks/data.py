@@ -60,6 +60,8 @@ def _item_problem(dataset: object, index: int, classes: list[str]) -> str | None
     if not (isinstance(item, tuple) and len(item) == 2):
         return f"dataset[{index}] should be (image, class index), got {type(item).__name__}."
     image, target = item
+    if isinstance(target, torch.Tensor) and target.ndim == 0 and not target.is_floating_point():
+        target = int(target)  # a 0-d integer tensor batches as well as an int
     if not isinstance(target, int) or target != classes.index(label):
         return (
             f"dataset[{index}]'s label should be {classes.index(label)}, the index of {label!r} in "
@@ -118,7 +120,15 @@ def csv_dataset(dataset_class: object) -> CheckResult:
             resized = v2.Compose(
                 [v2.ToImage(), v2.Resize((16, 16), antialias=True), v2.ToDtype(torch.float32, scale=True)]
             )
-            batch, targets = next(iter(DataLoader(dataset_class(labels, images, resized), batch_size=4)))
+            transformed = dataset_class(labels, images, resized)
+            first = transformed[0][0]
+            if not isinstance(first, torch.Tensor) or tuple(first.shape) != (3, 16, 16):
+                return fail(
+                    "given a transform, dataset[0]'s image came out "
+                    f"{tuple(first.shape) if isinstance(first, torch.Tensor) else type(first).__name__}, not the "
+                    "transform's (3, 16, 16): apply self.transform to the image in __getitem__ when it is set."
+                )
+            batch, targets = next(iter(DataLoader(transformed, batch_size=4)))
         except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
             return fail(f"your data set raised {type(err).__name__}: {err}")
     if tuple(batch.shape) != (4, 3, 16, 16):
