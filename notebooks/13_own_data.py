@@ -191,6 +191,38 @@ if archive == standin_zip:  # the copy holds every byte of every image
 data_root = Path(MY_FOLDER) if MY_FOLDER else extracted  # a folder on this machine's disk needs no copy
 
 # %% [markdown]
+# **Phone photos: shrink them once, after extracting.** A 12-megapixel JPEG costs about 230 ms
+# to decode and augment on one core (measured on the course's CPU runner with a synthetic
+# 4000x3000 JPEG, against 3 ms at 512x384): on Colab's 2 vCPUs a T4 would wait for the photos
+# most of every epoch. So shrink the extracted copy once, to about twice the training size:
+# `Image.draft` asks the JPEG decoder for a reduced size directly (1/2, 1/4 or 1/8), then
+# `thumbnail` brings the longest side down, after `exif_transpose` has turned the photo upright.
+# The stand-in's images are already small: this cell changes nothing there.
+
+# %%
+from PIL import Image, ImageOps
+
+
+def shrink_photos(root, longest=512):
+    """Turn every image under ``root`` upright and shrink its longest side to ``longest`` pixels, in place."""
+    shrunk = 0
+    for path in sorted(Path(root).rglob("*")):
+        if path.suffix.lower() not in (".jpg", ".jpeg", ".png") or path.name.startswith("."):
+            continue
+        with Image.open(path) as image:
+            if max(image.size) <= longest:
+                continue
+            image.draft("RGB", (longest, longest))  # JPEG: decode at a fraction of the size, much faster
+            small = ImageOps.exif_transpose(image).convert("RGB")
+        small.thumbnail((longest, longest))
+        small.save(path)
+        shrunk += 1
+    return shrunk
+
+
+print(f"{shrink_photos(data_root, longest=2 * size)} image(s) shrunk to at most {2 * size} pixels")
+
+# %% [markdown]
 # ## 3. `ImageFolder`, a split that stays the same, and v2 transforms
 #
 # Three things go wrong in most first attempts. `random_split` of one `ImageFolder` gives the
@@ -459,6 +491,18 @@ with torch.inference_mode():
 print(f"saved to {weights_path} ({weights_path.stat().st_size / 1e6:.0f} MB) and loaded again: same answers")
 
 # %% [markdown]
+# **Before you stop, on Colab with Drive.** Drive saves what you write in the background, so a
+# checkpoint written a moment ago may not be on Drive yet: "a disconnect costs at most one
+# epoch" holds once it is. At the end of a session, make sure it is, and free the space the
+# checkpoints take (each holds the model, about 45 MB for ResNet-18, and the optimizer's state:
+# a run leaves a few hundred MB):
+#
+# ```python
+# from google.colab import drive
+# drive.flush_and_unmount()        # waits until every write has reached Drive, then unmounts it
+# shutil.rmtree(checkpoints)       # when you no longer need them (keep the weights you saved)
+# ```
+#
 # ## Exercise: a data set from a CSV file
 #
 # Many data sets, most of Kaggle's among them, are one folder of images and a CSV file of labels
@@ -529,7 +573,10 @@ cg.checks.csv_dataset(CsvImages)
 #   when the CPU cannot keep up, measured first: a T4 still leaves part of the work to the CPU.
 # - Fine-tune: load `weights=...DEFAULT`, replace the head, train it with the backbone frozen
 #   (`requires_grad = False`), then every layer with a smaller learning rate for the backbone;
-#   channels_last, lesson 06's precision, a checkpoint per epoch on Drive.
+#   channels_last, lesson 06's precision, a checkpoint per epoch on Drive
+#   (`drive.flush_and_unmount()` before you stop, so the last one is there).
+# - Phone photos: shrink them once after extracting (`exif_transpose`, `Image.draft`,
+#   `thumbnail`), or the CPU decoding them starves the GPU.
 # - Predict with `model.eval()` and `torch.inference_mode()`; save `state_dict` with the class
 #   names, and rebuild the head before loading.
 
