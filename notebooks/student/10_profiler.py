@@ -239,6 +239,8 @@ print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://
 # %%
 import time
 
+from torch.autograd import DeviceType  # CPU or CUDA: which timeline an event is on (section 3)
+
 events = [e for e in prof.events() if not (e.is_user_annotation and e.device_type != DeviceType.CPU)]
 steps = [e for e in events if e.name.startswith("ProfilerStep")]
 step_us = sum(e.time_range.elapsed_us() for e in steps)
