@@ -199,6 +199,8 @@ def visible_device(name: str | torch.device, what: str) -> torch.device:
             f"{what} was asked to run on {device}, but this runtime has no GPU (available: "
             f"{_describe_available()}). Pass device=device from cg.get_device(), or: {ENABLE_GPU_HINT}"
         )
+    if device.type == "cuda":
+        _check_cuda(device)  # an index this machine has ("cuda:3" on one GPU: the same message as get_device)
     return device
 
 

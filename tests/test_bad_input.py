@@ -217,3 +217,13 @@ def test_prediction_speed_takes_the_best_runs_and_says_rerun_when_they_were_erra
     )
     out = capsys.readouterr().out
     assert "in 500.0 ms instead of 500.0 ms" in out and "ran up to 1.8x slower" in out
+
+
+def test_a_gpu_index_this_machine_lacks_gets_the_same_answer_as_get_device(fake_gpus):
+    """Issue 49's last item: visible_device checked that a GPU exists, not that the asked index does."""
+    from colab_gpu.device import visible_device
+
+    fake_gpus()  # one T4
+    assert visible_device("cuda", "cg.benchmark") == torch.device("cuda")
+    with pytest.raises(DeviceNotAvailableError, match=r"You requested cuda:3 but this machine only has 1 GPU"):
+        visible_device("cuda:3", "cg.benchmark")
