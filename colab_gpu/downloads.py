@@ -91,6 +91,7 @@ def download_timeout(seconds: float = DOWNLOAD_TIMEOUT_S):
         socket.setdefaulttimeout(previous)
 
 
+STAND_IN_NOTE = "so this lesson uses a stand-in"  # the GPU suite reads it in a lesson's output (nbtools.data_used)
 DATA_ENV = "COLAB_GPU_DATA"  # a folder that already holds the data sets (torchvision's layout): used, not downloaded
 
 
@@ -122,7 +123,7 @@ def _download_or_fallback(load, name: str, root, image_size: int, channels: int,
         if real_size:
             digits = repeated(digits, *sizes)
         print(
-            f"{name} could not be downloaded ({problem}), so this lesson uses a stand-in: scikit-learn's "
+            f"{name} could not be downloaded ({problem}), {STAND_IN_NOTE}: scikit-learn's "
             f"handwritten digits, resized to {channels}x{image_size}x{image_size}"
             + (f" and repeated to {name}'s size ({sizes[0]:,} training, {sizes[1]:,} test images)" if real_size else "")
             + ": the same code and steps, other accuracy figures."

@@ -9,26 +9,21 @@ learner's host compares with the one that measured a reference figure.
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 from torch import nn
 
-from .device import synchronize
 from .runtime import cpu_count, cpu_mhz, cpu_model
+from .timing import compare_steps
 
-PROBE_CALLS = 200  # calls per sample: a sample of a few milliseconds, well above the clock's resolution
-PROBE_SAMPLES = 5
 SAME_HOST = 1.25  # dispatch times within this factor of each other: hosts of about the same speed
 
 
 def dispatch_probe(device: str | torch.device) -> dict[str, float]:
-    """Microseconds per call, the median of `PROBE_SAMPLES` samples of `PROBE_CALLS` calls queued back to back:
-    ``empty_op_us``, an in-place add on a one-element tensor (the floor every operation pays: Python, the dispatcher
-    and, on a GPU, the launch), and ``linear_step_us``, a forward and backward of a small ``nn.Linear`` (64 to 64,
-    batch 8), a launch-bound training step in miniature. On a GPU both measure the host: their kernels take less time
-    than their launches."""
+    """Microseconds per call, timed as the course times any short step (`timing.compare_steps`: K calls queued
+    between two synchronizations, 7 samples, the two calls interleaved, medians): ``empty_op_us``, an in-place add
+    on a one-element tensor (the floor every operation pays: Python, the dispatcher and, on a GPU, the launch), and
+    ``linear_step_us``, a forward and backward of a small ``nn.Linear`` (64 to 64, batch 8), a launch-bound training
+    step in miniature. On a GPU both measure the host: their kernels take less time than their launches."""
     device = torch.device(device)
     one = torch.zeros(1, device=device)
     layer = nn.Linear(64, 64).to(device)
@@ -40,21 +35,8 @@ def dispatch_probe(device: str | torch.device) -> dict[str, float]:
     def linear_step() -> None:
         layer(inputs).sum().backward()
 
-    return {"empty_op_us": _microseconds(empty_op, device), "linear_step_us": _microseconds(linear_step, device)}
-
-
-def _microseconds(call, device: torch.device) -> float:
-    for _ in range(20):  # warm-up: the allocator, the first launches
-        call()
-    samples = []
-    for _ in range(PROBE_SAMPLES):
-        synchronize(device)
-        start = time.perf_counter()
-        for _ in range(PROBE_CALLS):
-            call()
-        synchronize(device)
-        samples.append((time.perf_counter() - start) / PROBE_CALLS * 1e6)
-    return round(statistics.median(samples), 2)
+    timed = compare_steps({"empty_op_us": empty_op, "linear_step_us": linear_step}, device=device, warmup=20)
+    return {name: round(result.median * 1e6, 2) for name, result in timed.items()}
 
 
 def host_record(device: str | torch.device) -> dict:

@@ -197,7 +197,8 @@ data_root = Path(MY_FOLDER) if MY_FOLDER else extracted  # a folder on this mach
 # most of every epoch. So shrink the extracted copy once, to about twice the training size:
 # `Image.draft` asks the JPEG decoder for a reduced size directly (1/2, 1/4 or 1/8), then
 # `thumbnail` brings the longest side down, after `exif_transpose` has turned the photo upright.
-# The stand-in's images are already small: this cell changes nothing there.
+# It rewrites the files in place, so it runs on the extracted copy only, never on a folder of
+# yours (`MY_FOLDER`: copy it first). The stand-in's images are already small: nothing changes.
 
 # %%
 from PIL import Image, ImageOps
@@ -220,7 +221,10 @@ def shrink_photos(root, longest=512):
     return shrunk
 
 
-print(f"{shrink_photos(data_root, longest=2 * size)} image(s) shrunk to at most {2 * size} pixels")
+if data_root == extracted:  # the copy this lesson extracted; your originals stay in the archive
+    print(f"{shrink_photos(data_root, longest=2 * size)} image(s) shrunk to at most {2 * size} pixels")
+else:
+    print(f"{data_root} is your own folder: not shrunk in place (shrink a copy of it)")
 
 # %% [markdown]
 # ## 3. `ImageFolder`, a split that stays the same, and v2 transforms

@@ -385,7 +385,8 @@ print(f"the prompt pass, {batch} x {prompt_tokens:,} tokens: {prefill.regime}")
 # weights and launches the same kernels whatever the batch, so tokens per second grow with the
 # batch until memory (the cache grows with it) or compute runs out. Measured here, the three
 # batches taking turns (timed one after the other, the first H100 run read batch 16 at 7,060
-# tokens/s here and 8,003 for the larger prompts above: a host that slowed down between cells):
+# tokens/s here and 8,003 for the larger prompts above, which do more work: timings of separate
+# cells do not compare):
 
 # %%
 from functools import partial
@@ -772,12 +773,10 @@ for candidate in (torch.float16, torch.bfloat16):
 # between two synchronizations, the kernels taking turns.
 
 # %%
-def forced(backend):
-    """One attention call on section 1's inputs through ``backend`` only."""
-    def call():
-        with sdpa_kernel(backend):
-            return F.scaled_dot_product_attention(q, k, v)
-    return call
+def attention_through(backend):
+    """One attention call on section 1's inputs, through ``backend`` only."""
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v)
 
 
 available = {}
@@ -786,8 +785,8 @@ for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPB
     with warnings.catch_warnings(record=True) as why:
         warnings.simplefilter("always")
         try:
-            forced(backend)()  # refused where this runtime has no such kernel for these inputs
-            available[backend.name] = forced(backend)
+            attention_through(backend)  # refused where this runtime has no such kernel for these inputs
+            available[backend.name] = partial(attention_through, backend)  # called later, many times
         except RuntimeError:  # "No available kernel": the warnings say why
             said = [r for r in reasons(why) if not r.endswith("because:")]  # the reasons, not their headings
             print(f"{backend.name:20} refused: {'; '.join(said) or 'not a kernel PyTorch has for this device'}")

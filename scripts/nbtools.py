@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"  # make course's output, the GPU suite's work folder
 sys.path.insert(0, str(ROOT))
 import colab_gpu as cg  # noqa: E402
+from colab_gpu.downloads import STAND_IN_NOTE  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 STUDENT = NOTEBOOKS / "student"
@@ -263,7 +264,7 @@ def device_label() -> str:
     return f"{device} ({cg.cpu_count()} cores)"
 
 
-STAND_IN_SIGNS = ("so this lesson uses a stand-in", "so this lesson uses scikit-learn's handwritten digits")
+STAND_IN_SIGNS = (STAND_IN_NOTE, "so this lesson uses scikit-learn's handwritten digits")  # the latter: older runs
 
 
 def data_used(notebook: nbformat.NotebookNode) -> str | None:

@@ -49,9 +49,10 @@ AMP_CHECK_STEPS = 6
 class _LoggedScaler(torch.amp.GradScaler):
     """A GradScaler that logs which of its methods a step calls, in order (the check's hints read it)."""
 
-    def __init__(self, log: list[str], *args, **kwargs) -> None:
+    def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.log = log
+        self.log: list[str] = []
+        self.stepping = False  # inside step(): the optimizer.step() it calls is the scaler's, not the learner's
 
     def scale(self, outputs):
         self.log.append("scale")
@@ -63,28 +64,28 @@ class _LoggedScaler(torch.amp.GradScaler):
 
     def step(self, optimizer, *args, **kwargs):
         self.log.append("scaler.step")
-        self.log.append("inside")  # optimizer.step() called by the scaler is not the learner's own
+        self.stepping = True
         try:
             return super().step(optimizer, *args, **kwargs)
         finally:
-            self.log.remove("inside")
+            self.stepping = False
 
     def update(self, new_scale=None):
         self.log.append("update")
         return super().update(new_scale)
 
 
-def _logged_optimizer(optimizer: torch.optim.Optimizer, log: list[str]) -> torch.optim.Optimizer:
-    """``optimizer`` with its step() and zero_grad() logged (a step() inside scaler.step is the scaler's)."""
+def _logged_optimizer(optimizer: torch.optim.Optimizer, scaler: _LoggedScaler) -> torch.optim.Optimizer:
+    """``optimizer`` with its step() and zero_grad() logged in ``scaler``'s log (a step() the scaler makes is not)."""
     step, zero_grad = optimizer.step, optimizer.zero_grad
 
     def logged_step(*args, **kwargs):
-        if "inside" not in log:
-            log.append("optimizer.step")
+        if not scaler.stepping:
+            scaler.log.append("optimizer.step")
         return step(*args, **kwargs)
 
     def logged_zero_grad(*args, **kwargs):
-        log.append("zero_grad")
+        scaler.log.append("zero_grad")
         return zero_grad(*args, **kwargs)
 
     optimizer.step, optimizer.zero_grad = logged_step, logged_zero_grad
@@ -128,9 +129,10 @@ def amp_step(step: object, device: str | torch.device, *, max_norm: float = 0.1)
     ]
     moved = {}
     for name, fn in (("yours", step), ("right", _amp_step_reference)):
-        model, log = copy.deepcopy(start), []
-        optimizer = _logged_optimizer(torch.optim.SGD(model.parameters(), lr=0.1), log)
-        scaler = _LoggedScaler(log, device.type, init_scale=AMP_CHECK_SCALE)
+        model = copy.deepcopy(start)
+        scaler = _LoggedScaler(device.type, init_scale=AMP_CHECK_SCALE)
+        optimizer = _logged_optimizer(torch.optim.SGD(model.parameters(), lr=0.1), scaler)
+        log = scaler.log
         try:
             for inputs, labels in batches:
                 log.clear()
@@ -149,12 +151,11 @@ def amp_step(step: object, device: str | torch.device, *, max_norm: float = 0.1)
         moved[name] = torch.cat(
             [(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(), strict=True)]
         ).detach()
-    steps = AMP_CHECK_STEPS
     if not torch.isfinite(moved["yours"]).all():
         return fail("your weights became inf or NaN: step through the scaler, scaler.step(optimizer), once per step.")
     change = moved["yours"].norm().item() / moved["right"].norm().item()
     difference = (moved["yours"] - moved["right"]).norm().item() / moved["right"].norm().item()
-    summary = f"after {steps} steps your weights moved {change:.2f}x as far as the right step's on {device}"
+    summary = f"after {AMP_CHECK_STEPS} steps your weights moved {change:.2f}x as far as the right step's on {device}"
     if change < 0.1:
         return fail(
             f"{summary}: far less. Is clip_grad_norm_ comparing the *scaled* gradients with "
