@@ -5,7 +5,7 @@
 # USE_SYSTEM_PYTHON=1 skips .venv and uses $(PYTHON) as it is (a GPU runner's preinstalled image).
 # REQUIRE_CUDA=1 makes "no GPU" a failure everywhere.
 # make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 runs `make unit`, `make tooling` and `make nbval` against another torch
-# (scripts/test_compat.sh): in its own venv .venv-compat/torch-$(TORCH), built once and reused, it installs
+# (scripts/course/test_compat.sh): in its own venv .venv-compat/torch-$(TORCH), built once and reused, it installs
 # torch and torchvision first, then requirements.txt without their pins, then colab_gpu WITH its
 # dependencies, fails if that changed torch or torchvision, and prints one summary line (also in
 # build/compat/torch-$(TORCH)/). PYTHON=python3.12 picks the venv's interpreter. UNCAPPED=1 runs its pip
@@ -14,7 +14,7 @@
 
 PYTHON ?= python3
 VENV ?= .venv
-# Where pytest writes JUnit XML when set (scripts/gpu_suite.py reads it).
+# Where pytest writes JUnit XML when set (scripts/gpu/gpu_suite.py reads it).
 JUNIT_DIR ?=
 
 ifeq ($(USE_SYSTEM_PYTHON),1)
@@ -71,17 +71,17 @@ unit: $(ENV_READY)
 	$(PY) -m pytest tests --ignore=tests/tooling $(XDIST) $(call junit,unit)
 
 tooling: $(ENV_READY)
-	@bash scripts/ensure_browser.sh
+	@bash scripts/course/ensure_browser.sh
 	$(PY) -m pytest tests/tooling $(XDIST) $(call junit,tooling)
 
 # Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb: their shared cells once, then
-# the student version's rest, then the lesson's (scripts/nbval_pairs.py says why and how). Where xdist is installed
+# the student version's rest, then the lesson's (scripts/common/nbval_pairs.py says why and how). Where xdist is installed
 # they run in NBVAL_WORKERS processes, a whole notebook each (--dist loadfile), each kernel with its share of the
 # cores as math threads (two kernels of two threads each would oversubscribe two cores). On 2 cores that took 81 s,
 # against 103 s one after the other (2026-11-26).
 NBVAL_WORKERS ?= 2
 nbval: $(ENV_READY)
-	@$(PY) scripts/nbval_pairs.py
+	@$(PY) scripts/common/nbval_pairs.py
 	@if $(PY) -c "import xdist" 2>/dev/null && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
 		threads=$$($(PY) -c "import os; print(max(1, (os.cpu_count() or 1) // $(NBVAL_WORKERS)))"); \
 		echo "nbval: $(NBVAL_WORKERS) notebooks at a time, $$threads math thread(s) each"; \
@@ -90,23 +90,23 @@ nbval: $(ENV_READY)
 	else $(PY) -m pytest $(NBVAL) build/nbval $(call junit,nbval); fi
 
 course: $(ENV_READY)
-	@$(PY) scripts/course.py
+	@$(PY) scripts/course/course.py
 
 notebooks: $(ENV_READY)
-	$(PY) scripts/execute_notebooks.py
+	$(PY) scripts/course/execute_notebooks.py
 
 stamp: $(ENV_READY)
-	$(PY) scripts/stamp_notebooks.py
+	$(PY) scripts/course/stamp_notebooks.py
 
 # make test-wheel [WHEEL_ARGS="--borrow-from .venv-compat/torch-2.11.0/bin/python"]: build the wheel, install it
 # with the lessons' setup cell next to an existing torch, run doctor, lesson 01 and the unit tests against it.
 test-wheel: $(ENV_READY)
-	$(PY) scripts/wheel_check.py --unit $(WHEEL_ARGS)
+	$(PY) scripts/course/wheel_check.py --unit $(WHEEL_ARGS)
 
 # make release VERSION=X.Y.Z [RELEASE_ARGS=--dry-run]: bump, changelog, API listing, restamp, commit, tag.
 release: $(ENV_READY)
 	@test -n "$(VERSION)" || { echo "usage: make release VERSION=X.Y.Z (now: $$(sed -n 's/^__version__ = \"\(.*\)\"/\1/p' colab_gpu/__init__.py))"; exit 2; }
-	$(PY) scripts/release.py $(VERSION) $(RELEASE_ARGS)
+	$(PY) scripts/course/release.py $(VERSION) $(RELEASE_ARGS)
 
 doctor: $(ENV_READY)
 	$(PY) -m colab_gpu doctor
@@ -115,29 +115,29 @@ bench: $(ENV_READY)
 	$(PY) -m colab_gpu bench --out build/bench
 
 gpu-suite: $(ENV_READY)
-	$(PY) scripts/gpu_suite.py $(GPU_SUITE_ARGS)
+	$(PY) scripts/gpu/gpu_suite.py $(GPU_SUITE_ARGS)
 
 # make gpu-kaggle [GPU_KAGGLE_ARGS="--lessons 08"]: the GPU suite on Kaggle's GPU T4 x2 at the commit checked out (it
-# must be pushed), through the `kaggle` CLI on PATH; a passing run is imported (scripts/gpu_kaggle.py, README "GPU CI").
+# must be pushed), through the `kaggle` CLI on PATH; a passing run is imported (scripts/gpu/gpu_kaggle.py, README "GPU CI").
 gpu-kaggle: $(ENV_READY)
-	$(PY) scripts/gpu_kaggle.py $(GPU_KAGGLE_ARGS)
+	$(PY) scripts/gpu/gpu_kaggle.py $(GPU_KAGGLE_ARGS)
 
 # make gpu-wheels PYTHON_VERSION=3.12 [IMAGE_FREEZE=file]: into .whl/, the wheels of the notebook tooling and of its
-# dependencies that a GPU image (its `pip freeze`, by default scripts/assets/gpu-image-freeze.txt) lacks, for that
-# image's CPython on Linux x86-64: what `scripts/gpu_runner.py --wheels .whl` installs there with no index. Never
-# torch, torchvision, numpy or pytest (scripts/gpu_wheels.py).
+# dependencies that a GPU image (its `pip freeze`, by default scripts/gpu/assets/gpu-image-freeze.txt) lacks, for that
+# image's CPython on Linux x86-64: what `scripts/gpu/gpu_runner.py --wheels .whl` installs there with no index. Never
+# torch, torchvision, numpy or pytest (scripts/gpu/gpu_wheels.py).
 gpu-wheels: $(ENV_READY)
 	@test -n "$(PYTHON_VERSION)" || { echo "usage: make gpu-wheels PYTHON_VERSION=3.12 [IMAGE_FREEZE=FILE]"; exit 2; }
-	$(PY) scripts/gpu_wheels.py --python-version $(PYTHON_VERSION)$(if $(IMAGE_FREEZE), --image-freeze "$(IMAGE_FREEZE)")
+	$(PY) scripts/gpu/gpu_wheels.py --python-version $(PYTHON_VERSION)$(if $(IMAGE_FREEZE), --image-freeze "$(IMAGE_FREEZE)")
 
 # make import-gpu-run RUN=<run folder or zip>: a GPU run into reports/gpu/, references.json, the instructor guide.
 import-gpu-run: $(ENV_READY)
 	@test -n "$(RUN)" || { echo "usage: make import-gpu-run RUN=<the run's folder, or its zip>"; exit 2; }
-	$(PY) scripts/import_gpu_run.py "$(RUN)"
+	$(PY) scripts/gpu/import_gpu_run.py "$(RUN)"
 
 test-compat:
 	$(if $(filter 1,$(UNCAPPED)),PIP_CONFIG_FILE=/dev/null )TORCH=$(TORCH) TORCHVISION=$(TORCHVISION) \
-		PYTHON=$(PYTHON) bash scripts/test_compat.sh
+		PYTHON=$(PYTHON) bash scripts/course/test_compat.sh
 
 clean:
 	rm -rf build .pytest_cache

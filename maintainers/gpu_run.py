@@ -23,7 +23,7 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/colab-gpu-course/pytorch-gpus-colab/blob/main/maintainers/gpu_run.ipynb)
 #
-# Not a lesson. This runs `scripts/gpu_runner.py`, the same runner as the Kaggle kernel of `make gpu-kaggle`, on the
+# Not a lesson. This runs `scripts/gpu/gpu_runner.py`, the same runner as the Kaggle kernel of `make gpu-kaggle`, on the
 # GPU of this runtime, and downloads a zip that `make import-gpu-run RUN=gpu-run-<commit>.zip` brings into the
 # course. It is how the reference figures of the course's other GPUs (L4, A100, H100 on Colab Pro) are measured,
 # and how a maintainer without a Kaggle token runs the suite on a free T4.
@@ -55,7 +55,7 @@ import sys
 import urllib.request
 
 urllib.request.urlretrieve(
-    f"https://raw.githubusercontent.com/{REPOSITORY}/{COMMIT}/scripts/gpu_runner.py", "gpu_runner.py"
+    f"https://raw.githubusercontent.com/{REPOSITORY}/{COMMIT}/scripts/gpu/gpu_runner.py", "gpu_runner.py"
 )
 os.environ["REQUIRE_CUDA"] = "1"  # a runtime without a GPU stops here instead of measuring a CPU
 command = [

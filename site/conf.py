@@ -1,4 +1,4 @@
-"""Sphinx configuration of the course site (`make course` builds it; scripts/course_site.py stages its pages).
+"""Sphinx configuration of the course site (`make course` builds it; scripts/course/course_site.py stages its pages).
 
 Sphinx with MyST-NB and the Sphinx Book Theme: the stack Jupyter Book 1 is made of, used directly. The pages
 come from the notebooks `make course` has just executed (nb_execution_mode "off": nothing runs twice).

@@ -49,7 +49,7 @@ def test_bandwidth_plot_has_one_point_per_size():
 )
 def test_lessons_show_their_diagram_and_the_executed_notebook_holds_it(lesson, figure):
     import nbformat
-    from nbtools import NOTEBOOKS
+    from paths import NOTEBOOKS
 
     notebook = nbformat.read(NOTEBOOKS / f"{lesson}.ipynb", as_version=4)
     cells = [c for c in notebook.cells if c.cell_type == "code" and f'cg.show_figure("{figure}")' in c.source]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gpu_kaggle
 import pytest
-from nbtools import ROOT
+from paths import ROOT
 
 from tests.conftest import GPU_RUN_LESSON as LESSON
 
@@ -210,7 +210,7 @@ def test_settings_come_from_the_environment():
 
 def test_repository_comes_from_pyproject():
     assert gpu_kaggle.repository_url() == "https://github.com/colab-gpu-course/pytorch-gpus-colab.git"
-    assert gpu_kaggle.RUNNER.parent == ROOT / "scripts"
+    assert gpu_kaggle.RUNNER.parent == ROOT / "scripts" / "gpu"
 
 
 def test_a_cancelled_job_still_deletes_the_kernel(kaggle, course, capsys, monkeypatch):

@@ -1,4 +1,5 @@
-"""scripts/gpu_runner.py, the Kaggle kernel's code, run here against a local clone: clone, install, suite, manifest."""
+"""scripts/gpu/gpu_runner.py, the Kaggle kernel's code, run here against a local clone: clone, install, suite,
+manifest."""
 
 import json
 import os
@@ -12,7 +13,7 @@ import import_gpu_run
 import pytest
 import torch
 import wheel_check
-from nbtools import ROOT
+from paths import ROOT
 
 from tests.conftest import venv_seeing
 
@@ -43,7 +44,7 @@ def runner(python, repo, sha, out, *options, require_cuda="", path=None):
         env["PATH"] = path
     source = ["--repo", str(repo), "--sha", sha] if repo is not None else []
     return subprocess.run(
-        [python, ROOT / "scripts" / "gpu_runner.py", *source, "--out", str(out), *options],
+        [python, ROOT / "scripts" / "gpu" / "gpu_runner.py", *source, "--out", str(out), *options],
         env=env,
         capture_output=True,
         text=True,
@@ -52,7 +53,7 @@ def runner(python, repo, sha, out, *options, require_cuda="", path=None):
 
 
 def test_a_run_from_a_tarball_on_a_machine_without_git_reports_its_commit(course_repo, image_python, tmp_path):
-    """A GPU node without git or internet: `git archive` made the tarball elsewhere; scripts/COMMIT carries the sha."""
+    """A GPU node without git or internet: `git archive` made the tarball; scripts/common/COMMIT has the sha."""
     repo, sha = course_repo
     tarball = tmp_path / "course.tar.gz"
     subprocess.run(["git", "-C", str(repo), "archive", "--prefix=course/", "-o", str(tarball), "HEAD"], check=True)

@@ -137,12 +137,12 @@ def test_report_lists_everything(tmp_path):
     assert data["lessons"]["lessons"] == {"01_enable_gpu_runtime": {"seconds": 3.0, "status": "ok", "data": None}}
     assert data["commit"] == "abc1234" and "- Commit: abc1234" in text
     assert "| 02.matmul_gpu_vs_cpu | 123 | Tesla T4 |" in text
-    assert data["lesson_figures"] == figures  # what scripts/update_references.py reads
+    assert data["lesson_figures"] == figures  # what scripts/gpu/update_references.py reads
     assert "compute capability 7.5" in text and "| unit tests | passed | 200 |" in text
     assert "| AMP MLP training reaches at least 50% of the measured half-precision matmul peak | 0.41 | NO |" in text
     assert "| resident | skipped | no GPU |" in text and "| tests::t | passed |" in text
     assert "| lesson 02_tensors_on_device | not run (budget) |  |  |  | expected 60 s, 20 s left |" in text
-    assert "| lessons | incomplete | 3 |" in text and "3 of 4 parts passed; `scripts/gpu_suite.py --resume" in text
+    assert "| lessons | incomplete | 3 |" in text and "3 of 4 parts passed; `scripts/gpu/gpu_suite.py --resume" in text
     assert data["steps"]["lessons"] == [3, 3.0] and data["complete"] is False
     assert data["targets"][0]["key"] == "cnn_cpu_gpu" and data["targets"][-1]["value"] is None
     assert not list((tmp_path / "run").glob("*.partial"))  # written whole, then moved into place

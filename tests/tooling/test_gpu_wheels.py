@@ -1,4 +1,5 @@
-"""scripts/gpu_wheels.py (make gpu-wheels): the wheels a GPU image lacks for the GPU suite, for a node with no index."""
+"""scripts/gpu/gpu_wheels.py (make gpu-wheels): the wheels a GPU image lacks for the GPU suite, for a node with no
+index."""
 
 import json
 import os
@@ -14,10 +15,10 @@ import gpu_wheels
 import pytest
 import torch
 from gpu_wheels import Dist
-from nbtools import ROOT
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from paths import ROOT
 
 from tests.conftest import venv_seeing
 
@@ -220,9 +221,9 @@ def make(*arguments):
 def test_the_makefile_target_passes_python_version_and_image_freeze_through():
     done = make("-n", "gpu-wheels", "PYTHON_VERSION=3.12", "IMAGE_FREEZE=logs/pip-freeze-before.txt")
     assert done.returncode == 0, done.stderr
-    assert 'scripts/gpu_wheels.py --python-version 3.12 --image-freeze "logs/pip-freeze-before.txt"' in done.stdout
+    assert 'scripts/gpu/gpu_wheels.py --python-version 3.12 --image-freeze "logs/pip-freeze-before.txt"' in done.stdout
     done = make("-n", "gpu-wheels", "PYTHON_VERSION=3.11")
-    assert "scripts/gpu_wheels.py --python-version 3.11\n" in done.stdout and "--image-freeze" not in done.stdout
+    assert "scripts/gpu/gpu_wheels.py --python-version 3.11\n" in done.stdout and "--image-freeze" not in done.stdout
     done = make("gpu-wheels", "USE_SYSTEM_PYTHON=1")  # no PYTHON_VERSION: the usage, nothing run
     assert done.returncode != 0 and "usage: make gpu-wheels PYTHON_VERSION=3.12" in done.stdout
     makefile = (ROOT / "Makefile").read_text()
@@ -326,7 +327,7 @@ def test_the_wheels_folder_installs_with_no_index_into_a_venv_that_already_has_t
     # `make gpu-wheels` on a machine with an index, for this Python and this machine's glibc
     wheels, glibc = tmp_path / "whl", ".".join(platform.libc_ver()[1].split(".")[:2])
     made = subprocess.run(
-        [sys.executable, ROOT / "scripts" / "gpu_wheels.py", "--python-version", PYTHON]
+        [sys.executable, ROOT / "scripts" / "gpu" / "gpu_wheels.py", "--python-version", PYTHON]
         + ["--image-freeze", str(freeze), "--dest", str(wheels), "--glibc", glibc],
         capture_output=True,
         text=True,
@@ -349,7 +350,9 @@ def test_the_wheels_folder_installs_with_no_index_into_a_venv_that_already_has_t
         '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
         '[project]\nname = "course-stub"\nversion = "0"\n'
     )
-    code = INSTALL.format(scripts=str(ROOT / "scripts"), work=str(tmp_path), course=str(course), wheels=str(wheels))
+    code = INSTALL.format(
+        scripts=str(ROOT / "scripts" / "gpu"), work=str(tmp_path), course=str(course), wheels=str(wheels)
+    )
     # PIP_NO_COMPILE: no bytecode for the 40-odd packages, 5 s less; the install is the same
     done = subprocess.run(
         [image, "-c", code], capture_output=True, text=True, env=clean_env(PIP_NO_COMPILE="1"), timeout=600

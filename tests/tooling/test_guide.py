@@ -1,10 +1,10 @@
-"""The instructor guide's run times come from measured runs (scripts/guide_times.py), one row per lesson."""
+"""The instructor guide's run times come from measured runs (scripts/common/guide_times.py), one row per lesson."""
 
 import json
 import re
 
+import execution
 import guide_times
-import nbtools
 from nbtools import lesson_sources
 from workshop_kit import exercise_minutes
 
@@ -20,7 +20,7 @@ def test_guide_has_measured_cpu_times_for_every_lesson():
     for row, source in zip(rows, lesson_sources(), strict=True):
         assert f"(../notebooks/{source.stem}.ipynb)" in row
         assert re.search(r"\| \d+ s \|", row), (
-            f"no measured CPU time for {source.stem}: run make course, then python scripts/guide_times.py cpu"
+            f"no measured CPU time for {source.stem}: run make course, then python scripts/common/guide_times.py cpu"
         )
 
 
@@ -90,10 +90,10 @@ def test_the_gpu_column_names_the_gpu_and_the_data_each_time_comes_from(tmp_path
     new_line = (
         "CIFAR-10 could not be downloaded (x), so this lesson uses a stand-in: ... and repeated to CIFAR-10's size"
     )
-    assert nbtools.data_used(lesson(old_line)) == "small stand-in"
-    assert nbtools.data_used(lesson(new_line)) == "stand-in at full size"
-    assert nbtools.data_used(lesson("CIFAR-10 loaded from data/.")) == "CIFAR-10"
-    assert nbtools.data_used(lesson("nothing loaded")) is None
+    assert execution.data_used(lesson(old_line)) == "small stand-in"
+    assert execution.data_used(lesson(new_line)) == "stand-in at full size"
+    assert execution.data_used(lesson("CIFAR-10 loaded from data/.")) == "CIFAR-10"
+    assert execution.data_used(lesson("nothing loaded")) is None
 
     run = tmp_path / "2026-12-01-tesla-t4"
     (run / "notebooks").mkdir(parents=True)

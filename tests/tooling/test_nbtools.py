@@ -1,6 +1,5 @@
 import nbformat
 from nbtools import (
-    NOTEBOOKS,
     SETUP_RE,
     CourseConfig,
     badge_markdown,
@@ -11,11 +10,12 @@ from nbtools import (
     stamp_notebook,
     stamp_text,
 )
+from paths import NOTEBOOKS
 
 
 def test_config_comes_from_pyproject_and_package():
     import tomllib
-    from nbtools import ROOT
+    from paths import ROOT
 
     import colab_gpu
 
@@ -76,7 +76,7 @@ def test_committed_lessons_are_stamped():
 def test_every_badge_in_readme_and_notebooks_opens_a_file_of_this_repository():
     import re
 
-    from nbtools import ROOT, STUDENT
+    from paths import ROOT, STUDENT
 
     config = course_config()
     blob = f"github.com/{config.repository}/blob/{config.branch}/"
@@ -112,7 +112,8 @@ def test_every_badge_in_readme_and_notebooks_opens_a_file_of_this_repository():
 def test_committed_outputs_lose_the_paths_of_the_machine_that_ran_them():
     from pathlib import Path
 
-    from nbtools import NOTEBOOKS, ROOT, without_machine_paths
+    from execution import without_machine_paths
+    from paths import NOTEBOOKS, ROOT
 
     text = (
         f"saved to {NOTEBOOKS}/lesson13_checkpoints/a.pt; log {ROOT}/build/x.log; "

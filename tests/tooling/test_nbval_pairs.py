@@ -1,10 +1,11 @@
-"""scripts/nbval_pairs.py: the notebook `make nbval` runs for a lesson holds every cell of the lesson and of its
+"""scripts/common/nbval_pairs.py: the notebook `make nbval` runs for a lesson holds every cell of the lesson and of its
 student version, in each one's own order, and runs their shared cells once."""
 
 import nbformat
 import pytest
-from nbtools import NOTEBOOKS, STUDENT, lesson_sources
+from nbtools import lesson_sources
 from nbval_pairs import combined, is_solution, write_pairs
+from paths import NOTEBOOKS, STUDENT
 
 
 def code(cells):

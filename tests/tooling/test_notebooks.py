@@ -9,7 +9,8 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
-from nbtools import NOTEBOOK_METADATA, NOTEBOOKS, STUDENT, badge_markdown, course_config, lesson_sources
+from nbtools import NOTEBOOK_METADATA, badge_markdown, course_config, lesson_sources
+from paths import NOTEBOOKS, STUDENT
 
 SOURCES = lesson_sources()
 DEMO_TAG = "deprecated-demo"

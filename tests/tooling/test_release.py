@@ -1,6 +1,6 @@
 """Releases: the version, the API listing, the changelog, every setup cell and the tag agree.
 
-The end-to-end test runs `scripts/release.py` in a throw-away git repository holding a copy of this working
+The end-to-end test runs `scripts/course/release.py` in a throw-away git repository holding a copy of this working
 tree, so it checks what `make release` really writes and tags, without touching this checkout.
 """
 
@@ -16,7 +16,8 @@ import nbformat
 import pytest
 import release
 import wheel_check
-from nbtools import SETUP_RE, STUDENT, course_config, lesson_sources, read_version
+from nbtools import SETUP_RE, course_config, lesson_sources, read_version
+from paths import STUDENT
 
 import colab_gpu
 from tests.conftest import requires_source
@@ -157,7 +158,12 @@ def run_release(repo: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # import the copy's colab_gpu
     env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
     return subprocess.run(
-        [sys.executable, "scripts/release.py", *args], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "scripts/course/release.py", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -17,7 +17,8 @@ import nbformat
 import pytest
 from course import Lesson, write_site
 from course_site import DOCTREES, STAGE, lesson_page
-from nbtools import ROOT, badge_url, course_config, kaggle_url, lesson_sources
+from nbtools import badge_url, course_config, kaggle_url, lesson_sources
+from paths import ROOT
 
 CHROMIUM = shutil.which("chromium") or shutil.which("google-chrome")
 CHROMEDRIVER = shutil.which("chromedriver")

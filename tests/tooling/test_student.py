@@ -3,7 +3,8 @@
 import jupytext
 import nbformat
 import pytest
-from nbtools import SOLUTION_TAG, STUDENT, badge_url, course_config, lesson_sources, student_notebook
+from nbtools import SOLUTION_TAG, badge_url, course_config, lesson_sources, student_notebook
+from paths import STUDENT
 
 SOURCES = lesson_sources()
 IDS = [s.stem for s in SOURCES]
@@ -18,7 +19,7 @@ def test_student_version_is_committed_and_current(source):
     expected = cells(student_notebook(source, course_config()))
     for suffix in (".py", ".ipynb"):
         committed = STUDENT / f"{source.stem}{suffix}"
-        assert committed.exists(), f"{committed.name} is missing: run `make notebooks` (or scripts/student_versions.py)"
+        assert committed.exists(), f"{committed.name} is missing: run `make notebooks` (or course/student_versions.py)"
         assert cells(jupytext.read(committed)) == expected, f"{committed.name} is stale: run `make notebooks`"
 
 

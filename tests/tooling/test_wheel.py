@@ -1,7 +1,7 @@
 """The lessons' setup cell installs the built wheel into an environment that already holds torch, keeps that
 torch, and lesson 01 then runs against the installed package from a folder outside the checkout.
 
-scripts/wheel_check.py does the work (`make test-wheel` adds the unit tests against the wheel; the release
+scripts/course/wheel_check.py does the work (`make test-wheel` adds the unit tests against the wheel; the release
 workflow runs it in a fresh venv with another torch). Here the environment is a new venv that sees this
 environment's packages (torch, the notebook tooling) but not colab_gpu, and pip is pointed at the wheel, offline.
 """

@@ -7,7 +7,7 @@ import os
 import subprocess
 
 import yaml
-from nbtools import ROOT
+from paths import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 

@@ -1,6 +1,6 @@
 """One lesson in the GPU suite: its nbval pair executed once, and everything the suite reads from that run.
 
-`make nbval` runs each lesson with its student version as one notebook (scripts/nbval_pairs.py). The GPU suite
+`make nbval` runs each lesson with its student version as one notebook (scripts/common/nbval_pairs.py). The GPU suite
 executes that same notebook once, with nbclient instead of pytest, and derives from the one run:
   - the nbval verdict: a cell error fails it (a cell tagged ``raises-exception`` may raise), and every cell marked
     ``# NBVAL_CHECK_OUTPUT`` must print what the committed notebook shows, once both are sanitized with
@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
-from nbtools import NOTEBOOKS, ROOT, data_used, execute, strip_machine_paths, write_paired
+from execution import data_used, execute, strip_machine_paths, write_paired
 from nbval.plugin import coalesce_streams, get_sanitize_patterns
 from nbval_pairs import lesson_part
+from paths import NOTEBOOKS, ROOT
 
 from colab_gpu.profiling import PROFILES_ENV
 from colab_gpu.references import FIGURES_ENV
@@ -58,7 +59,7 @@ class LessonRun:
     checks: list[tuple[str, str, float]] = field(default_factory=list)  # (name, outcome, seconds) for the report
     figures: dict = field(default_factory=dict)
     slowest: list[tuple[int, str, float]] = field(default_factory=list)  # its three slowest cells: why it takes long
-    data: str | None = None  # the data it trained on (`nbtools.data_used`): its times are a learner's only on real data
+    data: str | None = None  # the data it trained on (`execution.data_used`): a learner's times only on real data
 
 
 def is_checked(cell) -> bool:

@@ -46,7 +46,7 @@ if [ -x "$PY" ] && [ "$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:
   echo "test-compat: $VENV was built with another Python; rebuilding it with $PYTHON ($want_python)"
   rm -rf "$VENV"
 fi
-key="torch==$TORCH torchvision==$TORCHVISION python==$want_python $(cat requirements.txt pyproject.toml scripts/test_compat.sh | sha256sum)"
+key="torch==$TORCH torchvision==$TORCHVISION python==$want_python $(cat requirements.txt pyproject.toml scripts/course/test_compat.sh | sha256sum)"
 
 if [ -f "$VENV/.installed" ] && [ "$(cat "$VENV/.installed")" = "$key" ]; then
   echo "test-compat: reusing $VENV ($(versions))"

@@ -1,6 +1,6 @@
 """Put measured lesson run times into docs/instructor_guide.md.
 
-Usage: python scripts/guide_times.py cpu|gpu [build/timings.json]
+Usage: python scripts/common/guide_times.py cpu|gpu [build/timings.json]
 Reads the timings `make course` wrote and fills that column of the table between the
 `<!-- times:start -->` and `<!-- times:end -->` markers; the other column is kept. `make import-gpu-run` fills the
 GPU column from every imported run instead (`fill_gpu_from_reports`): each lesson's newest time on a T4, the GPU of
@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbtools import ROOT, data_used, lesson_sources, lesson_title, read_lesson
+from execution import data_used
+from nbtools import lesson_sources, lesson_title, read_lesson
+from paths import ROOT
 
 from colab_gpu.references import gpu_label
 
@@ -83,7 +85,7 @@ def gpu_times(reports: Path) -> dict[str, str]:
 
 def lesson_data(result: dict, notebook: Path) -> str | None:
     """The data a lesson of an imported run trained on: as its report says, else (runs from before reports said it)
-    as its executed notebook printed (`nbtools.data_used`)."""
+    as its executed notebook printed (`execution.data_used`)."""
     if "data" in result:
         return result["data"]
     return data_used(nbformat.read(notebook, as_version=4)) if notebook.exists() else None

@@ -5,12 +5,12 @@ build/gpu-run by default) that `make import-gpu-run RUN=<folder>` brings into th
   1. the unit tests       the `@gpu` tests of the package (tests/, not tests/tooling), alone, so their timings and
                           memory figures share the GPU with no neighbour (junit/); the others take no GPU branch and
                           CI runs them on the CPU: `--cpu-tests` (and a CPU dry run) runs them first, in parallel;
-  2. each lesson          its nbval pair (the lesson and its student version, scripts/nbval_pairs.py) executed ONCE:
+  2. each lesson          its nbval pair (the lesson and its student version, common/nbval_pairs.py) executed ONCE:
                           nbval's verdict, the lesson's time, its executed notebook (notebooks/NN_topic.ipynb) and
-                          its figures all come from that one run (scripts/suite_lessons.py); each has a timeout;
+                          its figures all come from that one run (scripts/gpu/suite_lessons.py); each has a timeout;
   3. each bench experiment `colab_gpu bench` (bench/): one process, bench.json rewritten after each experiment.
 `colab_gpu doctor` (the GPU, driver and versions) opens every window. report.md and report.json are written after
-every part (scripts/suite_report.py), so a run that is killed leaves a valid report of what it did.
+every part (scripts/gpu/suite_report.py), so a run that is killed leaves a valid report of what it did.
 
 GPU time comes in windows (a Colab session, a Kaggle quota, a node's job limit). A window runs first the parts no
 earlier run measured on its GPU (`plan`), then the others; each lesson's timeout follows its GPU class and its earlier
@@ -22,7 +22,7 @@ time on that GPU (`lesson_timeout`).
   --merge RUN OTHER   merge runs of one commit and GPU made in separate folders (windows on fresh machines) into RUN.
 A lesson cell past the lesson's timeout, or a kernel that dies, fails that lesson only; the next one runs.
 
-Usage on a GPU machine: `make gpu-suite` (USE_SYSTEM_PYTHON=1 on a preinstalled image), or scripts/gpu_runner.py.
+Usage on a GPU machine: `make gpu-suite` (USE_SYSTEM_PYTHON=1 on a preinstalled image), or scripts/gpu/gpu_runner.py.
 `--refresh-notebooks` also writes the executed lessons over the committed notebooks (and their student versions).
 `--lessons 01 04`, `--unit-tests tests/test_device.py` and `--bench-only resident` limit the run (`--unit-tests` or
 `--bench-only` with nothing after it: none), and `--allow-cpu` makes it a CPU dry run (`make import-gpu-run` refuses
@@ -47,8 +47,12 @@ import sys
 import time
 from pathlib import Path
 
-from nbtools import BUILD, ROOT, course_config, device_label, git_commit, lesson_sources, write_student_versions
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
+from execution import device_label
+from nbtools import course_config, lesson_sources, write_student_versions
 from nbval_pairs import write_pairs
+from paths import BUILD, ROOT, git_commit
 from suite_lessons import kernel_env, run_lesson
 from suite_merge import merge
 from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_targets: the suite's public names)
@@ -73,7 +77,7 @@ from colab_gpu.references import FIGURES_ENV
 
 RUN_DIR = BUILD / "gpu-run"
 # Expected seconds per part, from the last GPU run (see the file); an imported run of the same GPU overrides them.
-TIMES = ROOT / "scripts" / "assets" / "gpu-suite-times.json"
+TIMES = Path(__file__).resolve().parent / "assets" / "gpu-suite-times.json"
 DEFAULT_SECONDS = {"tests": 120.0, "lesson": 60.0, "bench": 20.0}  # a part no run has timed yet
 RESERVE = 5.0  # seconds kept at the end of a budget for the report
 LESSON_TIMEOUT = {"gpu": 300, "cpu": 900}  # a lesson past this is broken, not slow (a CPU runs them 2-10x longer)

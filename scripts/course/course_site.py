@@ -21,18 +21,8 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbtools import (
-    COLAB_BADGE_SVG,
-    KAGGLE_BADGE_SVG,
-    NOTEBOOKS,
-    ROOT,
-    STUDENT,
-    badge_markdown,
-    course_config,
-    git_commit,
-    read_lesson,
-    student_notebook,
-)
+from nbtools import COLAB_BADGE_SVG, KAGGLE_BADGE_SVG, badge_markdown, course_config, read_lesson, student_notebook
+from paths import NOTEBOOKS, ROOT, STUDENT, git_commit
 
 SITE_CONF = ROOT / "site"  # conf.py and the theme's extra CSS
 ASSETS = Path(__file__).resolve().parent / "assets"

@@ -1,19 +1,19 @@
 """Fill a folder with the wheels a GPU image lacks for the course's GPU suite: for a GPU node with no package index.
 
     make gpu-wheels PYTHON_VERSION=3.12 [IMAGE_FREEZE=FILE]
-    python scripts/gpu_wheels.py --python-version 3.12 [--image-freeze FILE] [--dest .whl] [--glibc 2.35]
+    python scripts/gpu/gpu_wheels.py --python-version 3.12 [--image-freeze FILE] [--dest .whl] [--glibc 2.35]
 
 On a machine with an index, for the GPU image's CPython on Linux x86-64:
   1. takes the pins of the notebook tooling (TOOLING) from requirements.txt, those the image lacks, and any other
-     pin of requirements.txt that scripts/gpu_runner.py would install there because the image lacks it;
+     pin of requirements.txt that scripts/gpu/gpu_runner.py would install there because the image lacks it;
   2. resolves their whole dependency closure for that Python and platform without downloading it
      (`pip install --dry-run --report`), reading each package's version and requirements from pip's report;
   3. leaves out what the image already has (its `pip freeze`: --image-freeze, by default
-     scripts/assets/gpu-image-freeze.txt, the image the course last ran on) wherever the image's version satisfies
+     scripts/gpu/assets/gpu-image-freeze.txt, the image the course last ran on) wherever the image's version satisfies
      every requirement on it in that closure, and never carries torch, torchvision, numpy or pytest (NEVER);
   4. downloads the rest, one wheel each and no dependencies, into --dest (emptied of older wheels first).
 
-There, scripts/gpu_runner.py --wheels DEST installs from that folder alone (`pip install --no-index --find-links`),
+There, scripts/gpu/gpu_runner.py --wheels DEST installs from that folder alone (`pip install --no-index --find-links`),
 torch and torchvision held at the image's versions. Exits non-zero when requirements.txt lacks a pin or pip fails.
 """
 
@@ -29,19 +29,19 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
+from gpu_runner import NOT_FOR_THE_SUITE, PINNED
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_runner import NOT_FOR_THE_SUITE, PINNED  # noqa: E402
-
-DEFAULT_FREEZE = ROOT / "scripts" / "assets" / "gpu-image-freeze.txt"
+DEFAULT_FREEZE = Path(__file__).resolve().parent / "assets" / "gpu-image-freeze.txt"
 DEFAULT_DEST = Path(".whl")
 # What the GPU suite needs beyond a GPU image's scientific stack: nbval runs the lessons under pytest through
 # nbclient, ipykernel and nbformat; jupytext pairs each lesson's .py with its .ipynb; nbconvert and ipywidgets are
-# what the lessons and scripts/gpu_suite.py import. Colab's, Kaggle's and a cluster's images have torch, numpy,
+# what the lessons and scripts/gpu/gpu_suite.py import. Colab's, Kaggle's and a cluster's images have torch, numpy,
 # pytest, matplotlib, scikit-learn and transformers, but these only in part, at other versions, or not at all.
 TOOLING = ("nbformat", "nbclient", "nbconvert", "nbval", "jupytext", "ipykernel", "ipywidgets")
 # The image's own builds, whatever it holds: a wheel of one of these in the folder could replace the torch (CUDA)
@@ -106,7 +106,7 @@ def read_pins(requirements: Path, names: tuple[str, ...] | list[str]) -> dict[st
 
 
 def runner_pins(requirements: Path, image: dict[str, str | None]) -> dict[str, str]:
-    """The pins scripts/gpu_runner.py installs on that image: requirements.txt's, less what the image has, less
+    """The pins scripts/gpu/gpu_runner.py installs on that image: requirements.txt's, less what the image has, less
     torch, torchvision and the tools the suite does not use (gpu_runner.NOT_FOR_THE_SUITE)."""
     pins = read_pins(requirements, TOOLING)
     for req in requirement_lines(requirements):
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "--image-freeze",
         type=Path,
         default=DEFAULT_FREEZE,
-        help="the GPU image's `pip freeze` (default: scripts/assets/gpu-image-freeze.txt)",
+        help="the GPU image's `pip freeze` (default: scripts/gpu/assets/gpu-image-freeze.txt)",
     )
     parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help="the wheels folder (default: .whl)")
     parser.add_argument("--glibc", default=DEFAULT_GLIBC, help=f"the image's glibc (default: {DEFAULT_GLIBC})")
@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     dest = str(args.dest).rstrip("/")
     print(
         f"{len(wheels)} wheels, {size:.1f} MB in {dest}/ for CPython {args.python_version}: installs on the GPU "
-        f"machine with `python3 scripts/gpu_runner.py --checkout . --wheels {dest} ...`"
+        f"machine with `python3 scripts/gpu/gpu_runner.py --checkout . --wheels {dest} ...`"
     )
     return 0
 

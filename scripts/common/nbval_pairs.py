@@ -1,6 +1,6 @@
 """The notebooks `make nbval` runs: each lesson and its student version as one, build/nbval/NN_topic.ipynb.
 
-A student version is its lesson without the solution cells (scripts/nbtools.py, `student_notebook`), so both run
+A student version is its lesson without the solution cells (scripts/common/nbtools.py, `student_notebook`), so both run
 the same cells up to the lesson's first solution: about 90% of a lesson's run time on a CPU. Executing that shared
 part twice doubled `make test`'s notebook time. The combined notebook runs it once, then goes on twice:
   1. the shared part (the lesson's cells before its first solution cell, with their outputs: the cells marked
@@ -11,7 +11,7 @@ part twice doubled `make test`'s notebook time. The combined notebook runs it on
 Every cell of every committed notebook, lesson and student version, runs under nbval; only the identical shared
 cells run once. The student version must be the lesson minus its solution cells (else: run `make notebooks`).
 
-Usage: python scripts/nbval_pairs.py [--out build/nbval] [NN ...]    (make nbval runs it, then pytest --nbval-lax)
+Usage: python scripts/common/nbval_pairs.py [--out build/nbval] [NN ...]   (make nbval runs it, then pytest --nbval-lax)
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import sys
 from pathlib import Path
 
 import nbformat
-from nbtools import BUILD, SOLUTION_TAG, STUDENT, lesson_sources
+from nbtools import SOLUTION_TAG, lesson_sources
+from paths import BUILD, STUDENT
 
 OUT = BUILD / "nbval"
 MARKER_ID = "nbval-student-version-ends"  # the markdown cell between the student version's rest and the lesson's

@@ -1,4 +1,4 @@
-"""Merge GPU-suite runs made in separate folders into one: `python scripts/gpu_suite.py --merge RUN OTHER...`.
+"""Merge GPU-suite runs made in separate folders into one: `python scripts/gpu/gpu_suite.py --merge RUN OTHER...`.
 
 `--resume RUN_DIR` is the way to finish a run in a second window. But a window on a fresh machine may not have the
 first window's folder (a Kaggle kernel, a node whose scratch space is wiped), and two machines of the same GPU can run

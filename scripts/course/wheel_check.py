@@ -12,7 +12,7 @@
 5. with ``--unit``, run the unit tests from a copy of the repository without its colab_gpu/ folder, so they
    import the installed wheel.
 
-Usage: python scripts/wheel_check.py [--python PY | --borrow-from PY] [--wheel FILE] [--unit] [--work DIR]
+Usage: python scripts/course/wheel_check.py [--python PY | --borrow-from PY] [--wheel FILE] [--unit] [--work DIR]
 """
 
 from __future__ import annotations
@@ -26,8 +26,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
 import nbformat
-from nbtools import ROOT, course_config, lesson_sources, read_lesson
+from nbtools import course_config, lesson_sources, read_lesson
+from paths import ROOT
 
 #: What the check's environment must not borrow from the one that runs it: the checkout's own colab_gpu.
 OWN_PACKAGE = ("colab_gpu", "colab-gpu", "__editable__", "_colab_gpu")

@@ -1,16 +1,16 @@
 """Bring a GPU run into the course: `make import-gpu-run RUN=<folder or .zip>`.
 
-A run is what scripts/gpu_runner.py leaves (Kaggle's /kaggle/working, the maintainer notebook's zip, a self-hosted
+A run is what scripts/gpu/gpu_runner.py leaves (Kaggle's /kaggle/working, the maintainer notebook's zip, a self-hosted
 runner's build/gpu-run): manifest.json, the suite's report.md/report.json, the executed notebooks, logs, JUnit XML.
 Importing it:
   - copies manifest.json, report.md, report.json, the GPU-executed notebooks and the steps the run profiled
     (profiles/*.jsonl, which tests/test_regimes.py replays) to reports/gpu/<date>-<gpu>/
     (the logs and JUnit XML stay in the run, which the workflow keeps as an artifact);
-  - refreshes colab_gpu/references.json from every imported run (scripts/update_references.py), so the lessons
+  - refreshes colab_gpu/references.json from every imported run (scripts/gpu/update_references.py), so the lessons
     show "on a T4: ..." beside the learner's own figure once the next release ships it;
   - fills the instructor guide's GPU column from every imported run: a lesson's T4 time where one ran (workshops run
     on Colab's free T4), else its newest time on another GPU, named in the cell;
-and the site (scripts/course_site.py) then shows a lesson's GPU outputs wherever a run of its current source exists.
+and the site (course/course_site.py) then shows a lesson's GPU outputs wherever a run of its current source exists.
 
 A CPU dry run, or a run whose manifest and report disagree on the commit, is refused with the reason.
 """
@@ -25,10 +25,13 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
 import guide_times
 import update_references
 from gpu_suite import slug
-from nbtools import ROOT, lesson_sources
+from nbtools import lesson_sources
+from paths import ROOT
 
 MANIFEST = "manifest.json"
 RUN_FILES = (MANIFEST, "report.md", "report.json")
@@ -50,7 +53,7 @@ def find_run(folder: Path) -> Path:
     found = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
     raise ImportRefused(
         f"{folder} holds no manifest.json or report.json (it has: {found or 'nothing'}); a run is what "
-        "scripts/gpu_runner.py or scripts/gpu_suite.py writes: its --out folder, or the zip of it."
+        "scripts/gpu/gpu_runner.py or scripts/gpu/gpu_suite.py writes: its --out folder, or the zip of it."
     )
 
 
@@ -66,7 +69,7 @@ def manifest_of_suite_run(report: dict) -> dict:
         "started": windows[0]["started"],
         "gpus": [gpu["name"] for gpu in report.get("runtime", {}).get("gpus", [])],
         "image": {},
-        "from": "scripts/gpu_suite.py alone (no gpu_runner.py manifest): read from report.json",
+        "from": "scripts/gpu/gpu_suite.py alone (no gpu_runner.py manifest): read from report.json",
     }
 
 
@@ -100,7 +103,7 @@ def read_run(run: Path) -> tuple[dict, dict]:
         raise ImportRefused(f"{run} is a CPU dry run (no GPU in its manifest): only GPU runs are imported.")
     if not manifest.get("sha"):
         raise ImportRefused(
-            f"{run} does not say which commit it ran: run scripts/gpu_runner.py with --sha COMMIT (or from a "
+            f"{run} does not say which commit it ran: run scripts/gpu/gpu_runner.py with --sha COMMIT (or from a "
             "`git archive` tarball, which carries it)."
         )
     if report.get("commit") and report["commit"] != manifest.get("sha"):

@@ -5,11 +5,11 @@ That commit must be pushed: the kernel clones the public repository named in pyp
 put a fake one first) and needs KAGGLE_API_TOKEN, or KAGGLE_USERNAME and KAGGLE_KEY (README, "GPU CI").
 
   1. writes build/gpu-kaggle/<slug>/kernel/: kernel-metadata.json (a private script kernel, internet on,
-     machine_shape NvidiaTeslaT4) and scripts/gpu_runner.py with the repository, commit and options filled in;
+     machine_shape NvidiaTeslaT4) and scripts/gpu/gpu_runner.py with the repository, commit and options filled in;
   2. `kaggle kernels push -p DIR --accelerator NvidiaTeslaT4 -t KAGGLE_TIMEOUT_S`;
   3. polls `kaggle kernels status` every KAGGLE_POLL_S seconds up to KAGGLE_DEADLINE_S after the push;
   4. downloads /kaggle/working with `kaggle kernels output` into build/gpu-kaggle/<slug>/output/, checks that its
-     manifest is of the commit pushed, and imports a passing run (scripts/import_gpu_run.py);
+     manifest is of the commit pushed, and imports a passing run (scripts/gpu/import_gpu_run.py);
   5. deletes the kernel, whatever happened after the push (a push that failed created none), and prints one
      closing line.
 
@@ -36,7 +36,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
+from paths import ROOT
+
 RUNNER = Path(__file__).resolve().parent / "gpu_runner.py"
 WORK = ROOT / "build" / "gpu-kaggle"
 ACCELERATOR = "NvidiaTeslaT4"  # the CLI's name for "GPU T4 x2" (kaggle-cli #1196/#1198)

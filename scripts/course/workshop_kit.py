@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from nbtools import ROOT
+from paths import ROOT
 
 KIT = ROOT / "docs" / "workshop.md"
 

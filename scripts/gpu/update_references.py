@@ -1,6 +1,6 @@
 """Copy the lesson figures of the committed GPU runs into colab_gpu/references.json (shipped with the package).
 
-Usage: python scripts/update_references.py   (`make import-gpu-run` runs it; then release)
+Usage: python scripts/gpu/update_references.py   (`make import-gpu-run` runs it; then release)
 Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the
 newest run (by its start time) wins, and each figure keeps its run and that run's host. Runs without lesson figures
 are skipped, and so is a figure measured on another device than its run's GPU (a unit test of the run that recorded a
@@ -15,7 +15,10 @@ import re
 import sys
 from pathlib import Path
 
-from nbtools import ROOT, lesson_sources  # scripts/ is on the path: run as `python scripts/update_references.py`
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
+from nbtools import lesson_sources
+from paths import ROOT  # scripts/ is on the path: run as `python scripts/gpu/update_references.py`
 
 sys.path.insert(0, str(ROOT))
 from colab_gpu.references import gpu_label  # noqa: E402
@@ -23,7 +26,8 @@ from colab_gpu.references import gpu_label  # noqa: E402
 REPORTS = ROOT / "reports" / "gpu"
 TARGET = ROOT / "colab_gpu" / "references.json"
 ABOUT = (
-    "Lesson figures from the committed GPU runs (reports/gpu/*/report.json); written by scripts/update_references.py."
+    "Lesson figures from the committed GPU runs (reports/gpu/*/report.json); "
+    "written by scripts/gpu/update_references.py."
 )
 
 

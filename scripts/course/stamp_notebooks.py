@@ -1,22 +1,20 @@
 """Write every lesson's badges and setup cell from pyproject.toml and colab_gpu.__version__.
 
-Usage: python scripts/stamp_notebooks.py   (`make stamp`; `make release` runs it too)
+Usage: python scripts/course/stamp_notebooks.py   (`make stamp`; `make release` runs it too)
 It rewrites README's badges, the lessons' .py, their executed .ipynb in place (sources and the setup cell's printed
 version; the other outputs stay those of the last run) and the student versions.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
 import nbformat
-from nbtools import (
-    ROOT,
-    course_config,
-    lesson_sources,
-    stamp_notebook,
-    stamp_page_badges,
-    stamp_text,
-    write_student_versions,
-)
+from nbtools import course_config, lesson_sources, stamp_notebook, stamp_page_badges, stamp_text, write_student_versions
+from paths import ROOT
 
 
 def stamp_lessons() -> list[str]:

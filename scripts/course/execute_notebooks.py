@@ -1,23 +1,19 @@
 """Refresh the committed notebooks: run each lesson's .py top to bottom and write its paired .ipynb.
 
-Usage: python scripts/execute_notebooks.py [NN ...]   (no argument: every lesson)
+Usage: python scripts/course/execute_notebooks.py [NN ...]   (no argument: every lesson)
 The outputs come from whatever device this machine has; run it on a GPU runtime for GPU outputs.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from nbtools import (
-    BUILD,
-    NOTEBOOKS,
-    course_config,
-    execute,
-    lesson_sources,
-    read_lesson,
-    write_paired,
-    write_student_versions,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
+from execution import execute, write_paired
+from nbtools import course_config, lesson_sources, read_lesson, write_student_versions
+from paths import BUILD, NOTEBOOKS
 
 
 def main(selected: list[str]) -> int:

@@ -6,7 +6,13 @@ opens that notebook. Run by `make course` and `make notebooks`; the hygiene test
 
 from __future__ import annotations
 
-from nbtools import ROOT, course_config, write_student_versions
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
+from nbtools import course_config, write_student_versions
+from paths import ROOT
 
 
 def main() -> int:

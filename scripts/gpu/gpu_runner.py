@@ -1,23 +1,23 @@
 """The GPU runner: the course's GPU suite on a fresh GPU machine, everything it produced in one folder.
 
-It is the code of the Kaggle kernel that `make gpu-kaggle` pushes (scripts/gpu_kaggle.py fills CONFIG below), and
+It is the code of the Kaggle kernel that `make gpu-kaggle` pushes (scripts/gpu/gpu_kaggle.py fills CONFIG below), and
 what a maintainer runs by hand on Colab Pro (maintainers/gpu_run.ipynb) or on any GPU machine:
 
     python gpu_runner.py --repo https://github.com/OWNER/REPO.git --sha COMMIT [--out DIR]
-    python3 scripts/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR [--sha COMMIT]   (no git, no index)
-    python3 scripts/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR --resume           (the next window)
+    python3 scripts/gpu/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR [--sha SHA]  (no git, no index)
+    python3 scripts/gpu/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR --resume  (the next window)
 
 A GPU node without internet takes a local checkout or a source tarball (`git archive`) instead of --repo, and a
 folder of wheels (`make gpu-wheels`) instead of an index. Its commit comes from --sha, else git, else the tarball's
-scripts/COMMIT (filled in by `git archive`: .gitattributes export-subst). --budget and --resume go to the suite
-(scripts/gpu_suite.py): a window of GPU time runs what fits, the next finishes the run in the same --out folder.
+scripts/common/COMMIT (filled in by `git archive`: .gitattributes export-subst). --budget and --resume go to the suite
+(scripts/gpu/gpu_suite.py): a window of GPU time runs what fits, the next finishes the run in the same --out folder.
 
   1. records `nvidia-smi` and the image's versions (Python, torch, torchvision, CUDA, driver, `pip freeze`);
   2. clones the repository and checks out the commit;
   3. installs colab_gpu from the clone, and those of requirements.txt's tools the image lacks (nbval, jupytext...),
      never torch or torchvision: pip runs with them pinned to the image's versions, and the runner checks and
      records that they did not change;
-  4. runs the GPU suite (scripts/gpu_suite.py --refresh-notebooks): unit tests with the `@gpu` tests, every lesson
+  4. runs the GPU suite (scripts/gpu/gpu_suite.py --refresh-notebooks): unit tests with the `@gpu` tests, every lesson
      under nbval, every lesson timed (lesson 08 on every visible GPU), and `colab_gpu bench`;
   5. writes the suite's report.md/report.json, JUnit XML, executed notebooks and logs to --out (Kaggle's
      /kaggle/working by default), and manifest.json: the commit, GPUs, versions, seconds per lesson, test counts.
@@ -150,14 +150,14 @@ def unpack(checkout: Path, into: Path) -> None:
     elif tarfile.is_tarfile(checkout):
         with tarfile.open(checkout) as archive:
             archive.extractall(into.parent / "unpacked", filter="data")
-        found = sorted((into.parent / "unpacked").glob("**/scripts/gpu_suite.py"), key=lambda p: len(p.parts))
+        found = sorted((into.parent / "unpacked").glob("**/scripts/gpu/gpu_suite.py"), key=lambda p: len(p.parts))
         if not found:
-            raise RunFailed(f"{checkout} holds no scripts/gpu_suite.py: give --checkout the course or its tarball.")
-        found[0].parent.parent.rename(into)  # `git archive --prefix=course/` wraps it in a folder; without, not
+            raise RunFailed(f"{checkout} holds no scripts/gpu/gpu_suite.py: give --checkout the course or its tarball.")
+        found[0].parents[2].rename(into)  # `git archive --prefix=course/` wraps it in a folder; without, not
     else:
         raise RunFailed(f"--checkout {checkout}: neither a folder nor a tarball (git archive -o course.tar.gz HEAD).")
-    if not (into / "scripts" / "gpu_suite.py").exists():
-        raise RunFailed(f"--checkout {checkout} is not the course: it has no scripts/gpu_suite.py.")
+    if not (into / "scripts" / "gpu" / "gpu_suite.py").exists():
+        raise RunFailed(f"--checkout {checkout} is not the course: it has no scripts/gpu/gpu_suite.py.")
 
 
 def checkout_commit(checkout: Path, course: Path) -> str | None:
@@ -166,7 +166,7 @@ def checkout_commit(checkout: Path, course: Path) -> str | None:
         done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
         if done.returncode == 0:
             return done.stdout.strip()
-    stamp = course / "scripts" / "COMMIT"
+    stamp = course / "scripts" / "common" / "COMMIT"
     text = stamp.read_text().strip() if stamp.exists() else ""
     return text if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else None
 
@@ -225,7 +225,7 @@ def install(course: Path, python: str, before: dict, logs: Path, work: Path, whe
 
 
 def suite_command(python: str, out: Path, options: dict, require_cuda: bool) -> list[str]:
-    """What `make gpu-suite` runs (scripts/gpu_suite.py, from the clone, on this Python), writing into ``out``."""
+    """What `make gpu-suite` runs (scripts/gpu/gpu_suite.py, from the clone, on this Python), writing into ``out``."""
     resume = options.get("resume") and (out / "report.json").exists()
     args = ["--refresh-notebooks", *(["--resume", str(out)] if resume else ["--out", str(out)])]
     if options.get("budget"):
@@ -240,7 +240,7 @@ def suite_command(python: str, out: Path, options: dict, require_cuda: bool) -> 
         args += ["--data", str(Path(options["data"]).resolve())]
     if not require_cuda:
         args.append("--allow-cpu")
-    return [python, "scripts/gpu_suite.py", *args]
+    return [python, "scripts/gpu/gpu_suite.py", *args]
 
 
 def test_counts(report: dict) -> dict:

@@ -13,7 +13,7 @@ Versions follow semantic versioning (https://semver.org): from 1.0.0 on, a remov
 the major version, a new one the minor version, anything else the patch version; before 1.0.0 every change
 of the public API bumps the minor version.
 
-Usage: python scripts/release.py X.Y.Z [--dry-run] [--allow-dirty]
+Usage: python scripts/course/release.py X.Y.Z [--dry-run] [--allow-dirty]
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nbtools import ROOT  # scripts/ is on the path: run as `python scripts/release.py`
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
+from paths import ROOT  # scripts/ is on the path: run as `python scripts/course/release.py`
 
 API_LISTING = ROOT / "docs" / "api.txt"
 CHANGELOG = ROOT / "CHANGELOG.md"

@@ -7,7 +7,7 @@ build/notebooks/student/        the student versions' pages and notebooks
 build/docs/, build/reports/     the instructor guide and workshop kit; the newest bench report and the GPU reports
 build/search.html               full-text search, working from the folder itself
 build/report.md                 the lesson table in markdown, with the total
-build/timings.json              seconds per lesson (scripts/guide_times.py puts them in the instructor guide)
+build/timings.json              seconds per lesson (scripts/common/guide_times.py puts them in the instructor guide)
 build/logs/                     each lesson's kernel output, and Sphinx's (site.log)
 notebooks/student/              the student versions (solutions removed), regenerated from the lessons
 
@@ -18,33 +18,18 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
+
 import nbformat
 from course_site import build_site
-from nbtools import (
-    BUILD,
-    Execution,
-    badge_markdown,
-    course_config,
-    device_label,
-    execute,
-    lesson_sources,
-    lesson_title,
-    read_lesson,
-    write_student_versions,
-)
-
-from colab_gpu.bench import Target
-
-# The course's own target (the GPU suite's report checks it; colab_gpu/bench/ holds the experiments' targets).
-COURSE_TARGET = Target(
-    "the whole `make course` under 5 minutes (seconds)",
-    at_most=300,
-    reason="an instructor runs every lesson once before a workshop starts",
-)
+from execution import Execution, device_label, execute
+from nbtools import badge_markdown, course_config, lesson_sources, lesson_title, read_lesson, write_student_versions
+from paths import BUILD
 
 
 @dataclass
@@ -90,7 +75,7 @@ def lesson_timings(lessons: list[Lesson]) -> dict:
 
 
 def write_timings(lessons: list[Lesson], build: Path) -> None:
-    """build/timings.json (scripts/guide_times.py puts it in the instructor guide)."""
+    """build/timings.json (scripts/common/guide_times.py puts it in the instructor guide)."""
     (build / "timings.json").write_text(json.dumps(lesson_timings(lessons), indent=2) + "\n")
 
 
