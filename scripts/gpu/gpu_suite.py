@@ -65,10 +65,10 @@ from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_
     gpu_title,
     junit_rows,
     new_state,
-    read_state,
     slug,
     write_report,
 )
+from suite_runs import read_state, require_same_run
 
 from colab_gpu.bench import EXPERIMENTS
 from colab_gpu.downloads import DATA_ENV
@@ -248,16 +248,8 @@ def load_or_start(args, out: Path, doctor: dict, sources: list[Path]) -> dict:
         state["parts"] = parts_of(sources, bench, unit_tests=bool(args.unit_tests))
         return state
     state = read_state(out, "--resume")
-    if commit and state.get("commit") and commit != state["commit"]:
-        raise SystemExit(
-            f"--resume {out}: it ran commit {state['commit'][:12]}, this tree is {commit[:12]}: resume "
-            "with the same commit, or start a new run."
-        )
-    if state["gpu"] != gpu_title(doctor):
-        raise SystemExit(
-            f"--resume {out}: it ran on {state['gpu']}, this machine has {gpu_title(doctor)}: one "
-            "report holds one GPU's figures."
-        )
+    here = {"commit": commit, "gpu": gpu_title(doctor)}
+    require_same_run("--resume", out, state, here, {"commit": "this tree is", "gpu": "this machine has"}, True)
     return state
 
 

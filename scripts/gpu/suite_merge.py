@@ -13,18 +13,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from suite_report import PASSED, read_state, write_report
+from suite_report import PASSED, write_report
+from suite_runs import read_state, require_same_run
 
 RANK = {PASSED: 3, "failed": 2}  # a passed part beats a failed one, which beats one that never finished
-
-
-def _same_run(base: dict, other: dict, run: Path) -> None:
-    for key, what in (("commit", "commit"), ("gpu", "GPU")):
-        if base.get(key) != other.get(key):
-            raise SystemExit(
-                f"--merge: {run} ran {what} {other.get(key)}, the run it would join ran {base.get(key)}: one report "
-                "holds one commit on one GPU."
-            )
 
 
 def _copy_outputs(part: dict, source: Path, target: Path) -> None:
@@ -48,7 +40,7 @@ def merge(into: Path, others: list[Path]) -> dict:
     state = read_state(into, "--merge")
     for run in others:
         other = read_state(run, "--merge")
-        _same_run(state, other, run)
+        require_same_run("--merge", run, other, state, dict.fromkeys(("commit", "gpu"), "the run it would join ran"))
         offset = len(state["windows"])
         for window in other["windows"]:
             state["windows"].append(dict(window, window=window["window"] + offset))

@@ -268,24 +268,6 @@ def write_report(out: Path, state: dict) -> tuple[Path, Path]:
     return md, js
 
 
-def read_state(run: Path, option: str) -> dict:
-    """The state (report.json) of the run folder ``run``, checked to be this suite's; ``option`` names the command
-    line option that asked for it in the error (--resume, --merge)."""
-    report = run / "report.json"
-    if not report.exists():
-        raise SystemExit(f"{option} {run}: no report.json there (a run folder is what gpu_suite.py --out wrote).")
-    try:
-        state = json.loads(report.read_text())
-    except ValueError as err:
-        raise SystemExit(
-            f"{option} {run}: its report.json cannot be read ({err}): it is truncated or half copied. Copy the run "
-            "folder again from where it ran."
-        ) from None
-    if state.get("format") != 2:
-        raise SystemExit(f"{option} {run}: its report comes from an older suite, without parts: run it anew.")
-    return state
-
-
 def new_state(doctor: dict, commit: str | None, device: str, all_lessons: bool) -> dict:
     """An empty report for a run on the machine ``doctor`` describes."""
     return {
