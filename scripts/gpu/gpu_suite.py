@@ -39,9 +39,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -55,6 +52,7 @@ from nbval_pairs import write_pairs
 from paths import BUILD, ROOT, git_commit
 from suite_lessons import kernel_env, run_lesson
 from suite_merge import merge
+from suite_plan import DEFAULT_SECONDS, Window, estimates, lesson_timeout, measured, parts_of, plan, selected_lessons
 from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_targets: the suite's public names)
     CUT,
     ENDED,
@@ -69,174 +67,12 @@ from suite_report import (  # noqa: F401 (gpu_title, junit_rows, slug, evaluate_
     write_report,
 )
 from suite_runs import read_state, require_same_run
+from suite_steps import run_bench, run_unit_tests, unit_test_commands  # noqa: F401 (unit_test_commands: tested here)
 
 from colab_gpu.bench import EXPERIMENTS
 from colab_gpu.downloads import DATA_ENV
-from colab_gpu.profiling import PROFILES_ENV
-from colab_gpu.references import FIGURES_ENV
 
 RUN_DIR = BUILD / "gpu-run"
-# Expected seconds per part, from the last GPU run (see the file); an imported run of the same GPU overrides them.
-TIMES = Path(__file__).resolve().parent / "assets" / "gpu-suite-times.json"
-DEFAULT_SECONDS = {"tests": 120.0, "lesson": 60.0, "bench": 20.0}  # a part no run has timed yet
-RESERVE = 5.0  # seconds kept at the end of a budget for the report
-LESSON_TIMEOUT = {"gpu": 300, "cpu": 900}  # a lesson past this is broken, not slow (a CPU runs them 2-10x longer)
-# Slower GPU classes get more: lesson 12 on a T4 is estimated at 330-420 s (rung 0 on per-image CPU transforms, two
-# cold compiles, the fp32 variant at 4-5 TFLOP/s), a prediction until a T4 run; an L4 sits between.
-GPU_CLASS_TIMEOUT = {"T4": 600, "L4": 450}
-
-
-def selected_lessons(numbers: list[str]) -> list[Path]:
-    """The lessons' sources, all of them or those whose number is in ``numbers`` ("01", "08")."""
-    sources = [s for s in lesson_sources() if not numbers or s.name[:2] in numbers]
-    unknown = set(numbers) - {s.name[:2] for s in sources}
-    if unknown:
-        raise SystemExit(f"no lesson numbered {sorted(unknown)}; lessons: {[s.name[:2] for s in lesson_sources()]}")
-    return sources
-
-
-def parts_of(sources: list[Path], bench: list[str], unit_tests: bool = True) -> dict[str, dict]:
-    """Every part of a run, in the order it runs: the unit tests, each lesson, each bench experiment."""
-    unknown = sorted(set(bench) - set(EXPERIMENTS))
-    if unknown:
-        raise SystemExit(f"no bench experiment named {unknown}; experiments: {list(EXPERIMENTS)}")
-    parts = {"unit tests": {"kind": "tests"}} if unit_tests else {}
-    parts.update({f"lesson {s.stem}": {"kind": "lesson", "lesson": s.stem} for s in sources})
-    parts.update({f"bench {name}": {"kind": "bench", "experiment": name} for name in bench})
-    for part in parts.values():
-        part.update(status=NOT_RUN, seconds=None, window=None, timeout=None, error=None)
-    return parts
-
-
-def estimates(reports: list[Path], gpu: str) -> dict[str, float]:
-    """Expected seconds per part: TIMES, then every report in ``reports`` of the same GPU (later ones win).
-
-    A report's passed parts give their time; a part that was cut or failed gives at least the time it ran."""
-    seconds = json.loads(TIMES.read_text())["seconds"] if TIMES.exists() else {}
-    for path in reports:
-        report = json.loads(path.read_text()) if path.exists() else {}
-        if report.get("gpu") != gpu:
-            continue
-        for name, part in report.get("parts", {}).items():
-            if part.get("seconds") is not None:
-                ran = part["seconds"]
-                seconds[name] = ran if part["status"] == PASSED else max(ran, seconds.get(name, 0.0))
-    return seconds
-
-
-def measured(reports: list[Path], state: dict) -> set[str]:
-    """The parts an earlier report of this run's GPU ran to the end (passed or failed), this run's own included."""
-    done = {name for name, part in state["parts"].items() if part["status"] in (PASSED, FAILED)}
-    for path in reports:
-        report = json.loads(path.read_text()) if path.exists() else {}
-        if report.get("gpu") == state["gpu"]:
-            done |= {name for name, part in report.get("parts", {}).items() if part.get("status") in (PASSED, FAILED)}
-    return done
-
-
-def plan(todo: list[str], measured_before: set[str]) -> list[str]:
-    """The order of a window: first what no run has measured on this GPU (so a window spends itself on what only
-    it can show: six bench rows were "not run (budget)" in every window behind the lessons), then the rest, each
-    group in the usual order."""
-    return sorted(todo, key=lambda name: name in measured_before)
-
-
-class Window:
-    """This window's clock: what is left of the budget, and whether a part's expected time fits in it."""
-
-    def __init__(self, budget: float | None):
-        self.start = time.monotonic()
-        self.deadline = None if budget is None else self.start + budget - RESERVE
-
-    def left(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
-
-    def fits(self, seconds: float) -> bool:
-        return self.deadline is None or time.monotonic() + seconds <= self.deadline
-
-
-def run_command(command: list[str], env: dict, log: Path, timeout: float | None) -> tuple[int | None, float]:
-    """Run ``command`` from the repository root, its output into ``log``; (exit code or None if cut, seconds).
-
-    It runs in its own process group, so a cut also stops what it started (pytest's workers, torchrun's children)."""
-    print("$", " ".join(command), flush=True)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    with log.open("a") as sink:
-        proc = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code = None
-    return code, time.monotonic() - start
-
-
-GPU_TESTS_ONLY = "the @gpu tests (the others take no GPU branch: CI runs them on the CPU; --cpu-tests adds them)"
-ALL_TESTS = "every unit test: those without a GPU branch in parallel, then the @gpu ones alone"
-
-
-def unit_test_commands(python: str, paths: list[str], junit: Path, everything: bool = True) -> list[list[str]]:
-    """The `@gpu` tests in one process, after (``everything``) the package's other tests in parallel."""
-    ignore = ["--ignore=tests/tooling"] if paths == ["tests"] else []
-    has_xdist = subprocess.run([python, "-c", "import xdist"], capture_output=True).returncode == 0
-    workers = ["-n", str(min(8, max(2, (os.cpu_count() or 2) // 2)))] if has_xdist else []
-    base = [python, "-m", "pytest", *paths, *ignore, "-p", "no:cacheprovider", "-q"]
-    gpu = [*base, "-m", "gpu", f"--junitxml={junit / 'unit-gpu.xml'}"]
-    return [[*base, "-m", "not gpu", *workers, f"--junitxml={junit / 'unit.xml'}"], gpu] if everything else [gpu]
-
-
-def run_unit_tests(
-    part: dict, python: str, paths: list[str], out: Path, env: dict, window: Window, everything: bool = True
-) -> None:
-    env = {key: value for key, value in env.items() if key != FIGURES_ENV}  # never the lessons' figures file
-    codes, seconds = [], 0.0
-    for command in unit_test_commands(python, paths, out / "junit", everything):
-        left = window.left()
-        code, took = run_command(command, env, out / "logs" / "unit-tests.log", None if left is None else max(1, left))
-        codes.append(code)
-        seconds += took
-        if code is None:
-            break
-    tests = junit_rows(out / "junit" / "unit.xml") + junit_rows(out / "junit" / "unit-gpu.xml")
-    passed = all(code in (0, 5) for code in codes)  # 5: no test collected (no `@gpu` test among the paths)
-    status = CUT if None in codes else PASSED if passed else FAILED
-    error = None if status == PASSED else "see logs/unit-tests.log" if status == FAILED else "the budget ended"
-    part.update(status=status, seconds=round(seconds, 1), tests=tests, error=error)
-    part["scope"] = ALL_TESTS if everything else GPU_TESTS_ONLY
-
-
-def run_bench(parts: dict[str, dict], python: str, out: Path, env: dict, window: Window, number: int) -> None:
-    """The experiments of ``parts`` in one `colab_gpu bench` process; each part gets its rows or its fate."""
-    names = [part["experiment"] for part in parts.values()]
-    folder = out / "bench" / f"window-{number}"
-    left = window.left()
-    command = [python, "-m", "colab_gpu", "bench", "--out", str(folder), "--only", *names]
-    (out / "profiles").mkdir(parents=True, exist_ok=True)
-    env = dict(env, **{PROFILES_ENV: str(out / "profiles" / f"bench-window-{number}.jsonl")})
-    code, seconds = run_command(command, env, out / "logs" / f"bench-window-{number}.log", left and max(1, left))
-    found = json.loads((folder / "bench.json").read_text()) if (folder / "bench.json").exists() else {}
-    rows = {row["key"]: row for row in found.get("rows", [])}
-    measured = found.get("experiments", {})
-    stopped_in = next((name for name in names if name not in measured), None)
-    for part in parts.values():
-        name = part["experiment"]
-        if name in measured:
-            part.update(status=PASSED, seconds=measured[name]["seconds"], error=None)
-            part["rows"] = [rows[key] for key in measured[name]["keys"]]
-        elif name == stopped_in:
-            part.update(
-                status=CUT if code is None else FAILED,
-                seconds=round(seconds - sum(m["seconds"] for m in measured.values()), 1),
-            )
-            part["error"] = (
-                "the budget ended" if code is None else f"bench exited {code}: see logs/bench-window-{number}.log"
-            )
-        else:
-            part.update(status=NOT_RUN if code is None else FAILED, error="an earlier experiment stopped the bench")
 
 
 def load_or_start(args, out: Path, doctor: dict, sources: list[Path]) -> dict:
@@ -387,17 +223,6 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(failed)} failed{f' ({failed})' if failed else ''}, {len(left)} left for --resume {out}"
     )
     return 1 if failed else 3 if left else 0
-
-
-def lesson_timeout(gpu: str, on_gpu: bool, expected: float | None) -> int:
-    """A lesson's timeout: its GPU class's (`GPU_CLASS_TIMEOUT`, else `LESSON_TIMEOUT`'s), and at least twice what an
-    earlier run on this GPU took (``expected``), so a lesson that is slow on this GPU, not broken, finishes."""
-    base = (
-        LESSON_TIMEOUT["cpu"]
-        if not on_gpu
-        else next((seconds for label, seconds in GPU_CLASS_TIMEOUT.items() if label in gpu), LESSON_TIMEOUT["gpu"])
-    )
-    return max(base, math.ceil(2 * expected)) if expected else base
 
 
 def doctor_report(python: str, env: dict[str, str]) -> dict | None:
