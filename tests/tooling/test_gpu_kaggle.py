@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import gpu_kaggle
+import kaggle_cli
 import pytest
 from paths import ROOT
 
@@ -132,7 +133,7 @@ def test_a_failed_push_ends_at_once_without_deleting_a_kernel_that_was_never_cre
     kaggle, course, capsys, monkeypatch, scenario, message
 ):
     waits = []
-    monkeypatch.setattr(gpu_kaggle, "pause", waits.append)  # each retry of the delete offline waited 20 s and more
+    monkeypatch.setattr(kaggle_cli, "pause", waits.append)  # each retry of the delete offline waited 20 s and more
     started = time.monotonic()
     code, out, err, calls, deleted = kaggle(scenario, course, capsys)
     assert code == 1
@@ -222,7 +223,7 @@ def test_a_cancelled_job_still_deletes_the_kernel(kaggle, course, capsys, monkey
         assert handler is gpu_kaggle.stop_on_sigterm
         handler(signal.SIGTERM, None)
 
-    monkeypatch.setattr(gpu_kaggle, "pause", cancelled)
+    monkeypatch.setattr(kaggle_cli, "pause", cancelled)
     code, out, err, calls, deleted = kaggle("stuck", course, capsys)
     assert code == 1 and "stopped by signal 15" in err, out + err
     assert deleted == "fakeuser/course-gpu-ci-1234567-4242", out + err
