@@ -34,6 +34,10 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 
 NBVAL := --nbval-lax --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg
 junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
+# Each part of `make test` runs within its time budget (pyproject.toml, [tool.course.test-budget]) and prints its
+# slowest tests: tests/time_budget.py, a pytest plugin, told the part's name.
+part = COURSE_TEST_PART=$(1)
+BUDGET := -p tests.time_budget
 
 .PHONY: test course lint unit tooling nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
 	release test-wheel gpu-wheels
@@ -68,11 +72,11 @@ lint: $(ENV_READY)
 UNIT_WORKERS ?= 2
 XDIST = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(UNIT_WORKERS)")
 unit: $(ENV_READY)
-	$(PY) -m pytest tests --ignore=tests/tooling $(XDIST) $(call junit,unit)
+	$(call part,unit) $(PY) -m pytest tests --ignore=tests/tooling $(XDIST) $(BUDGET) $(call junit,unit)
 
 tooling: $(ENV_READY)
 	@bash scripts/course/ensure_browser.sh
-	$(PY) -m pytest tests/tooling $(XDIST) $(call junit,tooling)
+	$(call part,tooling) $(PY) -m pytest tests/tooling $(XDIST) $(BUDGET) $(call junit,tooling)
 
 # Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb: their shared cells once, then
 # the student version's rest, then the lesson's (scripts/common/nbval_pairs.py says why and how). Where xdist is installed
@@ -85,9 +89,9 @@ nbval: $(ENV_READY)
 	@if $(PY) -c "import xdist" 2>/dev/null && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
 		threads=$$($(PY) -c "import os; print(max(1, (os.cpu_count() or 1) // $(NBVAL_WORKERS)))"); \
 		echo "nbval: $(NBVAL_WORKERS) notebooks at a time, $$threads math thread(s) each"; \
-		OMP_NUM_THREADS=$$threads MKL_NUM_THREADS=$$threads $(PY) -m pytest $(NBVAL) build/nbval \
-			-n $(NBVAL_WORKERS) --dist loadfile $(call junit,nbval); \
-	else $(PY) -m pytest $(NBVAL) build/nbval $(call junit,nbval); fi
+		$(call part,nbval) OMP_NUM_THREADS=$$threads MKL_NUM_THREADS=$$threads $(PY) -m pytest $(NBVAL) build/nbval \
+			-n $(NBVAL_WORKERS) --dist loadfile $(BUDGET) $(call junit,nbval); \
+	else $(call part,nbval) $(PY) -m pytest $(NBVAL) build/nbval $(BUDGET) $(call junit,nbval); fi
 
 course: $(ENV_READY)
 	@$(PY) scripts/course/course.py

@@ -1,0 +1,41 @@
+"""tests/time_budget.py: a part of `make test` past its budget fails and names its slowest tests."""
+
+import os
+import subprocess
+import sys
+
+from paths import ROOT
+
+
+def run_part(tmp_path, part: str, budget: str | None) -> subprocess.CompletedProcess:
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n\ndef test_slow():\n    time.sleep(0.3)\n\ndef test_quick():\n    pass\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COURSE_TEST_PART=part)
+    env.pop("COURSE_TEST_BUDGET_S", None)
+    if budget is not None:
+        env["COURSE_TEST_BUDGET_S"] = budget
+    command = [sys.executable, "-m", "pytest", "-p", "tests.time_budget", "-p", "no:cacheprovider", "test_slow.py"]
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_part_past_its_budget_fails_though_its_tests_pass_and_names_its_slowest_test(tmp_path):
+    done = run_part(tmp_path, "unit", "0.1")
+    assert done.returncode == 1, done.stdout
+    assert "2 passed" in done.stdout
+    assert "unit ran past its budget" in done.stdout
+    slowest = done.stdout.split("slowest tests")[1].splitlines()[2]
+    assert "test_slow.py::test_slow" in slowest  # the slowest comes first
+
+
+def test_a_part_within_its_budget_passes_and_prints_its_time_against_the_budget(tmp_path):
+    done = run_part(tmp_path, "tooling", None)  # pyproject.toml's budget for tooling: minutes
+    assert done.returncode == 0, done.stdout
+    assert "tooling: 0 s, budget" in done.stdout or "tooling: 1 s, budget" in done.stdout
+
+
+def test_a_part_without_a_budget_is_refused_with_the_parts_that_have_one(tmp_path):
+    done = run_part(tmp_path, "lint", None)
+    assert done.returncode != 0
+    assert "'lint' has no budget" in done.stderr + done.stdout
+    assert "'nbval'" in done.stderr + done.stdout
