@@ -344,9 +344,10 @@ else:
 #
 # epoch with N processes ≈ steps × (compute on 1/N of the batch + the all-reduce DDP cannot hide)
 #
-# The script below times both sides on two models, with 1 and with 2 processes: an epoch with
-# DDP's all-reduce, the same epoch inside `model.no_sync()` (DDP skips the all-reduce there: the
-# compute alone), and one all-reduce of a tensor as large as the gradients. Section 2's MLP has
+# The script below times both sides on two models. First, one process alone trains the plain
+# model (no DDP) on the whole batch: the epoch DDP must beat. Then, with 2 processes: an epoch
+# with DDP's all-reduce, the same epoch inside `model.no_sync()` (DDP skips the all-reduce there:
+# the compute alone), and one all-reduce of a tensor as large as the gradients. Section 2's MLP has
 # 26,122 weights and uses each once per sample (2 FLOPs per weight, forward); the small CNN has
 # 72,954 weights and, because a convolution reuses each weight at every pixel, does 271 FLOPs per
 # weight (`torch.utils.flop_counter`): 135 times more work per byte of gradient. Each timing
@@ -356,10 +357,11 @@ else:
 
 # %%
 # %%writefile ddp_speed.py
-"""Time DDP training with N processes: an epoch, the same epoch's compute alone, and one all-reduce.
+"""Time one process against N: the plain model's epoch on rank 0 alone, then DDP's epoch, the same epoch's compute
+alone, and one all-reduce, with N processes.
 
 Launch: torchrun --standalone --nproc-per-node=N ddp_speed.py [--backend gloo|nccl] [--out ddp_speed.json]
-Rank 0 writes one row per model; each time is the median of 3 interleaved repeats.
+Rank 0 writes one row per model; each time is the median of 3 repeats (DDP's three interleaved).
 """
 
 import argparse
@@ -380,25 +382,44 @@ MODELS = {  # name: (build the model, one sample's shape)
 }
 
 
-def wait(device: torch.device) -> None:
+def wait(device: torch.device, together: bool = True) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # the GPU has finished its queue, not just received it
-    torch.distributed.barrier()  # every process has finished: the slowest one sets the pace
+    if together:
+        torch.distributed.barrier()  # every process has finished: the slowest one sets the pace
 
 
-def epoch_seconds(model: DDP, optimizer, batches, device: torch.device, all_reduce: bool) -> float:
-    wait(device)
+def epoch_seconds(model, optimizer, batches, device: torch.device, all_reduce: bool = True, together=True) -> float:
+    wait(device, together)
     start = time.perf_counter()
     for inputs, labels in batches:
         optimizer.zero_grad()
         if all_reduce:
-            F.cross_entropy(model(inputs), labels).backward()  # DDP all-reduces the gradients during backward
+            F.cross_entropy(model(inputs), labels).backward()  # a DDP model all-reduces the gradients here
         else:
             with model.no_sync():  # the same step without the all-reduce: the compute alone
                 F.cross_entropy(model(inputs), labels).backward()
         optimizer.step()
-    wait(device)
+    wait(device, together)
     return time.perf_counter() - start
+
+
+def random_batches(shape, batch: int, device: torch.device, seed: int) -> list:
+    generator = torch.Generator().manual_seed(seed)  # random data: this times the steps, not a loader
+    return [(torch.randn(batch, *shape, generator=generator).to(device),
+             torch.randint(0, 10, (batch,), generator=generator).to(device)) for _ in range(SAMPLES // GLOBAL_BATCH)]
+
+
+def alone_seconds(name: str, device: torch.device) -> float:
+    """One process, the plain model (no DDP) on the whole batch: the epoch that DDP must beat. Rank 0 runs it while
+    the other processes wait for it (DDP's first broadcast), so it has its core, or its GPU, to itself."""
+    build, shape = MODELS[name]
+    cg.seed_everything(0)
+    model = build().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = random_batches(shape, GLOBAL_BATCH, device, seed=0)
+    epoch_seconds(model, optimizer, batches[:2], device, together=False)  # warm-up
+    return statistics.median(epoch_seconds(model, optimizer, batches, device, together=False) for _ in range(REPEATS))
 
 
 def all_reduce_seconds(weights: int, device: torch.device, repeats: int = 10) -> float:
@@ -417,13 +438,10 @@ def measure(name: str, info: cg.DistInfo) -> dict:
     model = DDP(build().to(info.device), device_ids=[info.local_rank] if info.device.type == "cuda" else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     per_process = GLOBAL_BATCH // info.world_size  # DDP splits each batch, not the number of steps
-    generator = torch.Generator().manual_seed(info.rank)  # random data: this times the steps, not a loader
-    batches = [(torch.randn(per_process, *shape, generator=generator).to(info.device),
-                torch.randint(0, 10, (per_process,), generator=generator).to(info.device))
-               for _ in range(SAMPLES // GLOBAL_BATCH)]
-    epoch_seconds(model, optimizer, batches[:2], info.device, all_reduce=True)  # warm-up
+    batches = random_batches(shape, per_process, info.device, seed=info.rank)
+    epoch_seconds(model, optimizer, batches[:2], info.device)  # warm-up
     weights = sum(p.numel() for p in model.parameters())
-    rounds = [(epoch_seconds(model, optimizer, batches, info.device, all_reduce=True),
+    rounds = [(epoch_seconds(model, optimizer, batches, info.device),
                epoch_seconds(model, optimizer, batches, info.device, all_reduce=False),
                all_reduce_seconds(weights, info.device)) for _ in range(REPEATS)]
     epoch, compute, all_reduce = (statistics.median(column) for column in zip(*rounds, strict=True))
@@ -438,7 +456,10 @@ def main() -> None:
     args = parser.parse_args()
     info = cg.ddp_setup(args.backend)
     try:
-        rows = [measure(name, info) for name in MODELS]  # the DDP models are gone before the teardown
+        rows = []
+        for name in MODELS:
+            alone = alone_seconds(name, info.device) if info.is_main else None  # the others wait in measure()
+            rows.append(dict(measure(name, info), alone_s=alone))  # the DDP models are gone before the teardown
         if info.is_main:
             with open(args.out, "w") as file:
                 json.dump(rows, file)
@@ -453,28 +474,23 @@ if __name__ == "__main__":
 import json
 
 backend = "nccl" if torch.cuda.device_count() >= 2 else "gloo"  # two GPUs, or two CPU processes
-runs = {}
-for processes in (1, 2):
-    out = f"ddp_speed_{processes}.json"
-    cg.launch_torchrun("ddp_speed.py", processes, "--backend", backend, "--out", out, timeout=300)
-    with open(out) as file:
-        runs.update({(row["model"], processes): row for row in json.load(file)})
+cg.launch_torchrun("ddp_speed.py", 2, "--backend", backend, "--out", "ddp_speed.json", timeout=300)
+with open("ddp_speed.json") as file:
+    runs = {row["model"]: row for row in json.load(file)}
 
 ms = lambda seconds: f"{seconds * 1e3:.1f} ms"  # noqa: E731
 print(f"{backend}, one {'GPU' if backend == 'nccl' else 'CPU core'} per process; global batch 64, "
-      f"{runs['MLP', 1]['steps']} steps per epoch")
+      f"{runs['MLP']['steps']} steps per epoch")
 print(f"{'':14} {'1 process':>10} {'2 processes':>34}")
 print(f"{'model':5} {'weights':>8} {'epoch':>10} {'compute':>10} {'all-reduces':>12} {'epoch':>10} {'speed-up':>9}")
-for name in ("MLP", "CNN"):
-    one, two = runs[name, 1], runs[name, 2]
-    all_reduces = two["steps"] * two["all_reduce_s"]  # one per step, timed alone
-    print(f"{name:5} {one['weights']:>8,} {ms(one['epoch_s']):>10} {ms(two['compute_s']):>10} "
-          f"{ms(all_reduces):>12} {ms(two['epoch_s']):>10} {one['epoch_s'] / two['epoch_s']:>8.2f}x")
+for name, run in runs.items():
+    all_reduces = run["steps"] * run["all_reduce_s"]  # one per step, timed alone
+    print(f"{name:5} {run['weights']:>8,} {ms(run['alone_s']):>10} {ms(run['compute_s']):>10} "
+          f"{ms(all_reduces):>12} {ms(run['epoch_s']):>10} {run['alone_s'] / run['epoch_s']:>8.2f}x")
 
 # The physics this relies on: per step, the CNN computes many times longer than one all-reduce of its gradients
 # takes, the MLP does not (by far the smaller ratio, on every runtime).
-ratio = {name: runs[name, 2]["compute_s"] / (runs[name, 2]["steps"] * runs[name, 2]["all_reduce_s"])
-         for name in ("MLP", "CNN")}
+ratio = {name: run["compute_s"] / (run["steps"] * run["all_reduce_s"]) for name, run in runs.items()}
 print(f"compute per step / one all-reduce, 2 processes: MLP {ratio['MLP']:.1f}, CNN {ratio['CNN']:.1f}")
 assert ratio["CNN"] > ratio["MLP"]
 
