@@ -394,7 +394,7 @@ def wait(device: torch.device, together: bool = True) -> None:
         torch.distributed.barrier()  # every process has finished: the slowest one sets the pace
 
 
-def epoch_seconds(model, optimizer, batches, device: torch.device, all_reduce: bool = True, together=True) -> float:
+def epoch_seconds(model, optimizer, batches, device, all_reduce: bool = True, together: bool = True) -> float:
     wait(device, together)
     start = time.perf_counter()
     for inputs, labels in batches:
@@ -483,7 +483,12 @@ cg.launch_torchrun("ddp_speed.py", 2, "--backend", backend, "--out", "ddp_speed.
 with open("ddp_speed.json") as file:
     runs = {row["model"]: row for row in json.load(file)}
 
-ms = lambda seconds: f"{seconds * 1e3:.1f} ms"  # noqa: E731
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
 print(f"{backend}, one {'GPU' if backend == 'nccl' else 'CPU core'} per process; global batch 64, "
       f"{runs['MLP']['steps']} steps per epoch")
 print(f"{'':14} {'1 process':>10} {'2 processes':>34}")
@@ -505,10 +510,10 @@ assert ratio["CNN"] > ratio["MLP"]
 # layers' gradients while the first layers' are still computed), adds work of its own (copying
 # the gradients into buckets), and the processes wait for each other at every step.
 #
-# - **The MLP** is launch-bound (lesson 10): its step costs about the same on 32 samples as on
-#   64, so halving the batch saves nothing, and every step pays an all-reduce on top. Two
-#   processes are *slower*. Fewer, larger steps (a larger global batch) or one process is the
-#   lever here, not a second GPU.
+# - **The MLP**'s step is mostly per-step overhead (Python and dispatch; on a GPU, launch-bound:
+#   lesson 10), so a step on 32 samples costs about what one on 64 does: halving the batch saves
+#   nothing, and every step pays an all-reduce on top. Two processes are *slower*. Fewer, larger
+#   steps (a larger global batch) or one process is the lever here, not a second GPU.
 # - **The CNN**'s compute shrinks with the batch, and one all-reduce is a small fraction of a step:
 #   two processes are faster. Not twice: two CPU cores share caches and memory bandwidth, and
 #   Colab's two vCPUs are two threads of one physical core, so the gain varies from run to run.

@@ -31,15 +31,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
 
 from paths import ROOT
-from wheels_select import (  # noqa: F401 (NEVER, TOOLING, read_pins: read through this module by the tests)
-    NEVER,
-    TOOLING,
+from wheels_select import (
     Dist,
     GpuWheelsError,
     Selection,
     closure_from_report,
     parse_freeze,
-    read_pins,
     runner_pins,
     select,
     target_environment,

@@ -3,7 +3,9 @@ import sys
 
 import gpu_suite
 import pytest
+import suite_plan
 import suite_report
+import suite_steps
 
 from colab_gpu.bench import TARGETS
 
@@ -294,11 +296,11 @@ def test_the_lessons_figures_reach_the_report_and_never_the_unit_tests(monkeypat
 
     assert "COLAB_GPU_FIGURES" not in suite_lessons.kernel_env(True)
     assert "COLAB_GPU_PROFILES" not in suite_lessons.kernel_env(True)
-    commands = gpu_suite.unit_test_commands(sys.executable, ["tests"], tmp_path)
+    commands = suite_steps.unit_test_commands(sys.executable, ["tests"], tmp_path)
     assert [c[-1].rsplit("/", 1)[-1] for c in commands] == ["unit.xml", "unit-gpu.xml"]
     assert "--ignore=tests/tooling" in commands[0] and ["-m", "gpu"] == commands[1][-3:-1]
     assert "-n" not in commands[1]  # the @gpu tests alone: no neighbour shares their timings and memory
-    (only,) = gpu_suite.unit_test_commands(sys.executable, ["tests"], tmp_path, everything=False)
+    (only,) = suite_steps.unit_test_commands(sys.executable, ["tests"], tmp_path, everything=False)
     assert only == commands[1]  # on a GPU by default: the tests with a GPU branch (CI runs the others on the CPU)
 
 
@@ -393,11 +395,11 @@ def test_data_gives_the_lessons_a_folder_of_real_data_and_each_lesson_says_which
 
 def test_a_lessons_timeout_follows_its_gpu_class_and_its_earlier_time_on_that_gpu():
     """Issue 50: lesson 12 on a T4 is estimated at 330-420 s, past the 300 s an H100 needs."""
-    assert gpu_suite.lesson_timeout("NVIDIA H100 80GB HBM3", True, None) == 300
-    assert gpu_suite.lesson_timeout("Tesla T4", True, None) == 600
-    assert gpu_suite.lesson_timeout("NVIDIA L4", True, 40.0) == 450
-    assert gpu_suite.lesson_timeout("NVIDIA H100 80GB HBM3", True, 174.2) == 349  # twice its last time there
-    assert gpu_suite.lesson_timeout("CPU dry run (no GPU)", False, None) == 900
+    assert suite_plan.lesson_timeout("NVIDIA H100 80GB HBM3", True, None) == 300
+    assert suite_plan.lesson_timeout("Tesla T4", True, None) == 600
+    assert suite_plan.lesson_timeout("NVIDIA L4", True, 40.0) == 450
+    assert suite_plan.lesson_timeout("NVIDIA H100 80GB HBM3", True, 174.2) == 349  # twice its last time there
+    assert suite_plan.lesson_timeout("CPU dry run (no GPU)", False, None) == 900
 
 
 def test_the_report_shows_the_host_beside_the_gpu():
@@ -415,7 +417,7 @@ def test_the_report_shows_the_host_beside_the_gpu():
 def test_a_window_runs_first_what_no_run_has_measured_on_this_gpu(lessons, tmp_path):
     """Issue 50: six bench rows never ran on a GPU, "not run (budget)" in every window behind the lessons."""
     order = ["unit tests", "lesson 01_a", "lesson 02_b", "bench compile", "bench h2d"]
-    assert gpu_suite.plan(order, {"unit tests", "lesson 01_a", "bench h2d"}) == [
+    assert suite_plan.plan(order, {"unit tests", "lesson 01_a", "bench h2d"}) == [
         "lesson 02_b",
         "bench compile",
         "unit tests",

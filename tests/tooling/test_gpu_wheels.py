@@ -14,11 +14,12 @@ import gpu_runner
 import gpu_wheels
 import pytest
 import torch
-from gpu_wheels import Dist
+import wheels_select
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from paths import ROOT
+from wheels_select import Dist
 
 from tests.conftest import venv_seeing
 
@@ -91,8 +92,8 @@ def kept(selection):
 
 
 def test_selection_leaves_out_what_the_image_has_at_a_satisfying_version_and_never_torch_numpy_or_pytest():
-    image = gpu_wheels.parse_freeze(IMAGE_FREEZE)
-    selection = gpu_wheels.select(CLOSURE, ROOTS, image, "3.12")
+    image = wheels_select.parse_freeze(IMAGE_FREEZE)
+    selection = wheels_select.select(CLOSURE, ROOTS, image, "3.12")
     assert kept(selection) == {
         # what the image lacks, on the target
         "nbval", "jupytext", "nbconvert", "lesson-helper", "nbformat", "jupyter-client", "jsonschema",
@@ -111,8 +112,8 @@ def test_selection_leaves_out_what_the_image_has_at_a_satisfying_version_and_nev
     assert not kept(selection) & {"torch", "torchvision", "numpy", "pytest", "pluggy", "iniconfig"}
     # markers for another Python: typing_extensions is nbval's on Python < 3.12 only, tomli on < 3.11
     assert not kept(selection) & {"typing-extensions", "tomli"}
-    assert "typing-extensions" in kept(gpu_wheels.select(CLOSURE, ROOTS, image, "3.11"))
-    assert "tomli" in kept(gpu_wheels.select(CLOSURE, ROOTS, image, "3.10"))
+    assert "typing-extensions" in kept(wheels_select.select(CLOSURE, ROOTS, image, "3.11"))
+    assert "tomli" in kept(wheels_select.select(CLOSURE, ROOTS, image, "3.10"))
     assert selection.notes == [
         "image has attrs 21.3.0, the tooling needs attrs>=22.2.0 (jsonschema): its wheel is included",
         "image has traitlets 5.2.0, the tooling needs traitlets>=5.1 (nbconvert), traitlets>=5.1 (nbformat), "
@@ -130,8 +131,8 @@ def test_selection_leaves_out_what_the_image_has_at_a_satisfying_version_and_nev
 def test_a_requirement_only_the_target_python_has_is_resolved_in_a_second_pass(tmp_path, monkeypatch):
     """pip evaluates markers for the Python running it: resolving on 3.11 for 3.14 leaves out what 3.14 alone needs."""
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text("".join(f"{name}==1.0\n" for name in gpu_wheels.TOOLING))
-    tooling = {name: Dist(name, "1.0") for name in gpu_wheels.TOOLING}
+    requirements.write_text("".join(f"{name}==1.0\n" for name in wheels_select.TOOLING))
+    tooling = {name: Dist(name, "1.0") for name in wheels_select.TOOLING}
     tooling["nbval"] = Dist("nbval", "1.0", ['backports-zstd>=1; python_version >= "3.14"'])
     asked = []
 
@@ -148,12 +149,12 @@ def test_a_requirement_only_the_target_python_has_is_resolved_in_a_second_pass(t
     assert len(asked) == 1
     # an image that has all of it: nothing to resolve, nothing to carry
     asked.clear()
-    assert gpu_wheels.plan(requirements, {name: "1.0" for name in gpu_wheels.TOOLING}, "3.14", "2.35").keep == []
+    assert gpu_wheels.plan(requirements, {name: "1.0" for name in wheels_select.TOOLING}, "3.14", "2.35").keep == []
     assert asked == []
 
 
 def test_a_freeze_gives_versions_by_canonical_name_and_none_where_it_does_not_say():
-    image = gpu_wheels.parse_freeze(
+    image = wheels_select.parse_freeze(
         "# comment\nJinja2==3.1.6\ntyping_extensions===4.16.0\n"
         "pyzmq @ file:///tmp/wheels/pyzmq-26.2.0-cp312-cp312-manylinux_2_28_x86_64.whl\n"
         "PyYAML @ file:///croot/pyyaml_1698096049011/work\n"
@@ -170,7 +171,7 @@ def test_a_freeze_gives_versions_by_canonical_name_and_none_where_it_does_not_sa
 
 
 def test_the_default_image_freeze_is_the_lent_gpu_image_with_its_torch():
-    image = gpu_wheels.parse_freeze(gpu_wheels.DEFAULT_FREEZE.read_text())
+    image = wheels_select.parse_freeze(gpu_wheels.DEFAULT_FREEZE.read_text())
     assert gpu_wheels.DEFAULT_FREEZE.read_text().startswith("# The GPU image")
     assert image["torch"] == "2.11.0" and image["torchvision"] == "0.26.0" and "nbval" not in image
     assert all(version is not None for version in image.values())
@@ -190,7 +191,7 @@ def test_a_requirements_file_without_a_tooling_pin_exits_non_zero_and_names_it(t
 
 
 def test_the_runner_pins_are_what_the_image_lacks_of_requirements_txt_less_torch_and_the_site_tools(monkeypatch):
-    image = gpu_wheels.parse_freeze(gpu_wheels.DEFAULT_FREEZE.read_text())
+    image = wheels_select.parse_freeze(gpu_wheels.DEFAULT_FREEZE.read_text())
 
     def version(name):  # gpu_runner.missing_requirements as it runs on that image
         if canonicalize_name(name) in image:
@@ -199,11 +200,11 @@ def test_the_runner_pins_are_what_the_image_lacks_of_requirements_txt_less_torch
 
     monkeypatch.setattr(gpu_runner.metadata, "version", version)
     missing = gpu_runner.missing_requirements(ROOT / "requirements.txt")
-    pins = gpu_wheels.runner_pins(ROOT / "requirements.txt", image)
+    pins = wheels_select.runner_pins(ROOT / "requirements.txt", image)
     assert sorted(pins.values()) == sorted(missing)
-    assert sorted(pins) == sorted(canonicalize_name(name) for name in gpu_wheels.TOOLING)
+    assert sorted(pins) == sorted(canonicalize_name(name) for name in wheels_select.TOOLING)
     del image["pytest-xdist"]  # an image without it (Colab's): the runner installs it too, so it is carried
-    assert "pytest-xdist" in gpu_wheels.runner_pins(ROOT / "requirements.txt", image)
+    assert "pytest-xdist" in wheels_select.runner_pins(ROOT / "requirements.txt", image)
 
 
 def test_a_failing_pip_is_an_error_that_shows_pips_output():
@@ -243,7 +244,7 @@ def clean_env(**extra):
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     """Skip unless a package index answers: one small wheel, the pinned nbval, through this machine's pip settings."""
-    nbval = gpu_wheels.read_pins(ROOT / "requirements.txt", ["nbval"])["nbval"]
+    nbval = wheels_select.read_pins(ROOT / "requirements.txt", ["nbval"])["nbval"]
     probe = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--retries", "0"]
     done = subprocess.run(
         [*probe, "--timeout", "15", "-d", str(tmp_path_factory.mktemp("probe")), nbval],
@@ -262,7 +263,7 @@ def image_distributions() -> set[str]:
     for line in (ROOT / "requirements.txt").read_text().splitlines():
         spec = line.split("#", 1)[0].strip()
         name = spec and canonicalize_name(Requirement(spec).name)
-        if name and name not in gpu_wheels.TOOLING and name not in gpu_runner.NOT_FOR_THE_SUITE:
+        if name and name not in wheels_select.TOOLING and name not in gpu_runner.NOT_FOR_THE_SUITE:
             tops.append(name)
     env, seen = default_environment(), set()
     while tops:
@@ -283,7 +284,7 @@ def image(tmp_path_factory):
     a venv whose .pth points at a folder of links to the entries of this site-packages the image's packages own."""
     base = tmp_path_factory.mktemp("image")
     names = image_distributions()
-    assert not names & {canonicalize_name(name) for name in gpu_wheels.TOOLING}
+    assert not names & {canonicalize_name(name) for name in wheels_select.TOOLING}
     site, purelib = base / "site", Path(sysconfig.get_paths()["purelib"])
     site.mkdir()
     for name in names:
@@ -338,8 +339,8 @@ def test_the_wheels_folder_installs_with_no_index_into_a_venv_that_already_has_t
     files = sorted(wheel.name for wheel in wheels.glob("*.whl"))
     assert summary.startswith(f"{len(files)} wheels, ") and f"for CPython {PYTHON}: installs on the GPU" in summary
     carried = {canonicalize_name(name.split("-")[0]) for name in files}
-    assert not carried & gpu_wheels.NEVER, files
-    assert carried >= {canonicalize_name(name) for name in gpu_wheels.TOOLING}
+    assert not carried & wheels_select.NEVER, files
+    assert carried >= {canonicalize_name(name) for name in wheels_select.TOOLING}
     assert not carried & image_distributions(), "a wheel of what the image has at the same version"
     # the runner on the GPU node: the course's requirements.txt, a package to install, pip with no index
     course = tmp_path / "course"
@@ -361,7 +362,7 @@ def test_the_wheels_folder_installs_with_no_index_into_a_venv_that_already_has_t
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + (log.read_text() if log.exists() else "")
     installed = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(canonicalize_name(Requirement(spec).name) for spec in installed["missing"]) == sorted(
-        canonicalize_name(name) for name in gpu_wheels.TOOLING
+        canonicalize_name(name) for name in wheels_select.TOOLING
     )
     after = subprocess.run([image, "-c", CHECK], capture_output=True, text=True, env=clean_env())
     assert after.returncode == 0, after.stderr[-3000:]
