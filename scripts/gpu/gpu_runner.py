@@ -1,30 +1,24 @@
 """The GPU runner: the course's GPU suite on a fresh GPU machine, everything it produced in one folder.
 
-It is the code of the Kaggle kernel that `make gpu-kaggle` pushes (scripts/gpu/gpu_kaggle.py fills CONFIG below), and
-what a maintainer runs by hand on Colab Pro (maintainers/gpu_run.ipynb) or on any GPU machine:
+The Kaggle kernel's code (`make gpu-kaggle` fills CONFIG below), also run by hand on Colab Pro
+(maintainers/gpu_run.ipynb) or on any GPU machine:
 
     python gpu_runner.py --repo https://github.com/OWNER/REPO.git --sha COMMIT [--out DIR]
-    python3 scripts/gpu/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR [--sha SHA]  (no git, no index)
-    python3 scripts/gpu/gpu_runner.py --checkout . --wheels .whl --budget 540 --out DIR --resume  (the next window)
+    python3 scripts/gpu/gpu_runner.py --checkout course.tar.gz --wheels .whl --budget 540 --out DIR [--resume]
 
-A GPU node without internet takes a local checkout or a source tarball (`git archive`) instead of --repo, and a
-folder of wheels (`make gpu-wheels`) instead of an index. Its commit comes from --sha, else git, else the tarball's
-scripts/common/COMMIT (filled in by `git archive`: .gitattributes export-subst). --budget and --resume go to the suite
-(scripts/gpu/gpu_suite.py): a window of GPU time runs what fits, the next finishes the run in the same --out folder.
+Offline, --checkout takes a folder or a `git archive` tarball (its commit: --sha, else git, else the tarball's
+scripts/common/COMMIT) and --wheels a folder `make gpu-wheels` filled. --budget and --resume go to the suite: a window
+runs what fits, the next finishes the run in the same --out.
 
-  1. records `nvidia-smi` and the image's versions (Python, torch, torchvision, CUDA, driver, `pip freeze`);
-  2. clones the repository and checks out the commit;
-  3. installs colab_gpu from the clone, and those of requirements.txt's tools the image lacks (nbval, jupytext...),
-     never torch or torchvision: pip runs with them pinned to the image's versions, and the runner checks and
-     records that they did not change;
-  4. runs the GPU suite (scripts/gpu/gpu_suite.py --refresh-notebooks): unit tests with the `@gpu` tests, every lesson
-     under nbval, every lesson timed (lesson 08 on every visible GPU), and `colab_gpu bench`;
-  5. writes the suite's report.md/report.json, JUnit XML, executed notebooks and logs to --out (Kaggle's
-     /kaggle/working by default), and manifest.json: the commit, GPUs, versions, seconds per lesson, test counts.
+It records `nvidia-smi` and the image's versions (Python, torch, CUDA, driver, `pip freeze`), clones or unpacks the
+course, then runs the steps of the clone's scripts/gpu/runner_steps.py: install colab_gpu and the tools the image
+lacks (never torch or torchvision, and checks they did not change), run scripts/gpu/gpu_suite.py --refresh-notebooks,
+and write its outputs and manifest.json (commit, GPUs, versions, seconds per lesson, test counts) to --out (Kaggle's
+/kaggle/working by default).
 
-With REQUIRE_CUDA=1 (the Kaggle kernel and the maintainer notebook set it) a machine without a CUDA GPU fails at
-once. Without it the suite runs on the CPU as a dry run (`--lessons 01` keeps it short), which `make
-import-gpu-run` refuses. Exits non-zero when anything failed. Standard library only: it runs before the clone.
+With REQUIRE_CUDA=1 (the Kaggle kernel, the maintainer notebook) a machine without a CUDA GPU fails at once; without
+it the suite runs on the CPU as a dry run, which `make import-gpu-run` refuses. Exits 1 when anything failed, 3 when
+parts are left for --resume. Standard library only: it runs before the clone.
 """
 
 from __future__ import annotations
@@ -41,26 +35,16 @@ import sys
 import tarfile
 import tempfile
 import time
-from importlib import metadata
+import types
 from pathlib import Path
 
 CONFIG: dict = {}  # `make gpu-kaggle` writes the repository, the commit and the options here
 MANIFEST = "manifest.json"
-PINNED = ("torch", "torchvision")  # the image's own builds: never installed over
-# requirements.txt's tools that the suite does not use (the site's Sphinx stack and its browser test, the linter):
-# installing them on an image would only risk moving its IPython or docutils under the lessons.
-NOT_FOR_THE_SUITE = {"sphinx", "myst-nb", "sphinx-book-theme", "pydata-sphinx-theme", "selenium", "ruff"}
+WINDOW = ("started", "finished", "seconds", "status", "sha")  # what the manifest keeps of each window of a run
 KAGGLE_WORKING = Path("/kaggle/working")
 # What a Kaggle kernel tells about its image, kept in the manifest (Kaggle sets these; none of them is a secret).
-IMAGE_ENV = (
-    "KAGGLE_DOCKER_IMAGE",
-    "KAGGLE_KERNEL_RUN_TYPE",
-    "KAGGLE_URL_BASE",
-    "COLAB_RELEASE_TAG",
-    "COLAB_GPU",
-    "CUDA_VERSION",
-    "NV_CUDA_LIB_VERSION",
-)
+IMAGE_ENV = ("KAGGLE_DOCKER_IMAGE", "KAGGLE_KERNEL_RUN_TYPE", "KAGGLE_URL_BASE", "COLAB_RELEASE_TAG", "COLAB_GPU")
+IMAGE_ENV += ("CUDA_VERSION", "NV_CUDA_LIB_VERSION")
 VERSIONS_CODE = """
 import json, platform, torch
 try:
@@ -160,121 +144,38 @@ def unpack(checkout: Path, into: Path) -> None:
         raise RunFailed(f"--checkout {checkout} is not the course: it has no scripts/gpu/gpu_suite.py.")
 
 
-def checkout_commit(checkout: Path, course: Path) -> str | None:
-    """The commit of a checkout: git's, where git and the checkout's .git are there, else the tarball's stamp."""
-    if checkout.is_dir() and shutil.which("git") and (checkout / ".git").exists():
-        done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True)
-        if done.returncode == 0:
-            return done.stdout.strip()
-    stamp = course / "scripts" / "common" / "COMMIT"
-    text = stamp.read_text().strip() if stamp.exists() else ""
-    return text if len(text) == 40 and all(c in "0123456789abcdef" for c in text) else None
+def load_steps(course: Path) -> types.ModuleType:
+    """The steps after the clone, from the course's scripts/gpu/runner_steps.py (install, the suite, its report).
+
+    They ``import gpu_runner`` for RunFailed, sh and versions: run as a script or a kernel this file is not yet known
+    by that name, so it is registered first (a second copy of it would raise a RunFailed this one cannot catch)."""
+    this = sys.modules.get(__name__)
+    if getattr(this, "RunFailed", None) is not RunFailed:  # exec'd into a namespace (a notebook kernel)
+        this = types.ModuleType("gpu_runner")
+        vars(this).update(globals())
+    sys.modules.setdefault("gpu_runner", this)
+    path = course / "scripts" / "gpu" / "runner_steps.py"
+    if not path.exists():
+        raise RunFailed("the course has no scripts/gpu/runner_steps.py: run the gpu_runner.py of the same commit.")
+    spec = importlib.util.spec_from_file_location("runner_steps", path)
+    steps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(steps)
+    return steps
 
 
-def missing_requirements(requirements: Path) -> list[str]:
-    """requirements.txt's pins whose package this Python lacks, torch, torchvision and NOT_FOR_THE_SUITE left out."""
-    missing = []
-    for line in requirements.read_text().splitlines():
-        spec = line.split("#", 1)[0].strip()
-        if not spec:
-            continue
-        name = spec.split("==")[0].split(">=")[0].strip()
-        if name.lower() in PINNED or name.lower() in NOT_FOR_THE_SUITE:
-            continue
-        try:
-            metadata.version(name)
-        except metadata.PackageNotFoundError:
-            missing.append(spec)
-    return missing
-
-
-def install(course: Path, python: str, before: dict, logs: Path, work: Path, wheels: Path | None = None) -> list[str]:
-    """colab_gpu from the clone, and what the image lacks; torch and torchvision pinned to ``before``.
-
-    With ``wheels`` (a folder `make gpu-wheels` filled) pip reads that folder only, never an index: a GPU node
-    without internet."""
-    constraints = work / "constraints.txt"
-    constraints.write_text("".join(f"{name}=={before[name]}\n" for name in PINNED if before.get(name)))
-    pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-c", str(constraints)]
-    if wheels is not None:
-        if not Path(wheels).is_dir():
-            raise RunFailed(
-                f"the wheels folder {wheels} does not exist: fill it on a machine with an index "
-                "(make gpu-wheels PYTHON_VERSION=3.12) and carry it to this one."
-            )
-        pip += ["--no-index", "--find-links", str(Path(wheels).resolve())]
-    log = logs / "install.log"
-    missing = missing_requirements(course / "requirements.txt")
-    if missing and sh([*pip, *missing], log) != 0:
-        where = f" from {wheels} alone" if wheels is not None else ""
-        raise RunFailed(
-            f"pip could not install {missing}{where} next to torch {before['torch']} (see logs/install.log)"
-        )
-    # The image's setuptools builds it: no download, and nothing but colab_gpu itself changes.
-    isolation = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
-    if sh([*pip, "--no-deps", *isolation, str(course)], log) != 0:
-        raise RunFailed("pip could not install colab_gpu from the clone (see logs/install.log)")
-    after = versions(python)
-    changed = [f"{name} {before[name]} -> {after[name]}" for name in PINNED if before[name] != after[name]]
-    if changed:
-        raise RunFailed(
-            f"installing the tools changed the image's {', '.join(changed)}: the run would not test "
-            "the image learners have."
-        )
-    return missing
-
-
-def suite_command(python: str, out: Path, options: dict, require_cuda: bool) -> list[str]:
-    """What `make gpu-suite` runs (scripts/gpu/gpu_suite.py, from the clone, on this Python), writing into ``out``."""
-    resume = options.get("resume") and (out / "report.json").exists()
-    args = ["--refresh-notebooks", *(["--resume", str(out)] if resume else ["--out", str(out)])]
-    if options.get("budget"):
-        args += ["--budget", str(options["budget"])]
-    if options.get("lessons"):
-        args += ["--lessons", *options["lessons"]]
-    if options.get("unit_tests") is not None:  # [] is "none", None the suite's default
-        args += ["--unit-tests", *options["unit_tests"]]
-    if options.get("bench") is not None:
-        args += ["--bench-only", *options["bench"]]
-    if options.get("data"):
-        args += ["--data", str(Path(options["data"]).resolve())]
-    if not require_cuda:
-        args.append("--allow-cpu")
-    return [python, "scripts/gpu/gpu_suite.py", *args]
-
-
-def test_counts(report: dict) -> dict:
-    counts = {"passed": 0, "failed": 0, "skipped": 0}
-    for _, outcome, _ in report.get("tests", []):
-        counts["skipped" if outcome == "skipped" else "passed" if outcome == "passed" else "failed"] += 1
-    return counts
-
-
-def write_manifest(out: Path, manifest: dict) -> None:
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-
-
-def earlier_manifest(out: Path, options: dict) -> dict:
-    """With --resume, the manifest the run's earlier windows wrote ({} for a new run)."""
+def earlier_run(out: Path, options: dict) -> tuple[str | None, list[dict]]:
+    """With --resume, the commit and the windows of the run's earlier manifest (None and [] for a new run)."""
     path = out / MANIFEST
     if not options.get("resume") or not path.exists():
-        return {}
+        return None, []
     try:
-        return json.loads(path.read_text())
+        earlier = json.loads(path.read_text())
     except ValueError as err:
         raise SystemExit(
             f"--resume {out}: its {MANIFEST} cannot be read ({err}): it is truncated or half copied. Copy the run "
             "folder again from where it ran, then resume."
         ) from None
-
-
-def earlier_windows(earlier: dict) -> list[dict]:
-    """The windows an earlier manifest lists (this one is added after them)."""
-    if not earlier:
-        return []
-    return earlier.get("windows") or [
-        {key: earlier.get(key) for key in ("started", "finished", "seconds", "status", "sha")}
-    ]
+    return earlier.get("sha"), earlier.get("windows") or [{key: earlier.get(key) for key in WINDOW}]
 
 
 def run(options: dict) -> int:
@@ -284,12 +185,11 @@ def run(options: dict) -> int:
     python = sys.executable
     require_cuda = truthy(os.environ.get("REQUIRE_CUDA"))
     started = time.time()
-    previous = earlier_manifest(out, options)
-    earlier = earlier_windows(previous)
+    earlier_sha, earlier = earlier_run(out, options)
     manifest = {
         "format": 1,
         "repo": options.get("repo") or f"checkout {options['checkout']}",
-        "sha": options.get("sha") or previous.get("sha"),  # a window that fails early keeps the run importable
+        "sha": options.get("sha") or earlier_sha,  # a window that fails early keeps the run importable
         "status": "failed",
         "failures": [],
         "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -299,14 +199,8 @@ def run(options: dict) -> int:
     try:
         manifest.update(nvidia_smi(logs))
         before = versions(python)
-        manifest.update(
-            python=before["python"],
-            torch=before["torch"],
-            torchvision=before["torchvision"],
-            cuda=before["cuda"],
-            gpus=before["gpus"],
-            gpu_count=len(before["gpus"]),
-        )
+        image = {key: before[key] for key in ("python", "torch", "torchvision", "cuda", "gpus")}
+        manifest.update(image, gpu_count=len(before["gpus"]))
         (logs / "pip-freeze-before.txt").write_text(
             subprocess.run([python, "-m", "pip", "freeze"], capture_output=True, text=True).stdout
         )
@@ -316,32 +210,15 @@ def run(options: dict) -> int:
         course = work / "course"
         if options.get("checkout"):
             unpack(Path(options["checkout"]).resolve(), course)
-            manifest["sha"] = options.get("sha") or checkout_commit(Path(options["checkout"]).resolve(), course)
+            steps = load_steps(course)
+            manifest["sha"] = options.get("sha") or steps.checkout_commit(Path(options["checkout"]).resolve(), course)
         else:
             manifest["sha"] = clone(options["repo"], options["sha"], course, logs)
+            steps = load_steps(course)
         wheels = Path(options["wheels"]).resolve() if options.get("wheels") else None
-        manifest["installed"] = install(course, python, before, logs, work, wheels)
+        manifest["installed"] = steps.install(course, python, before, logs, work, wheels)
         manifest["pinned_unchanged"] = True
-        # As `make gpu-suite USE_SYSTEM_PYTHON=1` would, without needing make: the clone first on the import path.
-        path = os.pathsep.join(filter(None, [str(course), os.environ.get("PYTHONPATH")]))
-        commit = {"COLAB_GPU_COMMIT": manifest["sha"]} if manifest["sha"] else {}  # a tree without git knows it so
-        code = sh(
-            suite_command(python, out, options, require_cuda),
-            logs / "gpu-suite.log",
-            cwd=course,
-            env=dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", **commit),
-        )
-        report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
-        manifest["sha"] = manifest["sha"] or report.get("commit")
-        manifest["lessons"] = report.get("lessons", {}).get("lessons", {})
-        manifest["steps"] = report.get("steps", {})
-        manifest["tests"] = test_counts(report)
-        if code not in (0, 3):
-            failed = [name for name, (step_code, _) in report.get("steps", {}).items() if step_code == 1]
-            raise RunFailed(f"the GPU suite failed ({', '.join(failed) or f'exit {code}'}): see logs/gpu-suite.log")
-        left = [name for name, part in report.get("parts", {}).items() if part["status"] != "passed"]
-        manifest["status"] = "passed" if code == 0 else "incomplete"
-        manifest["left"] = left
+        steps.run_suite(course, python, out, options, manifest)
     except RunFailed as failure:
         manifest["failures"].append(str(failure))
         print(f"FAILED: {failure}", file=sys.stderr, flush=True)
@@ -351,10 +228,10 @@ def run(options: dict) -> int:
     finally:
         manifest["seconds"] = round(time.time() - started, 1)
         manifest["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        this = {key: manifest.get(key) for key in ("started", "finished", "seconds", "status", "sha")}
+        this = {key: manifest.get(key) for key in WINDOW}
         manifest["windows"] = [*earlier, this]
         manifest["started"] = manifest["windows"][0]["started"]  # the run's date: its first window's
-        write_manifest(out, manifest)
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
     tests = manifest.get("tests", {})
     print(
         f"GPU run {manifest['status']}: {tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
@@ -380,13 +257,8 @@ def parse(argv: list[str] | None) -> dict:
     parser.add_argument("--workdir", default=None, help="where to clone (default: a new temporary folder)")
     parser.add_argument("--lessons", nargs="*", default=CONFIG.get("lessons", []), metavar="NN")
     parser.add_argument("--unit-tests", nargs="*", default=CONFIG.get("unit_tests"), metavar="PATH")
-    parser.add_argument(
-        "--bench",
-        nargs="*",
-        default=CONFIG.get("bench"),
-        metavar="NAME",
-        help="only these benchmarks (default: all)",
-    )
+    bench = "only these benchmarks (default: all)"
+    parser.add_argument("--bench", nargs="*", default=CONFIG.get("bench"), metavar="NAME", help=bench)
     parser.add_argument("--data", default=CONFIG.get("data"), help="real data sets in torchvision's layout")
     options = vars(parser.parse_args(argv))
     if options["data"] and not Path(options["data"]).is_dir():

@@ -8,10 +8,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpu_runner import NOT_FOR_THE_SUITE, PINNED
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+from runner_steps import NOT_FOR_THE_SUITE, PINNED
 
 # What the GPU suite needs beyond a GPU image's scientific stack: nbval runs the lessons under pytest through
 # nbclient, ipykernel and nbformat; jupytext pairs each lesson's .py with its .ipynb; nbconvert and ipywidgets are
@@ -77,7 +77,7 @@ def read_pins(requirements: Path, names: tuple[str, ...] | list[str]) -> dict[st
 
 def runner_pins(requirements: Path, image: dict[str, str | None]) -> dict[str, str]:
     """The pins scripts/gpu/gpu_runner.py installs on that image: requirements.txt's, less what the image has, less
-    torch, torchvision and the tools the suite does not use (gpu_runner.NOT_FOR_THE_SUITE)."""
+    torch, torchvision and the tools the suite does not use (runner_steps.NOT_FOR_THE_SUITE)."""
     pins = read_pins(requirements, TOOLING)
     for req in requirement_lines(requirements):
         name = canonicalize_name(req.name)

@@ -11,6 +11,7 @@ import sysconfig
 import gpu_runner
 import import_gpu_run
 import pytest
+import runner_steps
 import torch
 import wheel_check
 from paths import ROOT
@@ -133,24 +134,24 @@ def test_only_what_the_image_lacks_is_installed_and_never_torch(tmp_path, monkey
     def version(name):  # an image that has pytest and nothing else of the list
         if name == "pytest":
             return "8.4.0"
-        raise gpu_runner.metadata.PackageNotFoundError(name)
+        raise runner_steps.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(gpu_runner.metadata, "version", version)
+    monkeypatch.setattr(runner_steps.metadata, "version", version)
     requirements = tmp_path / "requirements.txt"
     requirements.write_text(
         "# pins\ntorch==9.9\ntorchvision==9.9\npytest==9.2.0  # installed: kept as it is\n"
         "nbval==0.11.0\nsphinx==9.0.4\nruff==0.17.6\n"
     )
-    assert gpu_runner.missing_requirements(requirements) == ["nbval==0.11.0"]  # the site's and lint's tools not
+    assert runner_steps.missing_requirements(requirements) == ["nbval==0.11.0"]  # the site's and lint's tools not
 
 
 def test_a_changed_torch_fails_the_run(tmp_path, monkeypatch):
     before = {"torch": "2.10.0+cu128", "torchvision": "0.25.0+cu128"}
-    monkeypatch.setattr(gpu_runner, "missing_requirements", lambda path: [])
+    monkeypatch.setattr(runner_steps, "missing_requirements", lambda path: [])
     monkeypatch.setattr(gpu_runner, "sh", lambda command, log, **kw: 0)
     monkeypatch.setattr(gpu_runner, "versions", lambda python: {"torch": "2.14.1", "torchvision": "0.25.0+cu128"})
     with pytest.raises(gpu_runner.RunFailed, match=r"changed the image's torch 2\.10\.0\+cu128 -> 2\.14\.1"):
-        gpu_runner.install(tmp_path, sys.executable, before, tmp_path, tmp_path)
+        runner_steps.install(tmp_path, sys.executable, before, tmp_path, tmp_path)
     assert (tmp_path / "constraints.txt").read_text() == "torch==2.10.0+cu128\ntorchvision==0.25.0+cu128\n"
 
 
@@ -222,6 +223,31 @@ def test_a_truncated_manifest_is_refused_on_resume_with_the_fix(tmp_path):
 
 
 def test_the_runner_hands_a_data_folder_to_the_suite(tmp_path):
-    command = gpu_runner.suite_command("python", tmp_path / "run", {"data": str(tmp_path)}, require_cuda=True)
+    command = runner_steps.suite_command("python", tmp_path / "run", {"data": str(tmp_path)}, require_cuda=True)
     assert command[command.index("--data") + 1] == str(tmp_path.resolve())
-    assert "--data" not in gpu_runner.suite_command("python", tmp_path / "run", {}, require_cuda=True)
+    assert "--data" not in runner_steps.suite_command("python", tmp_path / "run", {}, require_cuda=True)
+
+
+def test_the_steps_from_the_clone_share_the_runners_failure_when_it_runs_as_a_kernel(tmp_path):
+    """A notebook kernel execs the runner's code into a namespace: the steps it loads from the clone still raise the
+    RunFailed it catches (a failed install is a failure in the manifest, not "the runner itself failed")."""
+    kernel = f"""
+import sys
+from pathlib import Path
+kernel = {{"__name__": "kernel"}}  # a namespace, not a module (run_path would start main)
+path = {str(ROOT / "scripts" / "gpu" / "gpu_runner.py")!r}
+exec(compile(open(path).read(), path, "exec"), kernel)
+steps = kernel["load_steps"](Path({str(ROOT)!r}))
+try:
+    steps.install(Path("."), sys.executable, {{}}, Path("."), Path({str(tmp_path)!r}), Path("no/such/wheels"))
+except kernel["RunFailed"] as failure:
+    print("caught:", failure)
+"""
+    done = subprocess.run([sys.executable, "-c", kernel], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("caught: the wheels folder no/such/wheels does not exist")
+
+
+def test_a_course_without_the_steps_is_refused_with_the_fix(tmp_path):
+    with pytest.raises(gpu_runner.RunFailed, match="no scripts/gpu/runner_steps.py: run the gpu_runner.py of the same"):
+        gpu_runner.load_steps(tmp_path)

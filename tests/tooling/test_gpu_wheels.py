@@ -10,9 +10,9 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
-import gpu_runner
 import gpu_wheels
 import pytest
+import runner_steps
 import torch
 import wheels_select
 from packaging.markers import default_environment
@@ -193,13 +193,13 @@ def test_a_requirements_file_without_a_tooling_pin_exits_non_zero_and_names_it(t
 def test_the_runner_pins_are_what_the_image_lacks_of_requirements_txt_less_torch_and_the_site_tools(monkeypatch):
     image = wheels_select.parse_freeze(gpu_wheels.DEFAULT_FREEZE.read_text())
 
-    def version(name):  # gpu_runner.missing_requirements as it runs on that image
+    def version(name):  # runner_steps.missing_requirements as it runs on that image
         if canonicalize_name(name) in image:
             return image[canonicalize_name(name)]
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(gpu_runner.metadata, "version", version)
-    missing = gpu_runner.missing_requirements(ROOT / "requirements.txt")
+    monkeypatch.setattr(runner_steps.metadata, "version", version)
+    missing = runner_steps.missing_requirements(ROOT / "requirements.txt")
     pins = wheels_select.runner_pins(ROOT / "requirements.txt", image)
     assert sorted(pins.values()) == sorted(missing)
     assert sorted(pins) == sorted(canonicalize_name(name) for name in wheels_select.TOOLING)
@@ -263,7 +263,7 @@ def image_distributions() -> set[str]:
     for line in (ROOT / "requirements.txt").read_text().splitlines():
         spec = line.split("#", 1)[0].strip()
         name = spec and canonicalize_name(Requirement(spec).name)
-        if name and name not in wheels_select.TOOLING and name not in gpu_runner.NOT_FOR_THE_SUITE:
+        if name and name not in wheels_select.TOOLING and name not in runner_steps.NOT_FOR_THE_SUITE:
             tops.append(name)
     env, seen = default_environment(), set()
     while tops:
@@ -299,10 +299,10 @@ INSTALL = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, {scripts!r})
-import gpu_runner
+import gpu_runner, runner_steps
 work = Path({work!r})
 before = gpu_runner.versions(sys.executable)
-missing = gpu_runner.install(Path({course!r}), sys.executable, before, work / "logs", work, wheels=Path({wheels!r}))
+missing = runner_steps.install(Path({course!r}), sys.executable, before, work / "logs", work, wheels=Path({wheels!r}))
 print(json.dumps({{"missing": missing, "torch": before["torch"]}}))
 """
 # The tooling imports; torch is the image's own distribution, same version, same place (its metadata: no import).
