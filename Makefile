@@ -66,17 +66,20 @@ lint: $(ENV_READY)
 
 # Two suites, so that a maintainer of one does not wait on the other: `unit` tests the package (tests/, the fake-GPU
 # fixtures in tests/conftest.py), `tooling` the course's tooling under scripts/ and what it makes (tests/tooling/:
-# notebooks as committed, student versions, site, workshop kit, releases, wheel, GPU CI). Both run in UNIT_WORKERS
+# notebooks as committed, student versions, site, workshop kit, releases, wheel, GPU CI). Both run in several
 # processes (pytest-xdist) where it is installed: many tests wait on child processes (pip, torchrun, a fresh
-# Python), so two workers on two cores take about half the time.
+# Python). `unit` computes: 2 workers on 2 cores. Many tooling tests wait on pip, git and the disk rather than on a
+# core: 4 workers took 145 s against 181 s with 2 (2026-11-28). Starting the slow end-to-end tests first made both
+# parts slower (unit 118 s against 94 s, tooling 179 s against 145 s): four pip installs at once queue on the disk.
 UNIT_WORKERS ?= 2
-XDIST = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(UNIT_WORKERS)")
+TOOLING_WORKERS ?= 4
+xdist = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(1)")
 unit: $(ENV_READY)
-	$(call part,unit) $(PY) -m pytest tests --ignore=tests/tooling $(XDIST) $(BUDGET) $(call junit,unit)
+	$(call part,unit) $(PY) -m pytest tests --ignore=tests/tooling $(call xdist,$(UNIT_WORKERS)) $(BUDGET) $(call junit,unit)
 
 tooling: $(ENV_READY)
 	@bash scripts/course/ensure_browser.sh
-	$(call part,tooling) $(PY) -m pytest tests/tooling $(XDIST) $(BUDGET) $(call junit,tooling)
+	$(call part,tooling) $(PY) -m pytest tests/tooling $(call xdist,$(TOOLING_WORKERS)) $(BUDGET) $(call junit,tooling)
 
 # Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb: their shared cells once, then
 # the student version's rest, then the lesson's (scripts/common/nbval_pairs.py says why and how). Where xdist is installed
