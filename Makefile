@@ -85,16 +85,18 @@ tooling: $(ENV_READY)
 # the student version's rest, then the lesson's (scripts/common/nbval_pairs.py says why and how). Where xdist is installed
 # they run in NBVAL_WORKERS processes, a whole notebook each (--dist loadfile), each kernel with its share of the
 # cores as math threads (two kernels of two threads each would oversubscribe two cores). On 2 cores that took 81 s,
-# against 103 s one after the other (2026-11-26).
+# against 103 s one after the other (2026-11-26). The longest lesson goes first (nbval_pairs.py prints the notebooks
+# in that order, from the instructor guide's CPU times; --no-loadscope-reorder keeps it, where xdist would order them
+# by their number of cells), so that a long one does not start last and run alone at the end.
 NBVAL_WORKERS ?= 2
 nbval: $(ENV_READY)
-	@$(PY) scripts/common/nbval_pairs.py
-	@if $(PY) -c "import xdist" 2>/dev/null && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
+	@notebooks=$$($(PY) scripts/common/nbval_pairs.py) || exit 1; \
+	if $(PY) -c "import xdist" 2>/dev/null && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
 		threads=$$($(PY) -c "import os; print(max(1, (os.cpu_count() or 1) // $(NBVAL_WORKERS)))"); \
-		echo "nbval: $(NBVAL_WORKERS) notebooks at a time, $$threads math thread(s) each"; \
-		$(call part,nbval) OMP_NUM_THREADS=$$threads MKL_NUM_THREADS=$$threads $(PY) -m pytest $(NBVAL) build/nbval \
-			-n $(NBVAL_WORKERS) --dist loadfile $(BUDGET) $(call junit,nbval); \
-	else $(call part,nbval) $(PY) -m pytest $(NBVAL) build/nbval $(BUDGET) $(call junit,nbval); fi
+		echo "nbval: $(NBVAL_WORKERS) notebooks at a time, $$threads math thread(s) each, the longest lesson first"; \
+		$(call part,nbval) OMP_NUM_THREADS=$$threads MKL_NUM_THREADS=$$threads $(PY) -m pytest $(NBVAL) $$notebooks \
+			-n $(NBVAL_WORKERS) --dist loadfile --no-loadscope-reorder $(BUDGET) $(call junit,nbval); \
+	else $(call part,nbval) $(PY) -m pytest $(NBVAL) $$notebooks $(BUDGET) $(call junit,nbval); fi
 
 course: $(ENV_READY)
 	@$(PY) scripts/course/course.py

@@ -12,17 +12,20 @@ Every cell of every committed notebook, lesson and student version, runs under n
 cells run once. The student version must be the lesson minus its solution cells (else: run `make notebooks`).
 
 Usage: python scripts/common/nbval_pairs.py [--out build/nbval] [NN ...]   (make nbval runs it, then pytest --nbval-lax)
+It prints the notebooks' paths, the longest lesson first (`longest_first`): the order pytest hands them to the workers.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import re
 import shutil
 import sys
 from pathlib import Path
 
 import nbformat
+from guide_times import GUIDE, current_columns
 from nbtools import SOLUTION_TAG, lesson_sources
 from paths import BUILD, STUDENT
 
@@ -97,6 +100,20 @@ def write_pairs(numbers: list[str], out: Path = OUT) -> list[Path]:
     return written
 
 
+def longest_first(paths: list[Path], guide: Path = GUIDE) -> list[Path]:
+    """``paths`` with the lessons that take longest on a CPU first, by the guide's CPU column (what `make course`
+    measured; lessons it has not measured go last, in their order). `make nbval`'s workers take the notebooks in this
+    order: in the lessons' own order the longest, lesson 12, started last and ran alone at the end (186 s for 2
+    workers on the measured times, against 170 s longest first)."""
+    cpu = current_columns(guide.read_text())["cpu"]
+
+    def seconds(path: Path) -> int:
+        found = re.fullmatch(r"(\d+) s", cpu.get(path.name[:2], "").strip())
+        return int(found.group(1)) if found else -1
+
+    return sorted(paths, key=seconds, reverse=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=OUT)
@@ -104,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     written = write_pairs(args.lessons, args.out)
     print(f"{len(written)} lesson + student notebook(s) in {args.out}", file=sys.stderr)
+    print("\n".join(str(path) for path in longest_first(written)))
     return 0
 
 

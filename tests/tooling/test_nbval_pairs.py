@@ -4,7 +4,7 @@ student version, in each one's own order, and runs their shared cells once."""
 import nbformat
 import pytest
 from nbtools import lesson_sources
-from nbval_pairs import combined, is_solution, write_pairs
+from nbval_pairs import combined, is_solution, longest_first, write_pairs
 from paths import NOTEBOOKS, STUDENT
 
 
@@ -44,3 +44,16 @@ def test_write_pairs_writes_one_notebook_per_lesson(tmp_path):
     assert sorted(p.name for p in (tmp_path / "nbval").iterdir()) == [p.name for p in written]
     with pytest.raises(SystemExit, match=r"no lesson numbered \['99'\]"):
         write_pairs(["99"], tmp_path / "other")
+
+
+def test_the_longest_lesson_goes_first_and_unmeasured_ones_last_in_their_order(tmp_path):
+    guide = tmp_path / "guide.md"
+    guide.write_text(
+        "<!-- times:start -->\n| Lesson | CPU | GPU |\n|---|---:|---:|\n"
+        "| [01 · a](x) | 5 s | 7 s (H100) |\n| [02 · b](x) | not measured yet | 7 s |\n"
+        "| [12 · c](x) | 46 s | 174 s |\n| [13 · d](x) | failed | 7 s |\n| [14 · e](x) | 34 s | 9 s |\n"
+        "<!-- times:end -->\n"
+    )
+    names = ["01_a.ipynb", "02_b.ipynb", "12_c.ipynb", "13_d.ipynb", "14_e.ipynb"]
+    ordered = longest_first([tmp_path / name for name in names], guide)
+    assert [path.name for path in ordered] == ["12_c.ipynb", "14_e.ipynb", "01_a.ipynb", "02_b.ipynb", "13_d.ipynb"]
