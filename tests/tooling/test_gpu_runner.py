@@ -53,42 +53,24 @@ def runner(python, repo, sha, out, *options, require_cuda="", path=None):
     )
 
 
-def test_a_run_from_a_tarball_on_a_machine_without_git_reports_its_commit(course_repo, image_python, tmp_path):
-    """A GPU node without git or internet: `git archive` made the tarball; scripts/common/COMMIT has the sha."""
+def test_a_run_from_a_tarball_on_a_machine_without_git_installs_runs_and_writes_the_manifest(
+    course_repo, image_python, tmp_path
+):
+    """A GPU node without git or internet: `git archive` made the tarball; scripts/common/COMMIT has the sha. The one
+    whole run of these tests (install, unit tests, a lesson, a benchmark): a run from --repo differs only in how the
+    course arrives (the next test), and the steps after that are the same."""
     repo, sha = course_repo
     tarball = tmp_path / "course.tar.gz"
     subprocess.run(["git", "-C", str(repo), "archive", "--prefix=course/", "-o", str(tarball), "HEAD"], check=True)
     no_git = tmp_path / "bin"  # a PATH where git is not found (the runner and the suite use absolute interpreters)
     no_git.mkdir()
     out = tmp_path / "run"
-    done = runner(
-        image_python,
-        None,
-        None,
-        out,
-        "--checkout",
-        str(tarball),
-        "--lessons",
-        "01",
-        "--unit-tests",
-        "--bench",
-        path=str(no_git),
-    )
+    options = ["--checkout", str(tarball), "--lessons", "01", "--unit-tests", "tests/test_capability.py"]
+    done = runner(image_python, None, None, out, *options, "--bench", "h2d", path=str(no_git))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     manifest, report = (json.loads((out / name).read_text()) for name in ("manifest.json", "report.json"))
     assert manifest["sha"] == sha == report["commit"] and manifest["repo"] == f"checkout {tarball}"
-    assert report["parts"][f"lesson {LESSON}"]["status"] == "passed" and len(manifest["windows"]) == 1
-
-
-def test_runner_clones_installs_runs_one_lesson_and_writes_the_manifest(course_repo, image_python, tmp_path):
-    repo, sha = course_repo
-    out = tmp_path / "run"
-    done = runner(
-        image_python, repo, sha, out, "--lessons", "01", "--unit-tests", "tests/test_capability.py", "--bench", "h2d"
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["sha"] == sha and manifest["status"] == "passed" and manifest["failures"] == []
+    assert manifest["status"] == "passed" and manifest["failures"] == [] and len(manifest["windows"]) == 1
     assert manifest["torch"] == torch.__version__ and manifest["pinned_unchanged"] is True
     assert manifest["gpus"] == [] and manifest["require_cuda"] is False
     assert manifest["lessons"] == {
@@ -97,20 +79,54 @@ def test_runner_clones_installs_runs_one_lesson_and_writes_the_manifest(course_r
     assert manifest["tests"]["passed"] > 0 and manifest["tests"]["failed"] == 0
     for name in (
         "report.md",
-        "report.json",
         "junit/unit.xml",
         f"notebooks/{LESSON}.ipynb",
         "logs/nvidia-smi.txt",
-        "logs/clone.log",
+        "logs/install.log",
         "logs/gpu-suite.log",
         "bench/window-1/bench.json",
     ):
         assert (out / name).exists(), name
-    report = json.loads((out / "report.json").read_text())
-    assert report["commit"] == sha and list(report["lessons"]["lessons"]) == [LESSON]
+    assert list(report["lessons"]["lessons"]) == [LESSON]
+    assert report["parts"][f"lesson {LESSON}"]["status"] == "passed"
     assert done.stdout.strip().splitlines()[-1].startswith("GPU run passed: ")
     with pytest.raises(import_gpu_run.ImportRefused, match="CPU dry run"):
         import_gpu_run.import_run(out, tmp_path / "course")
+
+
+def test_a_run_from_a_repository_clones_the_commit_and_runs_the_clones_steps_there(course_repo, tmp_path, monkeypatch):
+    """--repo and --sha (the Kaggle kernel): the commit is cloned and checked out, its full sha goes into the
+    manifest, and the steps after the clone come from the clone and run on it (they ran whole in the test above)."""
+    repo, sha = course_repo
+    image = {"python": "3.12.0", "torch": "2.10.0+cu128", "torchvision": "0.25.0+cu128", "cuda": "12.8"}
+    monkeypatch.setattr(gpu_runner, "versions", lambda python: {**image, "cuda_available": False, "gpus": []})
+    monkeypatch.delenv("REQUIRE_CUDA", raising=False)
+    seen = {}
+
+    def install(course, *args):
+        seen["installed"] = course
+        return []
+
+    def run_suite(course, python, out, options, manifest):
+        seen["suite"] = course
+        manifest.update(status="passed", left=[])
+
+    def load_steps(course):
+        steps = real_load_steps(course)
+        seen["steps"] = steps.__file__
+        monkeypatch.setattr(steps, "install", install)
+        monkeypatch.setattr(steps, "run_suite", run_suite)
+        return steps
+
+    real_load_steps = gpu_runner.load_steps
+    monkeypatch.setattr(gpu_runner, "load_steps", load_steps)
+    out, work = tmp_path / "run", tmp_path / "work"
+    assert gpu_runner.main(["--repo", str(repo), "--sha", sha[:12], "--out", str(out), "--workdir", str(work)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["sha"] == sha and manifest["repo"] == str(repo) and manifest["status"] == "passed"
+    course = work / "course"
+    assert seen == {"steps": str(course / "scripts" / "gpu" / "runner_steps.py"), "installed": course, "suite": course}
+    assert (out / "logs" / "clone.log").exists()
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
