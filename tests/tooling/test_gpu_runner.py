@@ -44,8 +44,9 @@ def runner(python, repo, sha, out, *options, require_cuda="", path=None):
     if path is not None:
         env["PATH"] = path
     source = ["--repo", str(repo), "--sha", sha] if repo is not None else []
+    work = ["--workdir", str(out.parent / "work")]  # the clone in the test's folder, not a /tmp/course-run-* left over
     return subprocess.run(
-        [python, ROOT / "scripts" / "gpu" / "gpu_runner.py", *source, "--out", str(out), *options],
+        [python, ROOT / "scripts" / "gpu" / "gpu_runner.py", *source, "--out", str(out), *work, *options],
         env=env,
         capture_output=True,
         text=True,
