@@ -70,7 +70,7 @@ lint: $(ENV_READY)
 # processes (pytest-xdist) where it is installed: many tests wait on child processes (pip, torchrun, a fresh
 # Python). `unit` computes: 2 workers on 2 cores. Many tooling tests wait on pip, git and the disk rather than on a
 # core: 4 workers took 145 s against 181 s with 2 (2026-11-28). Starting the slow end-to-end tests first made both
-# parts slower (unit 118 s against 94 s, tooling 179 s against 145 s): four pip installs at once queue on the disk.
+# parts slower (unit 118 s against 94 s, tooling 179 s against 145 s), with four pip installs running at once.
 # So did keeping each module with costly fixtures on one worker (--dist loadgroup: tooling 151 s against 130 s), and
 # running unit and tooling side by side (make -j2: 239 s against 217 s, and a CPU-bound verdict read as input-bound).
 UNIT_WORKERS ?= 2

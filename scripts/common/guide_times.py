@@ -38,6 +38,13 @@ def current_columns(text: str) -> dict[str, dict[str, str]]:
     return columns
 
 
+def cpu_seconds(guide: Path = GUIDE) -> dict[str, int]:
+    """{lesson number: seconds} of the CPU column, for the lessons it has a time for (not "failed", not unmeasured):
+    read back as `fill_column` writes them."""
+    cpu = current_columns(guide.read_text())["cpu"]
+    return {number: int(cell[: -len(" s")]) for number, cell in cpu.items() if re.fullmatch(r"\d+ s", cell.strip())}
+
+
 def render(columns: dict[str, dict[str, str]], devices: dict[str, str]) -> str:
     rows = [
         f"| Lesson | CPU run time: {devices.get('cpu', NOT_MEASURED)} | "
