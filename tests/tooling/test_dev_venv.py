@@ -1,0 +1,82 @@
+"""The Makefile's `.venv` set-up: uv installs requirements.txt where it can, pip where it cannot, and make fails (with
+no stamp) when neither can. Each test runs the real recipe on a one-package project, through this machine's index."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "six==1.16.0"  # one small module: its bytecode is one file
+FALLBACK = "uv could not install requirements.txt: pip installs it"
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """Skip unless pip reaches a package index (the recipe installs from one)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "0", "--timeout", "15"]
+        + ["-d", str(tmp_path_factory.mktemp("probe")), PACKAGE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"no package index reachable (pip download {PACKAGE} failed): {done.stderr.strip()[-300:]}")
+
+
+def set_up(tmp_path: Path, requirement: str, *variables: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """`make .venv/.installed` with the course's Makefile in a project that requires ``requirement``."""
+    project = tmp_path / "project"
+    (project / "stub").mkdir(parents=True)
+    (project / "stub" / "__init__.py").write_text("")
+    (project / "requirements.txt").write_text(requirement + "\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "stub"\nversion = "0"\n'
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "MAKE"))}
+    done = subprocess.run(
+        ["make", "-f", str(ROOT / "Makefile"), "-C", str(project), f"PYTHON={sys.executable}", *variables]
+        + [".venv/.installed"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    return done, project / ".venv"
+
+
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def has(venv: Path, module: str) -> bool:
+    return subprocess.run([venv / "bin" / "python", "-c", f"import {module}"], capture_output=True).returncode == 0
+
+
+def test_uv_installs_the_requirements_with_their_bytecode(index, tmp_path):
+    done, venv = set_up(tmp_path, PACKAGE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert FALLBACK not in done.stdout + done.stderr
+    assert (venv / ".installed").exists() and has(venv, "six") and has(venv, "uv") and has(venv, "stub")
+    assert list((site_packages(venv) / "__pycache__").glob("six.*.pyc")), "uv compiled no bytecode"
+
+
+@pytest.mark.parametrize("variables", [["UV_VERSION=0.0.0"], ["INSTALLER=pip"]], ids=["no such uv", "INSTALLER=pip"])
+def test_pip_installs_the_requirements_where_uv_cannot_or_is_not_wanted(index, tmp_path, variables):
+    done, venv = set_up(tmp_path, PACKAGE, *variables)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (FALLBACK in done.stdout) == (variables == ["UV_VERSION=0.0.0"]), done.stdout
+    assert (venv / ".installed").exists() and has(venv, "six") and has(venv, "stub") and not has(venv, "uv")
+
+
+def test_a_requirement_no_index_has_fails_make_and_leaves_no_stamp(index, tmp_path):
+    done, venv = set_up(tmp_path, "six==0.0.1")
+    assert done.returncode != 0
+    assert FALLBACK in done.stdout and "six==0.0.1" in done.stderr  # uv, then pip, named what they could not find
+    assert not (venv / ".installed").exists()
