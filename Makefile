@@ -47,9 +47,9 @@ BUDGET := -p tests.time_budget
 # where it cannot install (no uv for this platform, an index that only pip.conf names), pip does, as it did before;
 # INSTALLER=pip skips uv. Both install the same pins.
 # --compile-bytecode: uv compiles every module on every core (about 25 s more here). Otherwise each test process and
-# lesson kernel compiles what it imports on first use, the parallel ones the same modules at once: from a fresh clone,
-# `make test` took 7 min 37 s and 8 min 9 s with it, against 8 min 43 s without (2026-11-28). pip compiles on one core (about 40 s),
-# so it does not (--no-compile): Python compiles and caches what it imports (see above).
+# lesson kernel compiles what it imports on first use, the parallel ones the same modules at once: from fresh clones
+# of the same tests, `make test` took 7 min 37 s and 8 min 9 s with it, 8 min 43 s without (2026-11-28). pip compiles
+# on one core (about 40 s), so it does not (--no-compile): Python compiles and caches what it imports (see above).
 # -qq: pip prints its errors, not the warnings a machine's pip configuration may add to every line.
 INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
