@@ -55,6 +55,7 @@ INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
 PIP_QUIET := -qq --disable-pip-version-check --no-compile
 $(VENV)/.installed: requirements.txt pyproject.toml
+	@case "$(INSTALLER)" in uv|pip) ;; *) echo "INSTALLER=$(INSTALLER): the Makefile installs with uv (the default) or pip"; exit 2;; esac
 	@echo "setting up $(VENV) from requirements.txt (once: under a minute with uv, two with pip)"
 	@$(PYTHON) -m venv $(VENV)
 	@if [ "$(INSTALLER)" = uv ] && $(VENV)/bin/python -m pip install $(PIP_QUIET) uv==$(UV_VERSION) >/dev/null 2>&1 \

@@ -176,3 +176,15 @@ def venv_seeing(venv: Path, site: str | Path) -> Path:
     ).stdout.strip()
     (Path(own) / "image.pth").write_text(f"{site}\n")
     return python
+
+
+def skip_unless_an_index_serves(spec: str, folder: Path, *pip_options: str) -> None:
+    """Skip the test unless this machine's pip downloads ``spec`` (no dependencies) into ``folder``: the end-to-end
+    tests that install from a package index need one, and a machine without one says so instead of failing."""
+    import subprocess
+    import sys
+
+    probe = [sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "0", "--timeout", "15", *pip_options]
+    done = subprocess.run([*probe, "-d", str(folder), spec], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        pytest.skip(f"no package index reachable (pip download {spec} failed): {done.stderr.strip()[-300:]}")

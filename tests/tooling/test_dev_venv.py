@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import skip_unless_an_index_serves
+
 PACKAGE = "six==1.16.0"  # one small module: its bytecode is one file
 FALLBACK = "uv could not install requirements.txt: pip installs it"
 
@@ -19,15 +21,7 @@ FALLBACK = "uv could not install requirements.txt: pip installs it"
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
     """Skip unless pip reaches a package index (the recipe installs from one)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--retries", "0", "--timeout", "15"]
-        + ["-d", str(tmp_path_factory.mktemp("probe")), PACKAGE],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"no package index reachable (pip download {PACKAGE} failed): {done.stderr.strip()[-300:]}")
+    skip_unless_an_index_serves(PACKAGE, tmp_path_factory.mktemp("probe"))
 
 
 def set_up(tmp_path: Path, requirement: str, *variables: str) -> tuple[subprocess.CompletedProcess, Path]:
@@ -81,3 +75,10 @@ def test_where_uv_cannot_install_pip_tries_and_make_fails_with_no_stamp_when_pip
     assert done.returncode != 0
     assert FALLBACK in done.stdout and "six==0.0.1" in done.stderr
     assert not (venv / ".installed").exists() and not has(venv, "six")
+
+
+def test_an_installer_the_makefile_does_not_know_is_refused_before_any_venv(tmp_path):
+    done, venv = set_up(tmp_path, PACKAGE, "INSTALLER=conda")
+    assert done.returncode != 0
+    assert "INSTALLER=conda: the Makefile installs with uv (the default) or pip" in done.stdout + done.stderr
+    assert not venv.exists()

@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 from paths import ROOT
 from wheels_select import Dist
 
-from tests.conftest import venv_seeing
+from tests.conftest import skip_unless_an_index_serves, venv_seeing
 
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -245,15 +245,7 @@ def clean_env(**extra):
 def index(tmp_path_factory):
     """Skip unless a package index answers: one small wheel, the pinned nbval, through this machine's pip settings."""
     nbval = wheels_select.read_pins(ROOT / "requirements.txt", ["nbval"])["nbval"]
-    probe = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--retries", "0"]
-    done = subprocess.run(
-        [*probe, "--timeout", "15", "-d", str(tmp_path_factory.mktemp("probe")), nbval],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"no package index reachable (pip download {nbval} failed): {done.stderr.strip()[-300:]}")
+    skip_unless_an_index_serves(nbval, tmp_path_factory.mktemp("probe"), "--only-binary=:all:")
 
 
 def image_distributions() -> set[str]:
