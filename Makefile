@@ -88,9 +88,13 @@ lint: $(ENV_READY)
 # parts slower (unit 118 s against 94 s, tooling 179 s against 145 s), with four pip installs running at once.
 # So did keeping each module with costly fixtures on one worker (--dist loadgroup: tooling 151 s against 130 s), and
 # running unit and tooling side by side (make -j2: 239 s against 217 s, and a CPU-bound verdict read as input-bound).
+# --dist worksteal: a worker that runs out of tests takes some from another's queue. xdist's default hands out tests
+# in chunks, in file order: `make unit`'s two workers ended 30 s apart (55 s and 85 s), the second with all of
+# test_speedrun.py's 42 s queued; with worksteal they end within 5 s of each other, and `make unit` took 79 s against
+# 88-98 s, `make tooling` 128 s against 135-145 s (2026-11-28).
 UNIT_WORKERS ?= 2
 TOOLING_WORKERS ?= 4
-xdist = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(1)")
+xdist = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(1) --dist worksteal")
 # Each of N pytest processes gets its share of the cores as torch's math threads (all of them without xdist): two
 # processes of two threads each oversubscribe two cores, and the waiting threads spin. `make unit` used 162 CPU
 # seconds instead of 186 (2026-11-28).
