@@ -1,6 +1,7 @@
 """The Makefile's `.venv` set-up: uv installs requirements.txt where it can, pip where it cannot (or with
-INSTALLER=pip), and make fails (with no stamp) when neither can. Each test runs the real recipe on a one-package
-project, through this machine's index: three venvs, about 10 s of CPU each."""
+INSTALLER=pip), one process imports WARM_IMPORTS (their bytecode, compiled once), and make fails (with no stamp) when
+none of that can be done. Each test runs the real recipe on a one-package project, through this machine's index:
+three venvs, about 10 s of CPU each."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def index(tmp_path_factory):
 def set_up(tmp_path: Path, requirement: str, *variables: str) -> tuple[subprocess.CompletedProcess, Path]:
     """`make .venv/.installed` with the course's Makefile in a project that requires ``requirement``."""
     project = tmp_path / "project"
-    (project / "stub").mkdir(parents=True)
+    (project / "stub").mkdir(parents=True, exist_ok=True)
     (project / "stub" / "__init__.py").write_text("")
     (project / "requirements.txt").write_text(requirement + "\n")
     (project / "pyproject.toml").write_text(
@@ -36,7 +37,8 @@ def set_up(tmp_path: Path, requirement: str, *variables: str) -> tuple[subproces
     )
     env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "MAKE"))}
     done = subprocess.run(
-        ["make", "-f", str(ROOT / "Makefile"), "-C", str(project), f"PYTHON={sys.executable}", *variables]
+        ["make", "-f", str(ROOT / "Makefile"), "-C", str(project), f"PYTHON={sys.executable}", "WARM_IMPORTS=six"]
+        + list(variables)
         + [".venv/.installed"],
         capture_output=True,
         text=True,
@@ -51,15 +53,29 @@ def site_packages(venv: Path) -> Path:
 
 
 def has(venv: Path, module: str) -> bool:
-    return subprocess.run([venv / "bin" / "python", "-c", f"import {module}"], capture_output=True).returncode == 0
+    """Whether the venv's Python imports ``module``, writing no bytecode (the recipe's is what the tests look for)."""
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    return (
+        subprocess.run([venv / "bin" / "python", "-c", f"import {module}"], capture_output=True, env=env).returncode
+        == 0
+    )
 
 
-def test_uv_installs_the_requirements_with_their_bytecode(index, tmp_path):
+def compiled(venv: Path, module: str) -> bool:
+    return bool(list((site_packages(venv) / "__pycache__").glob(f"{module}.*.pyc")))
+
+
+def test_uv_installs_the_requirements_and_the_warm_imports_are_compiled(index, tmp_path):
     done, venv = set_up(tmp_path, PACKAGE)
     assert done.returncode == 0, done.stdout + done.stderr
     assert FALLBACK not in done.stdout + done.stderr
+    assert compiled(venv, "six"), "the recipe imported none of WARM_IMPORTS"
     assert (venv / ".installed").exists() and has(venv, "six") and has(venv, "uv") and has(venv, "stub")
-    assert list((site_packages(venv) / "__pycache__").glob("six.*.pyc")), "uv compiled no bytecode"
+    # set up again (requirements.txt changed, say) where a warm import fails: make fails, and writes no stamp
+    (venv / ".installed").unlink()
+    done, venv = set_up(tmp_path, PACKAGE, "WARM_IMPORTS=six no_such_module")
+    assert done.returncode != 0 and "no_such_module" in done.stderr
+    assert has(venv, "six") and not (venv / ".installed").exists()
 
 
 def test_installer_pip_sets_up_the_venv_with_pip_alone(index, tmp_path):
@@ -67,6 +83,7 @@ def test_installer_pip_sets_up_the_venv_with_pip_alone(index, tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert FALLBACK not in done.stdout  # chosen, not a fallback: nothing to report
     assert (venv / ".installed").exists() and has(venv, "six") and has(venv, "stub") and not has(venv, "uv")
+    assert compiled(venv, "six")
 
 
 def test_where_uv_cannot_install_pip_tries_and_make_fails_with_no_stamp_when_pip_cannot_either(index, tmp_path):
