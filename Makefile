@@ -69,7 +69,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 		$(VENV)/bin/python -m pip install $(PIP_QUIET) -r requirements.txt; \
 	fi
 	@$(VENV)/bin/python -m pip install $(PIP_QUIET) --no-deps -e .
-	@$(VENV)/bin/python -c "import importlib, sys; [importlib.import_module(name) for name in sys.argv[1:]]" $(WARM_IMPORTS)
+	@$(VENV)/bin/python -c "import importlib, sys; [importlib.import_module(name) for name in sys.argv[1:]]" $(WARM_IMPORTS) \
+		|| { echo "$(VENV) is installed, but importing WARM_IMPORTS ($(WARM_IMPORTS)) failed (above): fix what fails, or name other modules"; exit 1; }
 	@touch $@
 
 test: lint unit tooling nbval

@@ -75,6 +75,7 @@ def test_uv_installs_the_requirements_and_the_warm_imports_are_compiled(index, t
     (venv / ".installed").unlink()
     done, venv = set_up(tmp_path, PACKAGE, "WARM_IMPORTS=six no_such_module")
     assert done.returncode != 0 and "no_such_module" in done.stderr
+    assert "importing WARM_IMPORTS (six no_such_module) failed" in done.stdout
     assert has(venv, "six") and not (venv / ".installed").exists()
 
 
