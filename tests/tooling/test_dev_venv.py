@@ -25,15 +25,17 @@ def index(tmp_path_factory):
     skip_unless_an_index_serves(PACKAGE, tmp_path_factory.mktemp("probe"))
 
 
-def set_up(tmp_path: Path, requirement: str, *variables: str) -> tuple[subprocess.CompletedProcess, Path]:
-    """`make .venv/.installed` with the course's Makefile in a project that requires ``requirement``."""
+def set_up(
+    tmp_path: Path, requirement: str, *variables: str, name: str = "stub"
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """`make .venv/.installed` with the course's Makefile in a project ``name`` that requires ``requirement``."""
     project = tmp_path / "project"
     (project / "stub").mkdir(parents=True, exist_ok=True)
     (project / "stub" / "__init__.py").write_text("")
     (project / "requirements.txt").write_text(requirement + "\n")
     (project / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
-        '[project]\nname = "stub"\nversion = "0"\n'
+        '[project]\nname = "' + name + '"\nversion = "0"\n'
     )
     env = {key: value for key, value in os.environ.items() if not key.startswith(("UV_", "MAKE"))}
     done = subprocess.run(
@@ -77,6 +79,10 @@ def test_uv_installs_the_requirements_and_the_warm_imports_are_compiled(index, t
     assert done.returncode != 0 and "no_such_module" in done.stderr
     assert "importing WARM_IMPORTS (six no_such_module) failed" in done.stdout
     assert has(venv, "six") and not (venv / ".installed").exists()
+    # the editable install runs beside the warm imports: where it fails, make fails too, with no stamp
+    done, venv = set_up(tmp_path, PACKAGE, name="not a name")
+    assert done.returncode != 0 and "not a name" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert not (venv / ".installed").exists()
 
 
 def test_installer_pip_sets_up_the_venv_with_pip_alone(index, tmp_path):
