@@ -48,17 +48,19 @@ BUDGET := -p tests.time_budget
 # INSTALLER=pip skips uv. Both install the same pins.
 # Bytecode: neither installer compiles every module (uv's --compile-bytecode compiled 16,000 files in 27 s, 51 CPU-s,
 # from a cold cache; pip's on one core took about 40 s): the tests and lessons import a few thousand of them. Nor is it
-# all left to the first imports, where parallel test processes and kernels compiled the same modules at once (`make
-# test` 8 min 43 s, against 7 min 37 s and 8 min 9 s with uv's). One process imports WARM_IMPORTS, what every test
-# process and lesson kernel imports first (2,900 of the 16,300 modules, in 10 to 13 s); Python compiles and caches the
-# rest once, as it is first used. From fresh clones with a cold uv cache: the set-up 43 s against 59 s, `make test`
-# 7 min 29 s (794 CPU-s) against 7 min 38 s (812 CPU-s) with uv's (2026-11-28). The imports keep one core busy: pip's
-# editable install of colab_gpu runs on the other meanwhile (the imports find colab_gpu through PYTHONPATH, exported
-# above): the set-up 18 s against 21 s with a warm uv cache.
+# left to the first imports, where parallel test processes and kernels compile the same modules at once (`make test`
+# 8 min 43 s, against 7 min 37 s with uv's; from a fresh clone, `make unit` took 96 s with only torch's first modules
+# compiled, 81 s with the ones below). The set-up imports WARM_IMPORTS, what the test processes and lesson kernels
+# import (4,600 of the 16,300 modules): one process per comma-separated group, the groups side by side, a group's
+# modules one after the other (so that they share what they import, torch above all); pip's editable install of
+# colab_gpu runs beside them (the imports find colab_gpu through PYTHONPATH, exported above). The set-up took 20 s
+# with a warm uv cache and 2 cores (2026-11-28).
 # -qq: pip prints its errors, not the warnings a machine's pip configuration may add to every line.
 INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
-WARM_IMPORTS ?= colab_gpu torchvision matplotlib.pyplot nbval ipykernel.kernelapp xdist
+WARM_IMPORTS ?= colab_gpu torchvision torch._inductor.compile_fx torch.distributed.run, sklearn.datasets matplotlib.pyplot \
+	nbval ipykernel.kernelapp xdist jupytext nbconvert nbclient transformers transformers.models.auto.modeling_auto \
+	transformers.models.llama.modeling_llama transformers.generation
 PIP_QUIET := -qq --disable-pip-version-check --no-compile
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@case "$(INSTALLER)" in uv|pip) ;; *) echo "INSTALLER=$(INSTALLER): the Makefile installs with uv (the default) or pip"; exit 2;; esac
@@ -71,8 +73,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 		$(VENV)/bin/python -m pip install $(PIP_QUIET) -r requirements.txt; \
 	fi
 	@$(VENV)/bin/python -m pip install $(PIP_QUIET) --no-deps -e . & editable=$$!; \
-	$(VENV)/bin/python -c "import importlib, sys; [importlib.import_module(name) for name in sys.argv[1:]]" $(WARM_IMPORTS); \
-	warm=$$?; wait $$editable || exit 1; \
+	warming=; groups="$(WARM_IMPORTS)"; IFS=,; for group in $$groups; do \
+		IFS=' '; $(VENV)/bin/python -c "import importlib, sys; [importlib.import_module(name) for name in sys.argv[1:]]" $$group & \
+		warming="$$warming $$!"; \
+	done; IFS=' '; warm=0; for pid in $$warming; do wait $$pid || warm=1; done; \
+	wait $$editable || exit 1; \
 	[ $$warm = 0 ] || { echo "$(VENV) is installed, but importing WARM_IMPORTS ($(WARM_IMPORTS)) failed (above): fix what fails, or name other modules"; exit 1; }
 	@touch $@
 

@@ -1,5 +1,5 @@
 """The Makefile's `.venv` set-up: uv installs requirements.txt where it can, pip where it cannot (or with
-INSTALLER=pip), one process imports WARM_IMPORTS (their bytecode, compiled once), and make fails (with no stamp) when
+INSTALLER=pip), WARM_IMPORTS are imported (their bytecode, compiled once), and make fails (with no stamp) when
 none of that can be done. Each test runs the real recipe on a one-package project, through this machine's index:
 three venvs, about 10 s of CPU each."""
 
@@ -68,16 +68,17 @@ def compiled(venv: Path, module: str) -> bool:
 
 
 def test_uv_installs_the_requirements_and_the_warm_imports_are_compiled(index, tmp_path):
-    done, venv = set_up(tmp_path, PACKAGE)
+    done, venv = set_up(tmp_path, PACKAGE, "WARM_IMPORTS=six, stub")  # two groups, side by side
     assert done.returncode == 0, done.stdout + done.stderr
     assert FALLBACK not in done.stdout + done.stderr
     assert compiled(venv, "six"), "the recipe imported none of WARM_IMPORTS"
+    assert list((venv.parent / "stub" / "__pycache__").glob("__init__.*.pyc")), "the second group was not imported"
     assert (venv / ".installed").exists() and has(venv, "six") and has(venv, "uv") and has(venv, "stub")
     # set up again (requirements.txt changed, say) where a warm import fails: make fails, and writes no stamp
     (venv / ".installed").unlink()
-    done, venv = set_up(tmp_path, PACKAGE, "WARM_IMPORTS=six no_such_module")
+    done, venv = set_up(tmp_path, PACKAGE, "WARM_IMPORTS=six, stub no_such_module")
     assert done.returncode != 0 and "no_such_module" in done.stderr
-    assert "importing WARM_IMPORTS (six no_such_module) failed" in done.stdout
+    assert "importing WARM_IMPORTS (six, stub no_such_module) failed" in done.stdout
     assert has(venv, "six") and not (venv / ".installed").exists()
     # the editable install runs beside the warm imports: where it fails, make fails too, with no stamp
     done, venv = set_up(tmp_path, PACKAGE, name="not a name")
