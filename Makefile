@@ -54,7 +54,8 @@ BUDGET := -p tests.time_budget
 # import (4,600 of the 16,300 modules): one process per comma-separated group, the groups side by side, a group's
 # modules one after the other (so that they share what they import, torch above all); pip's editable install of
 # colab_gpu runs beside them (the imports find colab_gpu through PYTHONPATH, exported above). The set-up took 24 s
-# with a warm uv cache, 41 s with an empty one, on 2 cores (2026-11-28).
+# with a warm uv cache, 41 s with an empty one, on 2 cores (2026-11-28). The recipe splits WARM_IMPORTS into its groups
+# with IFS=, (which splits only an expanded variable, hence `groups=`), then each group into names on spaces.
 # -qq: pip prints its errors, not the warnings a machine's pip configuration may add to every line.
 INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
