@@ -572,7 +572,8 @@ print("converted batch:", normalized.dtype, tuple(model(normalized).shape))
 # - rung 0 is the one your ladder trained in section 2; if the ladder did not run in this session
 #   (you watched it on the projector), the check trains rung 0 first, once;
 # - on a CPU, whose cores another program may share, it times rung 0 and your loop again, one
-#   epoch each, alternately, three times: a busy neighbour slows both alike;
+#   epoch each, alternately, three times: a busy neighbour slows both alike; a loop not yet twice
+#   as fast gets its hint then, without training all its epochs;
 # - it evaluates the model you return on the test images, normalized with `data.normalization()`
 #   (no test-time flips), and compares with rung 0's accuracy.
 #

@@ -162,7 +162,7 @@ def test_check_fast_loop_trains_rung_0_itself_when_the_ladder_did_not_run(capsys
     monkeypatch.setattr(
         sr, "ladder_size", lambda device: dataclasses.replace(speedrun_rungs.ladder_size(CPU), epochs=1)
     )
-    monkeypatch.setattr(cg.checks.tuning, "ladder_size", sr.ladder_size)
+    monkeypatch.setattr(cg.checks.speedrun, "ladder_size", sr.ladder_size)
     data = cg.load_digits(32, 3).limit(train=64, test=32)
 
     def untrained(data, device, epochs):
@@ -223,12 +223,17 @@ def test_check_fast_loop_on_a_cpu_alternates_rung_0_and_the_loop_one_epoch_each(
         calls.append(("yours", epochs))
         return cg.speed_net(3, 10, width=4)
 
-    monkeypatch.setattr(cg.checks.tuning, "run_rung", run_rung)
+    monkeypatch.setattr(cg.checks.speedrun, "run_rung", run_rung)
     baseline = sr.RungResult(rung0, epoch_seconds=[9.0, 9.0, 9.0], images=64, test_acc=0.1)
     assert cg.checks.fast_loop(train_fast, data, CPU, baseline=baseline)
-    assert calls == [("yours", 3)] + [("rung 0", 1), ("yours", 1)] * cg.checks.tuning.CPU_ROUNDS
+    assert calls == [("rung 0", 1), ("yours", 1)] * cg.checks.speedrun.CPU_ROUNDS + [("yours", 3)]
     out = capsys.readouterr().out
     assert "one epoch in" in out and "rung 0's 0.30 s (best of 3, alternating)" in out, out
+    # A loop not yet twice as fast gets its hint after the rounds: its 3 epochs for the accuracy would be wasted.
+    calls.clear()
+    assert not cg.checks.fast_loop(train_fast, data, CPU, baseline=baseline, min_speedup=1e6)
+    assert calls == [("rung 0", 1), ("yours", 1)] * cg.checks.speedrun.CPU_ROUNDS
+    assert "Which rung's change is missing?" in capsys.readouterr().out
 
 
 def test_run_rung_measures_every_epoch_and_the_test_accuracy(small_digits):

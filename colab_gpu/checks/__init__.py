@@ -4,8 +4,8 @@ A lesson calls them as ``cg.checks.<name>`` (``cg.checks.train_loop(...)``). Eac
 ``CheckResult`` (true when passed), so an exercise left undone does not crash the notebook; the learner reads the
 hint and tries again. Helpers that raise instead are named ``require_*`` (``require_model_on_device``). By topic:
 ``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``evaluation``, ``data``, ``speed``,
-``tuning``, ``training``, ``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's
-runtime; ``timed`` says how they time it).
+``tuning``, ``speedrun``, ``training``, ``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on
+the learner's runtime; ``timed`` says how they time it).
 """
 
 from .amp import amp_step
@@ -16,9 +16,10 @@ from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
 from .regimes import regime
 from .speed import loader_settings, loader_speed, prediction_speed, timing
+from .speedrun import fast_loop
 from .training import precision_rule, train_loop
 from .transformers import lora_linear
-from .tuning import bottleneck_fix, compiles_once, fast_loop, profile_labels
+from .tuning import bottleneck_fix, compiles_once, profile_labels
 
 __all__ = [
     "amp_step",
