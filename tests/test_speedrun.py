@@ -123,13 +123,9 @@ def test_check_fast_loop_hints_at_the_missing_rungs_for_the_exercise_as_it_start
     assert "aim for 2x" in out and "Which rung's change is missing?" in out and "the speed net" in out
 
 
-def test_check_fast_loop_passes_the_lesson_solution(capsys):
-    # The data the lesson uses offline on a CPU, for the CPU ladder's 3 epochs; the whole ladder passed as baseline.
-    data = cg.load_digits(32, 3).limit(train=1_000, test=500)
-    rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=sr.ladder_size(CPU).epochs)
-    _, _, solution = lesson_loops()
-    assert cg.checks.fast_loop(solution, data, CPU, baseline=[sr.RungResult(sr.ladder(CPU)[1]), rung0])
-    assert "vs rung 0's" in capsys.readouterr().out
+# That the lesson's solution passes the check, on the data the lesson uses offline on a CPU and its ladder's rung 0, is
+# checked where the lesson runs: `make nbval` fails a check of the lesson's own part that gives a hint
+# (scripts/common/nbval_pairs.py). A copy here trained the same rung 0 and the same loop again: 20 s of CPU.
 
 
 def test_check_fast_loop_explains_each_mistake(capsys):

@@ -7,7 +7,8 @@ part twice doubled `make test`'s notebook time. The combined notebook runs it on
      `# NBVAL_CHECK_OUTPUT` are compared there);
   2. the student version's remaining cells, as a learner's Run all reaches them: exercises unsolved, each check
      printing its hint, up to the student version's last cell;
-  3. the lesson's remaining cells, its solutions included: each check must pass again.
+  3. the lesson's remaining cells, its solutions included: each check must pass again. nbval --nbval-lax compares no
+     output there, so a cell run first (`STRICT_SOURCE`) makes a check that prints a hint raise: its cell fails.
 Every cell of every committed notebook, lesson and student version, runs under nbval; only the identical shared
 cells run once. The student version must be the lesson minus its solution cells (else: run `make notebooks`).
 
@@ -31,6 +32,21 @@ from paths import BUILD, STUDENT
 OUT = BUILD / "nbval"
 MARKER_ID = "nbval-student-version-ends"  # the markdown cell between the student version's rest and the lesson's
 STUDENT_SUFFIX = "-student"  # the id suffix of the student version's own cells
+STRICT_ID = "nbval-lesson-checks-must-pass"  # the code cell that begins the lesson's part
+# Every check ends in colab_gpu.checks.core._verdict, which prints the line and returns the verdict: replaced in this
+# kernel (not in the package), a hint raises there. Inside a check's `guarded`, the error it catches becomes a hint,
+# which raises again: the cell fails with the lesson's hint in its message.
+STRICT_SOURCE = """# make nbval: the lesson's own cells follow; a check that gives a hint fails its cell.
+import colab_gpu.checks.core as check_core
+
+
+def hint_fails_the_cell(passed, message, print_verdict=check_core._verdict):
+    if not passed:
+        raise AssertionError(f"the lesson's own check did not pass: {message}")
+    return print_verdict(passed, message)
+
+
+check_core._verdict = hint_fails_the_cell"""
 
 
 def is_solution(cell) -> bool:
@@ -61,7 +77,9 @@ def combined(lesson: nbformat.NotebookNode, student: nbformat.NotebookNode, name
         "*(make nbval: the student version ends here; the lesson's own cells from its first solution on follow.)*"
     )
     marker.id = MARKER_ID
-    pair.cells = lesson.cells[:first] + student_rest + [marker] + lesson.cells[first:]
+    strict = nbformat.v4.new_code_cell(STRICT_SOURCE)
+    strict.id = STRICT_ID
+    pair.cells = lesson.cells[:first] + student_rest + [marker, strict] + lesson.cells[first:]
     return pair
 
 
@@ -71,7 +89,7 @@ def lesson_part(pair: nbformat.NotebookNode) -> nbformat.NotebookNode:
     The GPU suite executes each pair once and keeps this as the lesson's executed notebook. Execution counts are
     renumbered as if the lesson alone had run."""
     lesson = copy.deepcopy(pair)
-    lesson.cells = [c for c in lesson.cells if c.id != MARKER_ID and not c.id.endswith(STUDENT_SUFFIX)]
+    lesson.cells = [c for c in lesson.cells if c.id not in (MARKER_ID, STRICT_ID) and not c.id.endswith(STUDENT_SUFFIX)]
     count = 0
     for cell in lesson.cells:
         if cell.cell_type == "code" and cell.get("execution_count") is not None:

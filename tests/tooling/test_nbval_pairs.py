@@ -3,9 +3,13 @@ student version, in each one's own order, and runs their shared cells once."""
 
 import nbformat
 import pytest
+import torch
 from nbtools import lesson_sources
-from nbval_pairs import combined, is_solution, longest_first, write_pairs
+from nbval_pairs import STRICT_ID, STRICT_SOURCE, combined, is_solution, lesson_part, longest_first, write_pairs
 from paths import NOTEBOOKS, STUDENT
+
+import colab_gpu as cg
+from colab_gpu.checks import core as check_core
 
 
 def code(cells):
@@ -21,7 +25,9 @@ def test_the_pair_runs_the_student_version_then_the_lessons_rest(source):
     marker = next(i for i, cell in enumerate(pair.cells) if "the student version ends here" in cell.source)
     first = next(i for i, cell in enumerate(lesson.cells) if is_solution(cell))
     assert code(pair.cells[:marker]) == code(student.cells)  # Run all of the student version, in its order
-    assert code(pair.cells[:first] + pair.cells[marker + 1 :]) == code(lesson.cells)  # and of the lesson
+    assert pair.cells[marker + 1].id == STRICT_ID  # the lesson's part begins with the cell that makes checks strict
+    assert code(pair.cells[:first] + pair.cells[marker + 2 :]) == code(lesson.cells)  # and of the lesson
+    assert code(lesson_part(pair).cells) == code(lesson.cells)  # what the GPU suite keeps: the lesson alone
     assert pair.cells[:first] == lesson.cells[:first]  # the shared part keeps its outputs (NBVAL_CHECK_OUTPUT)
     assert all(not cell.outputs for cell in pair.cells[first:marker] if cell.cell_type == "code")
     shared = sum(len(cell.source) for cell in pair.cells[:first] if cell.cell_type == "code")
@@ -57,3 +63,16 @@ def test_the_longest_lesson_goes_first_and_unmeasured_ones_last_in_their_order(t
     names = ["01_a.ipynb", "02_b.ipynb", "12_c.ipynb", "13_d.ipynb", "14_e.ipynb"]
     ordered = longest_first([tmp_path / name for name in names], guide)
     assert [path.name for path in ordered] == ["12_c.ipynb", "14_e.ipynb", "01_a.ipynb", "02_b.ipynb", "13_d.ipynb"]
+
+
+def test_in_the_lessons_part_a_check_that_gives_a_hint_fails_its_cell(monkeypatch, capsys):
+    # nbval --nbval-lax fails a cell only on an error: the pair's strict cell turns a lesson check's hint into one.
+    monkeypatch.setattr(check_core, "_verdict", check_core._verdict)  # put back after the test
+    exec(STRICT_SOURCE, {})
+    assert cg.checks.on_device(torch.zeros(1), "cpu", name="x")
+    assert "✅ Correct: x is on cpu." in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="the lesson's own check did not pass: ❌ Not yet: x is on cpu, expected"):
+        cg.checks.on_device(torch.zeros(1), "meta", name="x")
+    # An error inside a check (the lesson's code it runs) is a hint too: it fails the cell as well, not hidden.
+    with pytest.raises(AssertionError, match="could not run your answer: ZeroDivisionError"):
+        check_core.guarded(lambda: 1 / 0)()
