@@ -81,20 +81,17 @@ def _crop_offset(image: torch.Tensor, crop: torch.Tensor, padding: int) -> tuple
     return None
 
 
-def lesson_loops() -> tuple:
-    """The lesson's three `train_fast`: rung 0 (section 5), the exercise's starting point (rung 2 with TODOs) and the
-    worked solution, each run from the lesson's cells (section 5's imports, data set and speed net first)."""
+def lesson_starting_loop():
+    """The exercise's starting point, the student version's `train_fast` (rung 2 with TODOs), run from the lesson's
+    cells (section 5's rung 0, imports and speed net first)."""
     cells = jupytext.read(LESSON).cells
     rung0 = next(c.source for c in cells if c.cell_type == "code" and "class CroppedFlipped" in c.source)
     net = next(c.source for c in cells if c.cell_type == "code" and "def speed_net" in c.source)
     solution = next(i for i, c in enumerate(cells) if "solution" in c.metadata.get("tags", []))
-    loops = []
-    for cell in (rung0, cells[solution - 1].source, cells[solution].source):
-        namespace = {"torch": torch, "cg": cg}
-        for source in (rung0, net.split("\n\nper_image")[0], cell):
-            exec(compile(source, str(LESSON), "exec"), namespace)
-        loops.append(namespace["train_fast"])
-    return tuple(loops)
+    namespace = {"torch": torch, "cg": cg}
+    for source in (rung0, net.split("\n\nper_image")[0], cells[solution - 1].source):
+        exec(compile(source, str(LESSON), "exec"), namespace)
+    return namespace["train_fast"]
 
 
 def test_lesson_crop_is_the_package_crop_in_plain_pytorch():
@@ -117,7 +114,7 @@ def test_check_fast_loop_hints_at_the_missing_rungs_for_the_exercise_as_it_start
     # The student version's Run all on a CPU: the check runs on the starting point, rung 2's loop, and gives a hint.
     data = cg.load_digits(32, 3).limit(train=320, test=64)
     rung0 = sr.run_rung(sr.ladder(CPU)[0], data, CPU, epochs=2)
-    _, starting, _ = lesson_loops()
+    starting = lesson_starting_loop()
     assert not cg.checks.fast_loop(starting, data, CPU, baseline=rung0)
     out = capsys.readouterr().out
     assert "aim for 2x" in out and "Which rung's change is missing?" in out and "the speed net" in out

@@ -103,7 +103,7 @@ def fast_loop(
         timed = _speedup_or_hint(rung0_s / seconds, min_speedup, compiled, timing)
         if isinstance(timed, CheckResult):
             return timed
-    speedup, timing = timed
+    speedup, timing = timed  # from the rounds on a CPU, from the full run elsewhere
     return that(
         accuracy >= baseline.test_acc - accuracy_margin,
         f"{timing}: {speedup:.1f}x faster; test accuracy {accuracy:.1%} vs rung 0's {baseline.test_acc:.1%} "

@@ -1,7 +1,7 @@
 """The Makefile's `.venv` set-up: uv installs requirements.txt where it can, pip where it cannot (or with
 INSTALLER=pip), WARM_IMPORTS are imported (their bytecode, compiled once), and make fails (with no stamp) when
 none of that can be done. Each test runs the real recipe on a one-package project, through this machine's index:
-three venvs, about 10 s of CPU each."""
+about 10 s of CPU per venv it sets up."""
 
 from __future__ import annotations
 
