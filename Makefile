@@ -39,7 +39,7 @@ junit = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 part = COURSE_TEST_PART=$(1)
 BUDGET := -p tests.time_budget
 
-.PHONY: test course lint unit tooling nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
+.PHONY: test course check-mutants lint unit tooling nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
 	release test-wheel gpu-wheels
 
 # uv installs requirements.txt: it unpacks torch's CUDA build (5.9 GB) on every core, in 14 s on a 2-core machine
@@ -142,6 +142,12 @@ nbval: $(ENV_READY)
 
 course: $(ENV_READY)
 	@$(PY) scripts/course/course.py
+
+# Every exercise's check, run on the mutants of its solution (scripts/course/check_mutants.py): a table per check.
+# LESSONS="03 08" for some lessons; `make tooling` runs every lesson (tests/tooling/test_check_mutants.py).
+LESSONS ?=
+check-mutants: $(ENV_READY)
+	MPLBACKEND=Agg $(PY) scripts/course/check_mutants.py $(LESSONS)
 
 notebooks: $(ENV_READY)
 	$(PY) scripts/course/execute_notebooks.py

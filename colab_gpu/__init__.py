@@ -37,7 +37,7 @@ Every public helper's docstring names the lesson that teaches it. Where each les
   ``figures/``.
 
 Names keep one meaning: a *report* is a dict of facts about this runtime (``runtime_report``, ``memory.memory_report``),
-``print_*``/``format_*`` show one, and ``checks.that`` is the verdict every self-check ends with.
+``print_*``/``format_*`` show one, and ``checks.core.that`` is the verdict every self-check ends with.
 """
 
 from . import atlas, checks, feeding, llm_memory, speedrun_ladder, workloads

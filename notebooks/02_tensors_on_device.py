@@ -307,42 +307,49 @@ assert torch.zeros(2).device.type == "cpu"  # outside the block the default is b
 # %% [markdown]
 # ## Exercise
 #
-# `model_ex` and `batch_ex` below were built on the CPU. Put both on `device`, then compute
-# `out_ex = model_ex(batch_ex)` and run the check cell.
+# `model_ex` and `batch_ex` below were built on the CPU. Put both on `target`, then compute
+# `out_ex = model_ex(batch_ex)` and run the check cell. As in lesson 01, `target` is the GPU on a
+# GPU runtime and PyTorch's `meta` device (shapes, no data) on a CPU one, so that code which leaves
+# something on the CPU fails here as it would on a GPU.
 
 # %%
+target = device if device.type == "cuda" else torch.device("meta")
 model_ex = nn.Linear(4, 3)
 batch_ex = torch.randn(5, 4)
 out_ex = None  # your result goes here
 
 # %% tags=["solution"]
-model_ex.to(device)
-batch_ex = batch_ex.to(device)  # tensors are not moved in place: keep the result
+model_ex.to(target)
+batch_ex = batch_ex.to(target)  # tensors are not moved in place: keep the result
 out_ex = model_ex(batch_ex)
 
 # %%
-cg.checks.on_device(model_ex, device, name="model_ex")
-cg.checks.on_device(out_ex, device, name="out_ex")
+cg.checks.on_device(model_ex, target, name="model_ex")
+cg.checks.on_device(out_ex, target, name="out_ex")
 
 # %% [markdown]
 # ### Exercise 2: time it yourself, correctly
 #
-# Write `my_timer(fn, repeat=10)` in plain PyTorch: call `fn` once to warm up, then time `repeat`
-# calls with `time.perf_counter()`, calling `torch.cuda.synchronize()` (on a GPU) before each clock
-# reading, and return the median in seconds. The check compares your figure for `x_dev @ x_dev`
-# with `cg.benchmark`'s on this runtime. On a GPU, leave the synchronization out once and watch
-# the check catch it.
+# Write `my_timer(fn, device, repeat=10)` in plain PyTorch: call `fn` once to warm up, then time
+# `repeat` calls with `time.perf_counter()`, calling `torch.cuda.synchronize()` when `device` is a
+# GPU before each clock reading, and return the median in seconds.
+#
+# The check runs your timer twice. First on a simulated GPU, on any runtime: there `fn` queues
+# 5 ms of work and returns at once, as a kernel launch does, and only `torch.cuda.synchronize()`
+# waits for it; its first call carries a one-off cost and one timed call a hiccup. A timer that
+# skips a synchronization, the warm-up or the median reads a wrong time there, and the check says
+# which. Then it compares your figure for `x_dev @ x_dev` on this runtime with `cg.benchmark`'s.
 
 # %%
 import statistics
 
 
-def my_timer(fn, repeat=10):
+def my_timer(fn, device, repeat=10):
     return None  # your median, in seconds
 
 
 # %% tags=["solution"]
-def my_timer(fn, repeat=10):
+def my_timer(fn, device, repeat=10):
     wait = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     fn()  # warm-up: one-off costs stay out of the figure
     seconds = []
@@ -356,7 +363,7 @@ def my_timer(fn, repeat=10):
 
 
 # %%
-cg.checks.timing(my_timer(lambda: x_dev @ x_dev), correct, name="my_timer")
+cg.checks.timer(my_timer, lambda: x_dev @ x_dev, correct, device)
 
 # %% [markdown]
 # ## Summary

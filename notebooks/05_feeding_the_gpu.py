@@ -481,7 +481,8 @@ class ResidentBatches:
 fast_loader = ResidentBatches(images_cpu, labels_cpu, batch_size=256)
 
 # %%
-cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3, labels=labels_cpu)
+cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3, labels=labels_cpu,
+                      batch_size=256)
 
 # %% [markdown]
 # ## Summary

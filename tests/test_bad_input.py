@@ -211,10 +211,14 @@ def test_prediction_speed_takes_the_best_runs_and_says_rerun_when_they_were_erra
         "best_of",
         lambda runs, repeat: ({name: min(values) for name, values in samples.items()}, speed.busy_note(samples)),
     )
+
+    def predict(m, x):
+        m.eval()
+        with torch.inference_mode():
+            return m(x).argmax(1)
+
     model = nn.Linear(4, 2)
-    assert not cg.checks.prediction_speed(
-        lambda m, x: m(x).argmax(1), lambda m, x: m(x).argmax(1), model, torch.randn(8, 4), "cpu"
-    )
+    assert not cg.checks.prediction_speed(predict, predict, model, torch.randn(8, 4), "cpu")
     out = capsys.readouterr().out
     assert "in 500.0 ms instead of 500.0 ms" in out and "ran up to 1.8x slower" in out
 

@@ -137,13 +137,13 @@ def test_lesson_01_check_fails_for_a_tensor_created_without_device_on_every_runt
 
 def test_check_timing_catches_the_unsynchronized_clock_and_the_timed_warm_up():
     reference = cg.timing.BenchResult((0.010, 0.011, 0.012))
-    assert cg.checks.timing(0.012, reference, name="t")
-    assert cg.checks.timing(0.011, 0.011)  # seconds work as the reference too
-    too_fast = cg.checks.timing(0.00002, reference, name="t")
+    assert cg.checks.speed.timing(0.012, reference, name="t")
+    assert cg.checks.speed.timing(0.011, 0.011)  # seconds work as the reference too
+    too_fast = cg.checks.speed.timing(0.00002, reference, name="t")
     assert not too_fast and "synchronize before reading the clock" in too_fast.message
-    too_slow = cg.checks.timing(0.5, reference, name="t")
+    too_slow = cg.checks.speed.timing(0.5, reference, name="t")
     assert not too_slow and "warm-up" in too_slow.message
-    assert not cg.checks.timing(None, reference) and not cg.checks.timing(-1.0, reference)
+    assert not cg.checks.speed.timing(None, reference) and not cg.checks.speed.timing(-1.0, reference)
 
 
 def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
@@ -228,7 +228,7 @@ def test_check_train_loop_finds_each_bug_of_a_first_loop_even_on_the_cpu():
     stuck = cg.checks.train_loop(
         lambda m, ld, o, d: torch.zeros(len(ld)) if d.type != "meta" else torch.zeros(3, device=d), model, loader, "cpu"
     )
-    assert not stuck and "did not fall" in stuck.message
+    assert not stuck and "call loss.backward()" in stuck.message
 
 
 def test_measure_activations_counts_what_backward_keeps_and_what_accumulation_saves():
@@ -295,6 +295,7 @@ def _amp_step(unscale: bool, clip: bool, update: bool):
         scaler.step(optimizer)
         if update:
             scaler.update()
+        return loss.detach()
 
     return step
 
@@ -317,11 +318,22 @@ def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
     images = torch.randn(128, 3, 16, 16)
 
     def one_by_one(m, x):
-        return torch.tensor([m(image.unsqueeze(0)).argmax(1).item() for image in x])
+        m.eval()
+        with torch.inference_mode():
+            return torch.tensor([m(image.unsqueeze(0)).argmax(1).item() for image in x])
 
     def batched(m, x):
+        m.eval()
         with torch.inference_mode():
             return m(x).argmax(1)
+
+    def no_eval(m, x):
+        with torch.inference_mode():
+            return m(x).argmax(1)
+
+    def graph_kept(m, x):
+        m.eval()
+        return m(x).argmax(1)
 
     assert cg.checks.prediction_speed(batched, one_by_one, model, images, "cpu", at_least=1.2)
     same = cg.checks.prediction_speed(one_by_one, one_by_one, model, images, "cpu", at_least=3)
@@ -330,8 +342,12 @@ def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
     assert not wrong and "match" in wrong.message
     assert (
         "one predicted class per image"
-        in cg.checks.prediction_speed(lambda m, x: m(x), one_by_one, model, images, "cpu").message
+        in cg.checks.prediction_speed(lambda m, x: batched(m, x)[None], one_by_one, model, images, "cpu").message
     )
+    # Issue 62: model.eval() removed, or inference_mode unwrapped, passed; the check now sets training mode first.
+    assert "call model.eval() first" in cg.checks.prediction_speed(no_eval, one_by_one, model, images, "cpu").message
+    assert "torch.inference_mode()" in cg.checks.prediction_speed(graph_kept, one_by_one, model, images, "cpu").message
+    assert not model.training  # left in the mode it was given in
 
 
 def test_check_evaluation_memory_wants_no_graph_kept_and_the_same_outputs():
@@ -397,9 +413,9 @@ def test_skill_checks_pass_on_a_gpu_and_report_the_allocator_peak():
 def test_verdict_helpers_print_one_line_and_need_their_messages(capsys):
     assert cg.checks.core.ok("done.") and not cg.checks.core.fail("do this.")
     assert capsys.readouterr().out == "✅ Correct: done.\n❌ Not yet: do this.\n"
-    assert cg.checks.that(1 + 1 == 2, "two.", "not two.").message == "✅ Correct: two."
+    assert cg.checks.core.that(1 + 1 == 2, "two.", "not two.").message == "✅ Correct: two."
     with pytest.raises(ValueError, match="needs both messages"):
-        cg.checks.that(False, "", "a hint")  # the empty message shows the day the outcome flips
+        cg.checks.core.that(False, "", "a hint")  # the empty message shows the day the outcome flips
 
 
 def test_no_check_passes_an_empty_message():

@@ -3,6 +3,8 @@ import textwrap
 
 import pytest
 import torch
+from nbtools import read_lesson
+from paths import NOTEBOOKS
 
 import colab_gpu as cg
 from colab_gpu import parallel
@@ -167,43 +169,71 @@ def test_launch_torchrun_bad_input(tmp_path):
         cg.launch_torchrun(script, 1, timeout=240, echo=False)
 
 
+def lesson_ddp_solution() -> str:
+    """The script lesson 08's exercise 2 writes, as its solution cell has it (`%%writefile` line left out)."""
+    cells = read_lesson(NOTEBOOKS / "08_multi_gpu_ddp.py").cells
+    solved = [c.source for c in cells if "solution" in c.metadata.get("tags", []) and "my_ddp_train.py" in c.source]
+    return solved[0].split("\n", 1)[1]
+
+
+def plain_ddp_script(folder, train_body="pass", replace=()):
+    """Lesson 08's exercise 2 solved, with each (old, new) of ``replace`` applied once (a learner's mistake); beside it
+    a ddp_train.py whose train(info, args) runs ``train_body``."""
+    (folder / "ddp_train.py").write_text(
+        "import argparse\n\n\ndef parse_args():\n    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--backend')\n    parser.add_argument('--out')\n    return parser.parse_args()\n\n\n"
+        f"def train(info, args):\n    {train_body}\n"
+    )
+    text = lesson_ddp_solution()
+    for old, new in replace:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    script = folder / "my_ddp.py"
+    script.write_text(text)
+    return script
+
+
+FIX = 'os.environ.setdefault("NCCL_CUMEM_HOST_ENABLE", "0")'
+JOIN = 'dist.init_process_group("nccl", device_id=device)'
+DRY_RUN_MISTAKES = {  # the learner's mistake: (the solution's text and what it becomes, what the hint says)
+    "the nccl path never claims its GPU": (("torch.cuda.set_device(device)", "pass"), "never claims its GPU"),
+    "NCCL's setting deleted, its comment kept": ((FIX, "pass  # NCCL_CUMEM_HOST_ENABLE"), f"{FIX} must come before"),
+    "NCCL's setting after the group is joined": ([(FIX, "pass"), (JOIN, f"{JOIN}; {FIX}")], "must come before"),
+    "the rank read from LOCAL_RANK": (('int(os.environ["RANK"])', 'int(os.environ["LOCAL_RANK"])'), "RANK=3"),
+    "the nccl group joined with gloo": ((JOIN, 'dist.init_process_group("gloo")'), "joined with 'gloo'"),
+    "the group never left": (("    dist.destroy_process_group()", "    pass"), "destroy_process_group()"),
+    "the group never joined": (('dist.init_process_group("gloo")', "pass"), "never joins the group"),
+    "teardown() deleted from the main block": (("        teardown()", "        pass"), "leave the group once"),
+    "the main block's guard flipped": (('if __name__ == "__main__":', 'if __name__ != "__main__":'), "it did nothing"),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(DRY_RUN_MISTAKES))
+def test_check_ddp_script_dry_run_sees_the_gpu_paths_mistakes_on_a_cpu(tmp_path, mistake):
+    """Issue 62: on a CPU runtime the launch runs gloo only, and the NCCL test read the text (the template's own
+    comment satisfied it). A dry run with stand-ins for the group and the GPU sees each mistake, without torchrun."""
+    replace, hint = DRY_RUN_MISTAKES[mistake]
+    script = plain_ddp_script(tmp_path, replace=replace if isinstance(replace, list) else [replace])
+    before = dict(os.environ)
+    result = cg.checks.ddp_script(script, "w.pt")
+    assert not result and hint in result.message, result.message
+    assert dict(os.environ) == before  # the dry run leaves the environment as it found it
+
+
 def test_check_ddp_script_reads_the_script_then_runs_it(tmp_path):
     assert "run the %%writefile cell first" in cg.checks.ddp_script(tmp_path / "none.py", "w.pt").message
-    script = tmp_path / "my_ddp.py"
-    script.write_text("import torch.distributed as dist\ndist.init_process_group('gloo')\n")
-    assert "never calls dist.destroy_process_group(" in cg.checks.ddp_script(script, "w.pt").message
-    script.write_text(
-        "import torch.distributed as dist\n# dist.init_process_group(...) and destroy_process_group()\n"
-        "raise NameError('rank is not defined')\n"
-    )
+    script = plain_ddp_script(tmp_path, train_body="raise NameError('rank is not defined')")
     failed = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=240)
     assert not failed and "the job failed with gloo: NameError: rank is not defined" in failed.message, failed.message
-    script.write_text("import time\n# dist.init_process_group(...) and destroy_process_group()\ntime.sleep(60)\n")
+    script = plain_ddp_script(tmp_path, train_body="import time; time.sleep(60)")
     hung = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=5)
     assert not hung and "did not finish in 5 s" in hung.message
 
 
-def test_check_ddp_script_wants_the_nccl_fix_and_a_rank_per_process(tmp_path):
-    """Issue 51: the check ran gloo only, so a script without the NCCL setting Kaggle's T4 x2 needs passed, and so
-    did a setup that made every process rank 0."""
-    script = tmp_path / "my_ddp.py"
-    script.write_text(
-        "import torch.distributed as dist\n"
-        "def setup(backend):\n"
-        '    if backend == "nccl":\n'
-        '        dist.init_process_group("nccl")\n'
-        "# destroy_process_group()\n"
-    )
-    assert 'set os.environ.setdefault("NCCL_CUMEM_HOST_ENABLE", "0")' in cg.checks.ddp_script(script, "w.pt").message
-    script.write_text(
-        "import argparse\n"
-        "# init_process_group( and destroy_process_group(: every process says it is rank 0\n"
-        "print('gloo on cpu: all_reduce(rank + 1) = 2')\n"
-        "print('gloo on cpu: all_reduce(rank + 1) = 2')\n"
-        "parser = argparse.ArgumentParser()\n"
-        "parser.add_argument('--backend')\n"
-        "parser.add_argument('--out')\n"
-        "open(parser.parse_args().out, 'w').close()\n"
-    )
+def test_check_ddp_script_wants_a_rank_per_process(tmp_path):
+    """Issue 51: a setup that made every process rank 0 passed."""
+    said = "print('gloo on cpu: all_reduce(rank + 1) = 2')"
+    body = f"{said}; {said}; open(args.out, 'w').close()"
+    script = plain_ddp_script(tmp_path, train_body=body)
     same_rank = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=240)
     assert not same_rank and "the processes' ranks are not 0..0, one each" in same_rank.message, same_rank.message

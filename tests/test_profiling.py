@@ -359,7 +359,8 @@ def test_the_bottleneck_check_fails_on_the_starting_code_and_on_the_wrong_suspec
     assert not cg.checks.profile_labels(lesson["prof"])
     run_cell(lesson, given[1])  # my_steps as the lesson starts it: their loop
     assert not cg.checks.bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
-    assert "aim for 2x" in capsys.readouterr().out
+    # Issue 62: under load the A/A comparison once passed at "3.0x"; the check now sees their loop run, untimed.
+    assert "my_steps still runs their loop" in capsys.readouterr().out
     wrong_suspect = (
         given[0]
         .split("\n\nwith profile")[0]

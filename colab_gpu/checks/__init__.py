@@ -3,21 +3,25 @@
 A lesson calls them as ``cg.checks.<name>`` (``cg.checks.train_loop(...)``). Each prints one line and returns a
 ``CheckResult`` (true when passed), so an exercise left undone does not crash the notebook; the learner reads the
 hint and tries again. Helpers that raise instead are named ``require_*`` (``require_model_on_device``). By topic:
-``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``evaluation``, ``data``, ``speed``,
-``tuning``, ``speedrun``, ``training``, ``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on
-the learner's runtime; ``timed`` says how they time it).
+``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``first_steps`` (lesson 01),
+``first_loop`` (lesson 03), ``evaluation``, ``data``, ``speed``, ``timer``, ``tuning``, ``speedrun``, ``training``,
+``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's runtime; ``timed`` says how
+they time it).
 """
 
 from .amp import amp_step
-from .core import guarded, label_validator, on_device, that
+from .core import guarded, label_validator, on_device
 from .data import csv_dataset
 from .evaluation import class_accuracy
+from .first_loop import train_loop
+from .first_steps import created_on, gpu_count
 from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
 from .regimes import regime
-from .speed import loader_settings, loader_speed, prediction_speed, timing
+from .speed import loader_settings, loader_speed, prediction_speed
 from .speedrun import fast_loop
-from .training import precision_rule, train_loop
+from .timer import timer
+from .training import precision_rule
 from .transformers import lora_linear
 from .tuning import bottleneck_fix, compiles_once, profile_labels
 
@@ -26,9 +30,11 @@ __all__ = [
     "bottleneck_fix",
     "class_accuracy",
     "compiles_once",
+    "created_on",
     "fast_loop",
     "ddp_script",
     "evaluation_memory",
+    "gpu_count",
     "csv_dataset",
     "label_validator",
     "loader_settings",
@@ -42,12 +48,10 @@ __all__ = [
     "regime",
     "released",
     "shard",
-    "that",
-    "timing",
+    "timer",
     "train_loop",
 ]
 
 # Every check of a learner's answer runs inside `guarded`: an error while it runs is a hint, never a crash of the cell.
 for _name in __all__:
-    if _name != "that":
-        globals()[_name] = guarded(globals()[_name])
+    globals()[_name] = guarded(globals()[_name])

@@ -107,6 +107,38 @@ def _order_problem(log: list[str]) -> str | None:
     return ZERO_GRAD_LATE if _zero_grad_late(log) else None
 
 
+def _step_problem(log: list[str], formats: list[torch.dtype], returned: object) -> str | None:
+    """The hint for one of the learner's steps: its calls (``log``), the format its first layer computed in, and
+    what it returned; else None."""
+    if formats and formats[-1] != torch.float16:
+        found = str(formats[-1]).removeprefix("torch.")
+        return (
+            f"the forward pass ran in {found}: run it inside torch.autocast(device.type, dtype=torch.float16), the "
+            "format the GradScaler is for (a T4 has no fast bf16)."
+        )
+    problem = _order_problem(log)
+    if problem:
+        return problem
+    if log.count("scaler.step") > 1:
+        return "one scaler.step(optimizer) per training step: yours steps more than once."
+    if not isinstance(returned, torch.Tensor) or returned.ndim != 0 or not returned.is_floating_point():
+        return f"return the step's loss, a one-number tensor (loss.detach()); yours returned {type(returned).__name__}."
+    if returned.requires_grad:
+        return "the loss you return still holds its graph (the step's activations stay alive): return loss.detach()."
+    return None
+
+
+def _error_hint(err: Exception, log: list[str]) -> str:
+    """The hint for an error the learner's step raised, from the scaler calls it made before."""
+    if "already been called" in str(err) and log.count("unscale_") > 1:
+        return "call scaler.unscale_(optimizer) once per step, after backward and before clipping."
+    raised_in = log[-1] if log and isinstance(err, (TypeError, AttributeError)) else None
+    hint = ZERO_GRAD_LATE if _zero_grad_late(log) else RAISED_IN.get(raised_in)
+    hint = hint or next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
+    first_line = (str(err).splitlines() or [""])[0]
+    return hint or f"your step raised {type(err).__name__}: {first_line}"
+
+
 def _zero_grad_late(log: list[str]) -> bool:
     """Whether the step cleared the gradients after scaling the loss (after backward), before stepping."""
     return "scale" in log and "zero_grad" in log[log.index("scale") :]
@@ -132,22 +164,17 @@ def amp_step(step: object, device: str | torch.device, *, max_norm: float = 0.1)
         model = copy.deepcopy(start)
         scaler = _LoggedScaler(device.type, init_scale=AMP_CHECK_SCALE)
         optimizer = _logged_optimizer(torch.optim.SGD(model.parameters(), lr=0.1), scaler)
-        log = scaler.log
+        log, formats = scaler.log, []
+        model[0].register_forward_hook(lambda _module, _inputs, output, seen=formats: seen.append(output.dtype))
         try:
             for inputs, labels in batches:
                 log.clear()
-                fn(model, inputs, labels, optimizer, scaler, max_norm)
-                problem = _order_problem(log) if name == "yours" else None
+                returned = fn(model, inputs, labels, optimizer, scaler, max_norm)
+                problem = _step_problem(log, formats, returned) if name == "yours" else None
                 if problem:
                     return fail(problem)
-                if name == "yours" and log.count("scaler.step") > 1:
-                    return fail("one scaler.step(optimizer) per training step: yours steps more than once.")
         except Exception as err:  # the learner's step: any error is a hint, never a crash of the cell
-            raised_in = log[-1] if log and isinstance(err, (TypeError, AttributeError)) else None
-            hint = ZERO_GRAD_LATE if _zero_grad_late(log) else RAISED_IN.get(raised_in)
-            hint = hint or next((h for keys, h in AMP_HINTS if any(k in str(err) for k in keys)), None)
-            first_line = (str(err).splitlines() or [""])[0]
-            return fail(hint or f"your step raised {type(err).__name__}: {first_line}")
+            return fail(_error_hint(err, log))
         moved[name] = torch.cat(
             [(p - q).flatten() for p, q in zip(model.parameters(), start.parameters(), strict=True)]
         ).detach()

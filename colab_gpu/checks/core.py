@@ -43,7 +43,7 @@ def that(passed: bool, success: str, hint: str) -> CheckResult:
     """
     if not success or not hint:
         raise ValueError(
-            "cg.checks.that needs both messages, what passed and the hint: for one, use "
+            "colab_gpu.checks.core.that needs both messages, what passed and the hint: for one, use "
             "colab_gpu.checks.core.ok(...) or fail(...)"
         )
     return ok(success) if passed else fail(hint)

@@ -144,9 +144,15 @@ def evaluation_memory(
     data set until a GPU runs out of memory."""
     if not callable(predict_fn):
         return fail("define predict_all(model, images) and rerun.")
-    measured = {}
+    measured, forwards = {}, {}
     for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
-        outputs, saved, peak = _run_measured(fn, model, images)
+        calls = []
+        watch = model.register_forward_pre_hook(lambda *_, seen=calls: seen.append(1))
+        try:
+            outputs, saved, peak = _run_measured(fn, model, images)
+        finally:
+            watch.remove()
+        forwards[name] = len(calls)
         needs_grad = getattr(outputs, "requires_grad", False)
         outputs = outputs.detach() if isinstance(outputs, torch.Tensor) else outputs  # frees a graph kept by mistake
         measured[name] = (outputs, saved, peak, needs_grad)
@@ -155,6 +161,12 @@ def evaluation_memory(
         return fail(f"return the outputs of every image as one tensor of shape {tuple(expected.shape)}.")
     if not torch.allclose(outputs.float(), expected.float(), rtol=1e-3, atol=1e-4):
         return fail("your outputs differ from the model's: same model, same images, in order.")
+    if forwards["yours"] < forwards["leaky"]:
+        return fail(
+            f"your function ran the model {forwards['yours']} time(s) over the {len(images):,} images, the classmate's "
+            f"{forwards['leaky']} (a batch at a time): keep the batches, or a large test set's activations fill the "
+            "GPU at once, the out-of-memory you are fixing."
+        )
     ratio, summary = _compare("autograd kept for backward", saved, leaky, peak, leaky_peak, digits=2)
     if needs_grad:
         return fail(f"{summary}, and your outputs still carry a graph: evaluate under torch.inference_mode().")

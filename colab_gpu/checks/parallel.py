@@ -10,6 +10,7 @@ import torch
 
 from ..parallel import launch_torchrun
 from .core import CheckResult, fail, ok, that
+from .ddp_dry_run import dry_run_problem
 
 
 def shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> CheckResult:
@@ -18,7 +19,7 @@ def shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> 
 
     expected = list(DistributedSampler(range(dataset_size), num_replicas=world_size, rank=rank, shuffle=False))
     if indices is None:
-        return fail("rank1_indices is not set yet: write the list of indices and rerun.")
+        return fail("the list of indices is not set yet: write it and rerun.")
     if not isinstance(indices, (list, tuple)) or not all(isinstance(i, int) for i in indices):
         return fail(f"give a list of integers, got {indices!r}.")
     if len(indices) != len(expected):
@@ -34,14 +35,13 @@ def shard(indices: object, *, dataset_size: int, world_size: int, rank: int) -> 
     )
 
 
-NCCL_FIX = "NCCL_CUMEM_HOST_ENABLE"
-
-
 def ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: int = 300) -> CheckResult:
     """Check a learner's DDP training script (lesson 08): launched by torchrun with ``nproc`` gloo processes (on
     every runtime), every process must have its own rank and the job must train to the same weights as the helper's
     run saved in ``reference_weights``; where this runtime has ``nproc`` GPUs, the same with nccl (one GPU each).
-    A script that joins with nccl must set ``NCCL_CUMEM_HOST_ENABLE`` first (Kaggle's T4 x2 fails without it)."""
+    First, on any runtime, a dry run with stand-ins for the process group and the GPU (``ddp_dry_run``): the ranks
+    read from torchrun's variables, each process on its own GPU, ``NCCL_CUMEM_HOST_ENABLE`` set before an nccl
+    group (Kaggle's T4 x2 fails without it), the group left at the end."""
     from pathlib import Path
 
     if not isinstance(script, (str, Path)):
@@ -49,18 +49,9 @@ def ddp_script(script: str, reference_weights: str, *, nproc: int = 2, timeout: 
     path = Path(script)
     if not path.is_file():
         return fail(f"no script at {path}: run the %%writefile cell first.")
-    text = path.read_text()
-    for call in ("init_process_group(", "destroy_process_group("):
-        if call not in text:
-            return fail(
-                f"{path.name} never calls dist.{call}...): every process joins the group "
-                "after torchrun starts it, and leaves it before it exits."
-            )
-    if '"nccl"' in text and NCCL_FIX not in text:
-        return fail(
-            f'set os.environ.setdefault("{NCCL_FIX}", "0") before init_process_group("nccl"): Kaggle\'s two T4s '
-            "have no peer-to-peer access, and recent NCCL fails at the first all_reduce there without it."
-        )
+    problem = dry_run_problem(path)
+    if problem:
+        return fail(problem)
     backends = ["gloo"] + (["nccl"] if torch.cuda.device_count() >= nproc else [])
     summaries = []
     for backend in backends:

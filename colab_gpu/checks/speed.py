@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -25,8 +27,10 @@ def timing(seconds: object, reference: object, name: str = "your time", factor: 
     expected = getattr(reference, "median", reference)
     if seconds is None:
         return fail(f"{name} is not set yet: complete the exercise cell and run it.")
-    if isinstance(seconds, torch.Tensor) or not isinstance(seconds, (int, float)) or seconds <= 0:
+    if isinstance(seconds, (torch.Tensor, bool)) or not isinstance(seconds, (int, float)) or not seconds > 0:
         return fail(f"{name} should be a positive number of seconds, got {seconds!r}.")
+    if not math.isfinite(seconds):
+        return fail(f"{name} is {seconds!r}, not a time: the clock readings went wrong; print them.")
     ratio = seconds / expected
     if ratio < 1 / factor:
         return fail(
@@ -50,10 +54,12 @@ def loader_speed(
     at_least: float = 3.0,
     repeat: int = 3,
     labels: torch.Tensor | None = None,
+    batch_size: int | None = None,
 ) -> CheckResult:
     """Measure ``loader`` against ``baseline`` on this runtime: both must deliver every one of ``samples`` samples
-    per epoch, epoch after epoch (with ``labels``, the data set's labels: each sample once), and ``loader`` at least
-    ``at_least`` times as many samples per second (best of ``repeat`` each). Taught in lesson 05."""
+    per epoch, epoch after epoch (with ``labels``, the data set's labels: each sample once; with ``batch_size``, in
+    batches of that size, the last one excepted), and ``loader`` at least ``at_least`` times as many samples per
+    second (best of ``repeat`` each). Taught in lesson 05."""
     if loader is None:
         return fail("the loader is not set yet: complete the exercise cell and run it.")
     if not hasattr(loader, "__iter__"):
@@ -65,6 +71,9 @@ def loader_speed(
         )
     delivered = [batch_labels.cpu() for _, batch_labels in loader]
     count = sum(len(batch_labels) for batch_labels in delivered)
+    sizes = sorted({len(batch_labels) for batch_labels in delivered[:-1]})
+    if batch_size is not None and sizes and sizes != [batch_size]:
+        return fail(f"your batches hold {', '.join(map(str, sizes))} samples; the exercise asks for {batch_size}.")
     if count != samples:
         return fail(f"one epoch delivered {count:,} samples instead of all {samples:,}.")
     if labels is not None and not torch.equal(torch.cat(delivered).sort().values, labels.cpu().sort().values):
@@ -155,7 +164,19 @@ def prediction_speed(
     at least ``at_least`` times faster, the best of ``repeat`` interleaved runs each."""
     if not callable(fast):
         return fail("define fast_predict(model, images) and rerun.")
-    mine, reference = fast(model, images), slow(model, images)
+    was_training, forwards = model.training, []
+    watch = model.register_forward_pre_hook(lambda m, _: forwards.append((m.training, torch.is_grad_enabled())))
+    try:
+        model.train()  # as after training: predicting is the function's job to set up
+        mine = fast(model, images)
+    finally:
+        watch.remove()
+        model.train(was_training)
+    if any(training for training, _ in forwards):
+        return fail("the model predicted in training mode: call model.eval() first (dropout, batch norm).")
+    if any(grad for _, grad in forwards):
+        return fail("autograd recorded every prediction: predict under torch.inference_mode(), as slow_predict does.")
+    reference = slow(model, images)
     if not isinstance(mine, torch.Tensor) or mine.shape != reference.shape:
         shape = tuple(mine.shape) if isinstance(mine, torch.Tensor) else type(mine).__name__
         return fail(f"return one predicted class per image: shape {tuple(reference.shape)}, got {shape}.")

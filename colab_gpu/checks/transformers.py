@@ -73,6 +73,11 @@ def _problem(layer_class: type, rank: int, alpha: float) -> str | None:
                 "other) and the layer never trains. Start A random (nn.init.kaiming_uniform_(self.A, "
                 "a=math.sqrt(5))) and B at zero."
             )
+        if not (A.isfinite().all() and A.abs().max() <= 10 and A.float().std() > 1e-6):
+            return (
+                "A holds what torch.empty left in memory, not a random start: initialize it "
+                "(nn.init.kaiming_uniform_(self.A, a=math.sqrt(5)), as nn.Linear does its weight)."
+            )
         A.normal_(), B.normal_()
         expected = base(x) + (alpha / rank) * (x @ A.to(x.dtype).T @ B.to(x.dtype).T)
         if not torch.allclose(layer(x), expected, rtol=1e-4, atol=1e-4):

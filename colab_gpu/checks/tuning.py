@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 
 import torch
 from torch import nn
@@ -50,6 +51,24 @@ def profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
     )
 
 
+def _runs(fn, code, *args) -> tuple[object, bool]:
+    """``fn(*args)``, and whether the function whose code is ``code`` ran inside it (a Python profile hook sees
+    every Python call)."""
+    seen = []
+
+    def watch(frame, event, _arg):
+        if event == "call" and frame.f_code is code:
+            seen.append(True)
+
+    previous = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        result = fn(*args)
+    finally:
+        sys.setprofile(previous)
+    return result, bool(seen)
+
+
 def bottleneck_fix(
     slow: object,
     fast: object,
@@ -65,9 +84,14 @@ def bottleneck_fix(
     if not callable(fast):
         return fail(f"pass your function (my_steps, not my_steps(...)), got {type(fast).__name__}.")
     try:
-        returned = fast(steps)
+        returned, ran_theirs = _runs(fast, getattr(slow, "__code__", None), steps)
     except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
         return fail(f"my_steps({steps}) raised {type(err).__name__}: {err}")
+    if fast is slow or ran_theirs:
+        return fail(
+            "my_steps still runs their loop: timing a loop against itself measures only the noise of this machine. "
+            "Write the loop yourself, without the cost your profile shows."
+        )
     if returned is None:
         return fail(f"my_steps({steps}) returned None: return the loss of every step, e.g. torch.stack(losses).")
     try:

@@ -236,25 +236,28 @@ assert x.device.type == device.type
 # %% [markdown]
 # ## Exercise
 #
-# Create `ones`: a tensor of 1000 ones **directly on** `target` (with `device=`, no `.to()` copy),
-# and set `gpu_count` to the number of GPUs PyTorch sees. Then run the check cell.
+# Write `make_ones(where)`, which returns a tensor of 1000 ones created **directly on** `where`
+# (with `device=`, no `.to()` copy), and set `gpu_count` to the number of GPUs PyTorch sees (a
+# whole number). Then run the check cell.
 #
-# On a GPU runtime `target` is the GPU. A CPU runtime has no second device, so there `target` is
+# The check calls `make_ones` twice: for the CPU, where it reads the values, and for `target`. On a
+# GPU runtime `target` is the GPU. A CPU runtime has no second device, so there `target` is
 # PyTorch's `meta` device (tensors with a shape but no data): either way, a tensor created without
-# `device=` lands on the CPU and the check says so.
+# `device=` lands on the CPU, and a copy made with `.to()` is a call the check sees.
 
 # %%
 target = device if device.type == "cuda" else torch.device("meta")
-ones = None  # your tensor goes here
+
+
+def make_ones(where):
+    return None  # your tensor goes here
+
+
 gpu_count = None  # and the number of GPUs here
 
 # %%
-cg.checks.on_device(ones, target, name="ones")
-cg.checks.that(
-    gpu_count == torch.cuda.device_count(),
-    f"gpu_count = {gpu_count}.",
-    "gpu_count should come from torch.cuda.device_count().",
-)
+cg.checks.created_on(make_ones, target)
+cg.checks.gpu_count(gpu_count)
 
 # %% [markdown]
 # ## Summary

@@ -466,7 +466,8 @@ cg.checks.loader_settings(my_loader, device, dataset=jpegs, batch_size=128, meas
 fast_loader = None  # your loader: anything that yields (inputs, labels) batches
 
 # %%
-cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3, labels=labels_cpu)
+cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_cpu), at_least=3, labels=labels_cpu,
+                      batch_size=256)
 
 # %% [markdown]
 # ## Summary

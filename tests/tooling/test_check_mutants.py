@@ -1,0 +1,134 @@
+"""scripts/course/check_mutants.py: every exercise's check rejects the mutants of its solution (issue 62), and the
+harness itself: the mutants it makes, the cells it runs, the list of equivalent mutants it trusts."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from check_mutants import equivalent_mutants, table
+from exercises import all_exercises, lesson_exercises, names_of, setup_cells
+from mutants import mutants
+from nbtools import lesson_sources
+from paths import ROOT
+
+SOLVED_LOOP = textwrap.dedent('''\
+    def my_epoch(model, loader, optimizer, device):
+        """One epoch."""
+        losses = []
+        for inputs, labels in loader:
+            inputs = inputs.to(device, non_blocking=True)  # the batch goes where the model is
+            labels = labels.to(device)
+            loss = loss_fn(model(inputs), labels)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.detach())
+        return torch.stack(losses)
+''')
+
+
+def test_the_mutants_are_the_mistakes_a_learner_makes_each_named_and_made_once():
+    found = {m.name: m.source for m in mutants(SOLVED_LOOP, cap=100)}
+    for name in (
+        "delete `optimizer.zero_grad()`",
+        "swap `optimizer.zero_grad()` and `loss.backward()`",
+        "swap `loss.backward()` and `optimizer.step()`",
+        "drop .to(): `inputs.to(device, non_blocking=True)`",
+        "drop non_blocking=: `inputs.to(device, non_blocking=True)`",
+        "drop .detach(): `loss.detach()`",
+        "device->cpu in `inputs = inputs.to(device, non_blocking=True) #...`",
+    ):
+        assert name in found, sorted(found)
+    assert "losses.append(loss)\n" in found["drop .detach(): `loss.detach()`"]
+    # Edited in the text: comments stay (a check that reads the text meets what a learner's cell holds).
+    assert "# the batch goes where the model is" in found["drop non_blocking=: `inputs.to(device, non_blocking=True)`"]
+    # Independent statements are not swapped (the swap would be the same program), a docstring is never deleted.
+    assert not any(name.startswith("swap `inputs = ") and "`labels = " in name for name in found)
+    assert any(name.startswith("swap `labels = ") and "`loss = " in name for name in found)  # loss reads labels
+    assert not any("One epoch" in name for name in found)
+    assert [m.name for m in mutants(SOLVED_LOOP, cap=100)] == list(found)  # deterministic
+    assert len(mutants(SOLVED_LOOP, cap=5)) == 5
+
+
+def test_a_writefile_cell_keeps_its_first_line_and_mutates_the_script():
+    cell = '%%writefile job.py\nimport os\nos.environ.setdefault("A", "0")\nprint("done")\n'
+    found = mutants(cell, cap=100)
+    assert found and all(m.source.startswith("%%writefile job.py\n") for m in found)
+    assert any(m.name == 'delete `os.environ.setdefault("A", "0")`' for m in found)
+
+
+def test_a_cell_that_a_later_call_needs_is_kept_even_when_defined_after_the_function():
+    earlier = [
+        "import colab_gpu as cg",
+        "device = 'cpu'",
+        "def steps():\n    return loader",  # reads `loader` when called, not here
+        "loader = [1, 2]",
+        "demo = expensive()",  # nothing the exercise reads
+        "steps()",
+    ]
+    kept = [earlier[i] for i in setup_cells(earlier, ["answer = steps()"])]
+    assert "loader = [1, 2]" in kept and "demo = expensive()" not in kept
+    assert names_of("model.to(device)\n")[1] == {"model"}  # changed in place: the cell is part of the state
+    assert names_of("%%writefile job.py\nprint(1)\n")[0] == {"file:job.py"}
+
+
+def test_every_lesson_exercise_is_found_with_its_solution_and_check():
+    exercises = all_exercises()
+    assert len(exercises) == 24
+    assert {e.lesson for e in exercises} == {s.stem for s in lesson_sources()}
+    assert all("cg.checks." in e.check for e in exercises)
+
+
+def test_the_equivalent_list_wants_a_reason_for_each_mutant(tmp_path):
+    listed = equivalent_mutants()
+    assert listed and all(reason.strip() for entries in listed.values() for reason in entries.values())
+    (tmp_path / "bad.toml").write_text('["03.1"]\n"delete `x`" = ""\n')
+    with pytest.raises(SystemExit, match=r"\[03.1\] lists mutants with no reason"):
+        equivalent_mutants(tmp_path / "bad.toml")
+    (tmp_path / "broken.toml").write_text("[03.1\n")
+    with pytest.raises(SystemExit, match="broken.toml is not valid TOML"):
+        equivalent_mutants(tmp_path / "broken.toml")
+
+
+def test_the_table_has_a_row_per_check():
+    assert table([]).splitlines()[0].split(" | ")[0].strip() == "exercise"
+
+
+def test_bad_input_names_what_exists():
+    done = subprocess.run(
+        [sys.executable, "scripts/course/check_mutants.py", "99"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode != 0 and "no lesson 99: the lessons are 01" in done.stderr
+    done = subprocess.run(
+        [sys.executable, "scripts/course/check_mutants.py", "01", "--only", "01.7"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0 and "no exercise 01.7: they are 01.1" in done.stderr
+
+
+# The lessons whose exercises `make test` mutates, 8 mutants each at most (evenly spread over all of them): 22 s in
+# one process alone on 2 cores (2026-11-29), about twice that beside the other tooling tests. The other lessons'
+# exercises need setups that cost more than this part can give (lesson 04 trains a CNN, 05 sweeps DataLoader
+# workers, 07 and 11 build and compile models, 08 runs a DDP job for its reference weights, 10 profiles, 12 trains a
+# ladder, 13 writes image folders): `make check-mutants` runs every exercise with up to 40 mutants each.
+QUICK_LESSONS = ("01", "02", "03", "06", "09", "14")
+QUICK_CAP = 8
+
+
+def test_every_check_rejects_every_wrong_mutant_of_its_solution():
+    done = subprocess.run(
+        [sys.executable, "scripts/course/check_mutants.py", *QUICK_LESSONS, "--cap", str(QUICK_CAP)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+        timeout=600,
+    )
+    print(done.stdout)  # the table, shown with -rP or on failure
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line[:2] in QUICK_LESSONS and " | " in line]
+    assert len(rows) == sum(len(lesson_exercises(s)) for s in lesson_sources() if s.stem[:2] in QUICK_LESSONS)
