@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -155,6 +156,26 @@ def all_reduce_mean(value: float | torch.Tensor, info: DistInfo) -> float:
     return tensor.item() / info.world_size
 
 
+def _run_job(command: list[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    """Run torchrun in a session of its own. Past ``timeout`` it is asked to stop (SIGTERM: it stops every worker it
+    started; subprocess.run's kill of torchrun alone left the workers running, holding their memory), then killed
+    with its process group if it has not within 30 s; then ``subprocess.TimeoutExpired`` is raised."""
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    ) as job:
+        try:
+            stdout, stderr = job.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            job.terminate()  # torchrun stops the workers it started (they run in sessions of their own)
+            try:
+                job.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+                job.communicate()
+            raise
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+
+
 def launch_torchrun(
     script: str | os.PathLike, nproc: int, *args: str, timeout: int = 600, echo: bool = True
 ) -> subprocess.CompletedProcess:
@@ -186,7 +207,7 @@ def launch_torchrun(
     if echo:
         print("$ torchrun --standalone", f"--nproc-per-node={nproc}", script, *args)
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    result = _run_job(command, env, timeout)
     if echo and result.stdout:
         print(result.stdout.rstrip())
     if result.returncode != 0:

@@ -1,4 +1,5 @@
 import os
+import subprocess
 import textwrap
 
 import pytest
@@ -228,6 +229,8 @@ def test_check_ddp_script_reads_the_script_then_runs_it(tmp_path):
     script = plain_ddp_script(tmp_path, train_body="import time; time.sleep(60)")
     hung = cg.checks.ddp_script(script, "w.pt", nproc=1, timeout=5)
     assert not hung and "did not finish in 5 s" in hung.message
+    left = subprocess.run(["pgrep", "-f", str(script)], capture_output=True, text=True).stdout.split()
+    assert not left, f"the job's processes outlived its timeout: {left}"  # the whole process group is killed
 
 
 def test_check_ddp_script_wants_a_rank_per_process(tmp_path):

@@ -1,12 +1,13 @@
-"""Each part of `make test` within its time budget, with its slowest tests printed: a pytest plugin.
+"""Each part of `make test` against its time budget, with its slowest tests printed: a pytest plugin.
 
 `make unit`, `make tooling` and `make nbval` load it (``-p tests.time_budget``) and name their part in
 ``COURSE_TEST_PART``. The budgets live in pyproject.toml, ``[tool.course.test-budget]``, in seconds on the course's
 2-core dev machine with headroom for a slower host (a slower 2-core host took 1.4x as long); ``COURSE_TEST_BUDGET_S``
 overrides the part's budget for one run. After the part's tests, the summary names its slowest tests (for nbval, its
-slowest notebooks) and its time against its budget; a part over budget fails, even when every test passed, so a slow
-test is found when it lands rather than when CI runs out of time. Without ``COURSE_TEST_PART`` (a maintainer running
-a few tests) nothing is enforced.
+slowest notebooks) and its time against its budget. A part over budget says so and which tests to make faster, and
+passes: speed is reported, never a reason for the suite to fail (a slower or busier host took 1.4x to 2x as long,
+and failed a suite whose every test passed). Without ``COURSE_TEST_PART`` (a maintainer running a few tests) nothing
+is printed.
 """
 
 from __future__ import annotations
@@ -60,9 +61,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         f"{part}: {took:.0f} s, budget {budget:.0f} s ({PART_ENV}; pyproject.toml [tool.course.test-budget])"
     )
     if took > budget:
-        _verdict.append(f"{part} ran past its budget by {took - budget:.0f} s: make its slowest tests faster (above).")
-        if exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        _verdict.append(
+            f"{part} ran past its budget by {took - budget:.0f} s (reported, not failed): make its slowest tests "
+            "faster (above)."
+        )
 
 
 def slowest(reports, by_file: bool) -> list[tuple[float, str]]:

@@ -1,4 +1,4 @@
-"""tests/time_budget.py: a part of `make test` past its budget fails and names its slowest tests."""
+"""tests/time_budget.py: a part of `make test` past its budget says so and names its slowest tests, and passes."""
 
 import os
 import subprocess
@@ -19,11 +19,11 @@ def run_part(tmp_path, part: str, budget: str | None) -> subprocess.CompletedPro
     return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
 
 
-def test_a_part_past_its_budget_fails_though_its_tests_pass_and_names_its_slowest_test(tmp_path):
+def test_a_part_past_its_budget_passes_and_names_its_slowest_test(tmp_path):
     done = run_part(tmp_path, "unit", "0.1")
-    assert done.returncode == 1, done.stdout
+    assert done.returncode == 0, done.stdout  # speed is reported, never a reason for the suite to fail
     assert "2 passed" in done.stdout
-    assert "unit ran past its budget" in done.stdout
+    assert "unit ran past its budget" in done.stdout and "(reported, not failed)" in done.stdout
     slowest = done.stdout.split("slowest tests")[1].splitlines()[2]
     assert "test_slow.py::test_slow" in slowest  # the slowest comes first
 
