@@ -25,6 +25,10 @@ CHANGES_RECEIVER = re.compile(
 )
 
 
+# Modules the lessons import: `torch.manual_seed(0)` changes no state an exercise reads through the name `torch`.
+MODULES = {"torch", "cg", "nn", "F", "np", "os", "sys", "plt", "time", "math", "dist"}
+
+
 @dataclass
 class Exercise:
     """One exercise of a lesson: ``lesson`` "03_train_mlp", ``number`` 1, 2 ... in the lesson's order."""
@@ -83,8 +87,9 @@ def names_of(source: str) -> tuple[set[str], set[str], set[str]]:
         if isinstance(node, ast.Name):
             (read if isinstance(node.ctx, ast.Load) else changed).add(node.id)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if CHANGES_RECEIVER.match(node.func.attr) and isinstance(node.func.value, ast.Name):
-                changed.add(node.func.value.id)
+            receiver = node.func.value
+            if CHANGES_RECEIVER.match(node.func.attr) and isinstance(receiver, ast.Name) and receiver.id not in MODULES:
+                changed.add(receiver.id)
         elif isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, ast.Store):
             if isinstance(node.value, ast.Name):
                 changed.add(node.value.id)
