@@ -86,6 +86,8 @@ def names_of(source: str) -> tuple[set[str], set[str], set[str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             (read if isinstance(node.ctx, ast.Load) else changed).add(node.id)
+            if isinstance(node.ctx, ast.Del):
+                read.add(node.id)  # `del x` needs x to exist
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             receiver = node.func.value
             if CHANGES_RECEIVER.match(node.func.attr) and isinstance(receiver, ast.Name) and receiver.id not in MODULES:

@@ -71,6 +71,8 @@ def test_a_cell_that_a_later_call_needs_is_kept_even_when_defined_after_the_func
     kept = [earlier[i] for i in setup_cells(earlier, ["answer = steps()"])]
     assert "loader = [1, 2]" in kept and "demo = expensive()" not in kept
     assert names_of("model.to(device)\n")[1] == {"model"}  # changed in place: the cell is part of the state
+    assert names_of("torch.manual_seed(0)\n")[1] == set()  # a module is not an exercise's state
+    assert "model" in names_of("del model\n")[2]  # `del` needs the name to exist: its cell is needed
     assert names_of("%%writefile job.py\nprint(1)\n")[0] == {"file:job.py"}
 
 
