@@ -191,3 +191,12 @@ def test_lesson_14_an_adapter_left_uninitialized_fails():
 
     result = cg.checks.lora_linear(Garbage)
     assert not result and "torch.empty left in memory" in result.message
+
+    class Reused(LoRALinear):  # memory a freed tensor left: finite, small, spread out, and the same whatever the seed
+        def __init__(self, base, rank, alpha):
+            super().__init__(base, rank, alpha)
+            with torch.no_grad():
+                self.A.copy_(torch.linspace(-0.1, 0.1, self.A.numel()).view_as(self.A))
+
+    result = cg.checks.lora_linear(Reused)
+    assert not result and "torch.empty left in memory" in result.message

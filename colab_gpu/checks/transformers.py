@@ -43,6 +43,16 @@ def _adapters(layer: object) -> tuple[nn.Parameter, nn.Parameter] | str:
     return A, B
 
 
+def _seeded(layer_class: type, base: nn.Linear, rank: int, alpha: float) -> bool:
+    """Whether a new layer's A comes from the random generator: the same seed gives the same A, another seed another.
+    What torch.empty leaves in memory can look random, but follows no seed."""
+    starts = []
+    for seed in (1, 1, 2):
+        torch.manual_seed(seed)
+        starts.append(_adapters(layer_class(base, rank, alpha))[0].detach().clone())
+    return torch.equal(starts[0], starts[1]) and not torch.equal(starts[0], starts[2])
+
+
 def _problem(layer_class: type, rank: int, alpha: float) -> str | None:
     """What is wrong with ``layer_class`` on small fp32 layers (a CPU's, a "meta" device's), or None."""
     torch.manual_seed(0)
@@ -73,7 +83,9 @@ def _problem(layer_class: type, rank: int, alpha: float) -> str | None:
                 "other) and the layer never trains. Start A random (nn.init.kaiming_uniform_(self.A, "
                 "a=math.sqrt(5))) and B at zero."
             )
-        if not (A.isfinite().all() and A.abs().max() <= 10 and A.float().std() > 1e-6):
+        if not (A.isfinite().all() and A.abs().max() <= 10 and A.float().std() > 1e-6) or not _seeded(
+            layer_class, base, rank, alpha
+        ):
             return (
                 "A holds what torch.empty left in memory, not a random start: initialize it "
                 "(nn.init.kaiming_uniform_(self.A, a=math.sqrt(5)), as nn.Linear does its weight)."
