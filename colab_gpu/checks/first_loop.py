@@ -3,9 +3,10 @@ keeps, whether it learns, and how fast.
 
 A CPU runtime hides the GPU bugs (nothing needs moving, a read costs nothing), so the loop runs first on PyTorch's
 ``meta`` device, where tensors have shapes but no data: mixing devices or reading a value fails there as it costs on
-a GPU. The same run records the order of ``zero_grad``, ``backward`` and ``step`` in each step. Then it trains one
-real epoch from fresh weights, with objects made for the check (a loop that reads the notebook's ``model`` or
-``optimizer`` instead of its arguments trains nothing the check can see).
+a GPU. The same run records the order of ``zero_grad``, ``backward`` and ``step`` in each step. Then it trains 50
+batches from fresh weights beside ``cg.train_epoch`` on the same batches from the same weights, with objects made for
+the check (a loop that reads the notebook's ``model`` or ``optimizer`` instead of its arguments trains nothing the
+check can see).
 """
 
 from __future__ import annotations
@@ -96,9 +97,7 @@ class _StepOrder:
                 )
             first_step = "step" not in self.events[:number]
             if not first_step and "zero_grad" not in since_step[:last_backward]:
-                return (
-                    f"the gradients add up over the steps: call optimizer.zero_grad() before loss.backward() ({ORDER})."
-                )
+                return ACCUMULATE
             since_step = []
         return None
 
