@@ -6,6 +6,7 @@ undone does not crash the notebook; the learner reads the hint and tries again.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -76,6 +77,18 @@ def guarded(check):
             )
 
     return run
+
+
+@contextlib.contextmanager
+def forwards_of(model: nn.Module):
+    """Each forward pass of ``model`` while active, as (training mode, autograd on): how the learner's code ran it
+    (eval mode, inference mode, one pass per batch), which its result alone does not say."""
+    seen: list[tuple[bool, bool]] = []
+    handle = model.register_forward_pre_hook(lambda module, _: seen.append((module.training, torch.is_grad_enabled())))
+    try:
+        yield seen
+    finally:
+        handle.remove()
 
 
 def _verdict(passed: bool, message: str) -> CheckResult:

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from ..train import train_epoch
-from .core import CheckResult, fail, that
+from .core import CheckResult, fail, forwards_of, that
 from .timed import best_of
 
 
@@ -109,10 +109,9 @@ def _meta_dry_run(train_epoch_fn: object, model: nn.Module, batches: list) -> st
     optimizer = torch.optim.Adam(meta_model.parameters(), lr=1e-3)
     order = _StepOrder(meta_model, optimizer)
     meta_model.eval()  # as after an evaluation: the loop must set training mode itself
-    modes = []
-    meta_model.register_forward_pre_hook(lambda module, _: modes.append(module.training))
     try:
-        losses = train_epoch_fn(meta_model, batches, optimizer, meta)
+        with forwards_of(meta_model) as forwards:
+            losses = train_epoch_fn(meta_model, batches, optimizer, meta)
     except (RuntimeError, NotImplementedError, TypeError) as err:  # TypeError: an f-string of a meta tensor
         hint = next((h for keys, h in META_HINTS if any(k in str(err) for k in keys)), None)
         return hint or f"the loop raised {type(err).__name__}: {str(err).splitlines()[0]}"
@@ -127,7 +126,7 @@ def _meta_dry_run(train_epoch_fn: object, model: nn.Module, batches: list) -> st
             "the losses you keep still hold their graphs (every step's activations stay in memory, lesson 09's "
             "leak): keep loss.detach()."
         )
-    if modes and not all(modes):
+    if not all(training for training, _ in forwards):
         return (
             "the model ran in eval mode: call model.train() at the start of the epoch (an evaluation switches it off)."
         )

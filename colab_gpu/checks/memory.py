@@ -9,7 +9,7 @@ from torch import nn
 
 from ..activations import ActivationMemory, measure_activations
 from ..memory import PeakMemory, measure_peak
-from .core import CheckResult, fail, that
+from .core import CheckResult, fail, forwards_of, that
 
 
 def released(probe: object, name: str = "the tensor") -> CheckResult:
@@ -146,12 +146,8 @@ def evaluation_memory(
         return fail("define predict_all(model, images) and rerun.")
     measured, forwards = {}, {}
     for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
-        calls = []
-        watch = model.register_forward_pre_hook(lambda *_, seen=calls: seen.append(1))
-        try:
+        with forwards_of(model) as calls:
             outputs, saved, peak = _run_measured(fn, model, images)
-        finally:
-            watch.remove()
         forwards[name] = len(calls)
         needs_grad = getattr(outputs, "requires_grad", False)
         outputs = outputs.detach() if isinstance(outputs, torch.Tensor) else outputs  # frees a graph kept by mistake

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from ..device import synchronize
 from ..feeding import measure_loader
 from ..loaders import suggest_num_workers
-from .core import CheckResult, fail, ok, that
+from .core import CheckResult, fail, forwards_of, ok, that
 from .timed import best_of, busy_note
 
 
@@ -164,13 +164,12 @@ def prediction_speed(
     at least ``at_least`` times faster, the best of ``repeat`` interleaved runs each."""
     if not callable(fast):
         return fail("define fast_predict(model, images) and rerun.")
-    was_training, forwards = model.training, []
-    watch = model.register_forward_pre_hook(lambda m, _: forwards.append((m.training, torch.is_grad_enabled())))
+    was_training = model.training
     try:
         model.train()  # as after training: predicting is the function's job to set up
-        mine = fast(model, images)
+        with forwards_of(model) as forwards:
+            mine = fast(model, images)
     finally:
-        watch.remove()
         model.train(was_training)
     if any(training for training, _ in forwards):
         return fail("the model predicted in training mode: call model.eval() first (dropout, batch norm).")
