@@ -132,7 +132,7 @@ tooling: $(ENV_READY)
 # by their number of cells), so that a long one does not start last and run alone at the end.
 NBVAL_WORKERS ?= 2
 nbval: $(ENV_READY)
-	@notebooks=$$($(PY) scripts/common/nbval_pairs.py) || exit 1; \
+	@notebooks=$$($(PY) scripts/common/nbval_pairs.py) && $(PY) scripts/course/nbval_mutants.py $$notebooks || exit 1; \
 	if $(PY) -c "import xdist" 2>/dev/null && [ "$(NBVAL_WORKERS)" -gt 1 ]; then \
 		threads=$(call threads_each,$(NBVAL_WORKERS)); \
 		echo "nbval: $(NBVAL_WORKERS) notebooks at a time, $$threads math thread(s) each, the longest lesson first"; \
@@ -144,7 +144,8 @@ course: $(ENV_READY)
 	@$(PY) scripts/course/course.py
 
 # Every exercise's check, run on the mutants of its solution (scripts/course/check_mutants.py): a table per check.
-# LESSONS="03 08" for some lessons; `make tooling` runs every lesson (tests/tooling/test_check_mutants.py).
+# LESSONS="03 08" for some lessons, up to 40 mutants each; `make nbval` runs up to 6 of each exercise in the
+# lesson's own kernel (scripts/course/nbval_mutants.py).
 LESSONS ?=
 check-mutants: $(ENV_READY)
 	MPLBACKEND=Agg $(PY) scripts/course/check_mutants.py $(LESSONS)

@@ -6,7 +6,8 @@ part twice doubled `make test`'s notebook time. The combined notebook runs it on
   1. the shared part (the lesson's cells before its first solution cell, with their outputs: the cells marked
      `# NBVAL_CHECK_OUTPUT` are compared there);
   2. the student version's remaining cells, as a learner's Run all reaches them: exercises unsolved, each check
-     printing its hint, up to the student version's last cell;
+     printing its hint, up to the student version's last cell. A cell run first (`UNDONE_SOURCE`) makes a check
+     that passes there raise: no check may pass an exercise left undone;
   3. the lesson's remaining cells, its solutions included: each check must pass again. nbval --nbval-lax compares no
      output there, so a cell run first (`STRICT_SOURCE`) makes a check that prints a hint raise: its cell fails.
 Every cell of every committed notebook, lesson and student version, runs under nbval; only the identical shared
@@ -39,14 +40,36 @@ STRICT_ID = "nbval-lesson-checks-must-pass"  # the code cell that begins the les
 STRICT_SOURCE = """# make nbval: the lesson's own cells follow; a check that gives a hint fails its cell.
 import colab_gpu.checks.core as check_core
 
+lesson_verdict = getattr(check_core._verdict, "lesson_verdict", check_core._verdict)  # the package's own
 
-def hint_fails_the_cell(passed, message, print_verdict=check_core._verdict):
+
+def hint_fails_the_cell(passed, message, print_verdict=lesson_verdict):
     if not passed:
         raise AssertionError(f"the lesson's own check did not pass: {message}")
     return print_verdict(passed, message)
 
 
+hint_fails_the_cell.lesson_verdict = lesson_verdict  # put back by `make nbval`'s mutants (course/nbval_mutants.py)
 check_core._verdict = hint_fails_the_cell"""
+UNDONE_ID = "nbval-student-checks-must-not-pass"  # the code cell that begins the student version's rest
+# The student version's rest runs each exercise as a learner's Run all meets it, left undone: every check there must
+# give its hint. One that passes fails its cell (issue 62: no check passes an exercise left undone).
+UNDONE_SOURCE = """# make nbval: the student version's cells follow, exercises undone; a check that passes fails.
+import colab_gpu.checks.core as check_core
+
+
+class UndoneExercisePasses(BaseException):  # not an Exception: a check's `guarded` would make it a hint
+    pass
+
+
+def a_pass_fails_the_cell(passed, message, print_verdict=check_core._verdict):
+    if passed:
+        raise UndoneExercisePasses(f"an exercise left undone passes its check: {message}")
+    return print_verdict(passed, message)
+
+
+a_pass_fails_the_cell.lesson_verdict = check_core._verdict
+check_core._verdict = a_pass_fails_the_cell"""
 
 
 def is_solution(cell) -> bool:
@@ -79,7 +102,9 @@ def combined(lesson: nbformat.NotebookNode, student: nbformat.NotebookNode, name
     marker.id = MARKER_ID
     strict = nbformat.v4.new_code_cell(STRICT_SOURCE)
     strict.id = STRICT_ID
-    pair.cells = lesson.cells[:first] + student_rest + [marker, strict] + lesson.cells[first:]
+    undone = nbformat.v4.new_code_cell(UNDONE_SOURCE)
+    undone.id = UNDONE_ID
+    pair.cells = lesson.cells[:first] + [undone] + student_rest + [marker, strict] + lesson.cells[first:]
     return pair
 
 
@@ -89,7 +114,9 @@ def lesson_part(pair: nbformat.NotebookNode) -> nbformat.NotebookNode:
     The GPU suite executes each pair once and keeps this as the lesson's executed notebook. Execution counts are
     renumbered as if the lesson alone had run."""
     lesson = copy.deepcopy(pair)
-    lesson.cells = [c for c in lesson.cells if c.id not in (MARKER_ID, STRICT_ID) and not c.id.endswith(STUDENT_SUFFIX)]
+    lesson.cells = [
+        c for c in lesson.cells if c.id not in (MARKER_ID, STRICT_ID, UNDONE_ID) and not c.id.endswith(STUDENT_SUFFIX)
+    ]
     count = 0
     for cell in lesson.cells:
         if cell.cell_type == "code" and cell.get("execution_count") is not None:

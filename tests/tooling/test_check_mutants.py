@@ -6,12 +6,16 @@ import subprocess
 import sys
 import textwrap
 
+import nbformat
 import pytest
-from check_mutants import equivalent_mutants, table
-from exercises import all_exercises, lesson_exercises, names_of, setup_cells
+from check_mutants import equivalent_mutants
+from exercises import Exercise, all_exercises, lesson_exercises, names_of, setup_cells
+from mutant_runs import Kernel, judge, table
 from mutants import mutants
 from nbtools import lesson_sources
-from paths import ROOT
+from nbval_mutants import RUN_ID, STATE_ID, with_mutants
+from nbval_pairs import combined
+from paths import NOTEBOOKS, ROOT, STUDENT
 
 SOLVED_LOOP = textwrap.dedent('''\
     def my_epoch(model, loader, optimizer, device):
@@ -112,25 +116,60 @@ def test_bad_input_names_what_exists():
     assert done.returncode != 0 and "no exercise 01.7: they are 01.1" in done.stderr
 
 
-# The lessons whose exercises `make test` mutates, 8 mutants each at most (evenly spread over all of them): 22 s in
-# one process alone on 2 cores (2026-11-29), about twice that beside the other tooling tests. The other lessons'
-# exercises need setups that cost more than this part can give (lesson 04 trains a CNN, 05 sweeps DataLoader
-# workers, 07 and 11 build and compile models, 08 runs a DDP job for its reference weights, 10 profiles, 12 trains a
-# ladder, 13 writes image folders): `make check-mutants` runs every exercise with up to 40 mutants each.
-QUICK_LESSONS = ("01", "02", "03", "06", "09", "14")
-QUICK_CAP = 8
-
-
-def test_every_check_rejects_every_wrong_mutant_of_its_solution():
+def test_the_standalone_harness_runs_a_lesson_after_the_cells_each_exercise_needs():
     done = subprocess.run(
-        [sys.executable, "scripts/course/check_mutants.py", *QUICK_LESSONS, "--cap", str(QUICK_CAP)],
+        [sys.executable, "scripts/course/check_mutants.py", "01", "--cap", "3"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         env={**os.environ, "MPLBACKEND": "Agg"},
-        timeout=600,
+        timeout=300,
     )
-    print(done.stdout)  # the table, shown with -rP or on failure
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
-    rows = [line for line in done.stdout.splitlines() if line[:2] in QUICK_LESSONS and " | " in line]
-    assert len(rows) == sum(len(lesson_exercises(s)) for s in lesson_sources() if s.stem[:2] in QUICK_LESSONS)
+    assert "01.1     | created_on | 3       |" in done.stdout, done.stdout
+
+
+TOY = Exercise("99_toy", 1, [], [], "def add_one(x):\n    pass\n", "def add_one(x):\n    return x + 1\n", "")
+
+
+def toy_check(condition: str) -> str:
+    return f"import colab_gpu.checks.core as core\ncore._verdict({condition}, 'add_one(1) should be 2')\n"
+
+
+def judged(check: str, equivalent: dict[str, str]):
+    exercise = Exercise(**{**TOY.__dict__, "check": check})
+    kernel = Kernel()
+    kernel.save()
+    return judge(exercise, kernel, equivalent, cap=10)
+
+
+def test_a_check_that_passes_a_wrong_mutant_fails_the_harness_with_the_mutant_named():
+    report = judged(toy_check("True"), {})  # a check that passes anything
+    assert report.problems[0].startswith("the exercise left undone passes")
+    assert any("accepted (not listed as equivalent): delete `return x + 1`" in p for p in report.problems)
+
+
+def test_a_check_that_rejects_every_mutant_passes_and_a_stale_listing_fails():
+    report = judged(toy_check("add_one(1) == 2"), {})
+    assert not report.problems and report.count("rejected") == len(report.outcomes) > 0
+    assert report.hints() == 1  # one hint, the same words for every mutant
+    report = judged(toy_check("add_one(1) == 2"), {"delete `return x + 1`": "a reason that is no longer true"})
+    assert report.problems == ["listed as equivalent but rejected now (remove it): delete `return x + 1`"]
+
+
+@pytest.mark.parametrize("source", lesson_sources(), ids=[s.stem for s in lesson_sources()])
+def test_make_nbval_keeps_the_state_before_each_exercise_and_runs_the_mutants_last(source):
+    """`make nbval` runs every exercise's mutants in the lesson's kernel (scripts/course/nbval_mutants.py): a state
+    cell just before each exercise's starting cell in the lesson's own run, the mutants' cell last."""
+    name = source.with_suffix(".ipynb").name
+    lesson, student = (nbformat.read(folder / name, as_version=4) for folder in (NOTEBOOKS, STUDENT))
+    pair = with_mutants(combined(lesson, student, name), source.stem, cap=3)
+    nbformat.validate(pair)
+    exercises = lesson_exercises(source)
+    states = [i for i, cell in enumerate(pair.cells) if cell.id.startswith(STATE_ID)]
+    assert len(states) == len(exercises)
+    for at, exercise in zip(states, exercises, strict=True):
+        assert f"snapshot(get_ipython(), {exercise.name!r})" in pair.cells[at].source
+        assert pair.cells[at + 1].source == exercise.start and not pair.cells[at + 1].id.endswith("-student")
+    assert pair.cells[-1].id == RUN_ID
+    assert f"run_in_kernel(get_ipython(), {source.stem!r}, cap=3)" in pair.cells[-1].source

@@ -5,7 +5,17 @@ import nbformat
 import pytest
 import torch
 from nbtools import lesson_sources
-from nbval_pairs import STRICT_ID, STRICT_SOURCE, combined, is_solution, lesson_part, longest_first, write_pairs
+from nbval_pairs import (
+    STRICT_ID,
+    STRICT_SOURCE,
+    UNDONE_ID,
+    UNDONE_SOURCE,
+    combined,
+    is_solution,
+    lesson_part,
+    longest_first,
+    write_pairs,
+)
 from paths import NOTEBOOKS, STUDENT
 
 import colab_gpu as cg
@@ -24,12 +34,14 @@ def test_the_pair_runs_the_student_version_then_the_lessons_rest(source):
     nbformat.validate(pair)  # unique cell ids
     marker = next(i for i, cell in enumerate(pair.cells) if "the student version ends here" in cell.source)
     first = next(i for i, cell in enumerate(lesson.cells) if is_solution(cell))
-    assert code(pair.cells[:marker]) == code(student.cells)  # Run all of the student version, in its order
+    assert pair.cells[first].id == UNDONE_ID  # the student version's rest begins with the cell that makes a pass fail
+    student_part = [cell for cell in pair.cells[:marker] if cell.id != UNDONE_ID]
+    assert code(student_part) == code(student.cells)  # Run all of the student version, in its order
     assert pair.cells[marker + 1].id == STRICT_ID  # the lesson's part begins with the cell that makes checks strict
     assert code(pair.cells[:first] + pair.cells[marker + 2 :]) == code(lesson.cells)  # and of the lesson
     assert code(lesson_part(pair).cells) == code(lesson.cells)  # what the GPU suite keeps: the lesson alone
     assert pair.cells[:first] == lesson.cells[:first]  # the shared part keeps its outputs (NBVAL_CHECK_OUTPUT)
-    assert all(not cell.outputs for cell in pair.cells[first:marker] if cell.cell_type == "code")
+    assert all(not cell.outputs for cell in pair.cells[first + 1 : marker] if cell.cell_type == "code")
     shared = sum(len(cell.source) for cell in pair.cells[:first] if cell.cell_type == "code")
     assert shared > 0.5 * sum(len(s) for s in code(lesson.cells))  # most of a lesson is shared: run once
 
@@ -76,3 +88,18 @@ def test_in_the_lessons_part_a_check_that_gives_a_hint_fails_its_cell(monkeypatc
     # An error inside a check (the lesson's code it runs) is a hint too: it fails the cell as well, not hidden.
     with pytest.raises(AssertionError, match="could not run your answer: ZeroDivisionError"):
         check_core.guarded(lambda: 1 / 0)()
+
+
+def test_in_the_student_versions_part_a_check_that_passes_fails_its_cell(monkeypatch, capsys):
+    # An exercise left undone must get a hint: the pair's undone cell turns a pass into an error there, and the
+    # lesson's strict cell after it patches the package's own verdict, not the undone cell's.
+    monkeypatch.setattr(check_core, "_verdict", check_core._verdict)  # put back after the test
+    exec(UNDONE_SOURCE, {})
+    assert not cg.checks.on_device(torch.zeros(1), "meta", name="x")
+    assert "❌ Not yet: x is on cpu, expected" in capsys.readouterr().out
+    with pytest.raises(BaseException, match="an exercise left undone passes its check: ✅ Correct: x is on cpu."):
+        cg.checks.on_device(torch.zeros(1), "cpu", name="x")  # raised through the check's own error handling
+    exec(STRICT_SOURCE, {})
+    assert cg.checks.on_device(torch.zeros(1), "cpu", name="x")
+    with pytest.raises(AssertionError, match="the lesson's own check did not pass"):
+        cg.checks.on_device(torch.zeros(1), "meta", name="x")
