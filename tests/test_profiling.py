@@ -407,7 +407,7 @@ def test_the_bottleneck_check_cannot_be_fooled_by_losses_that_are_not_training(c
     assert not cg.checks.bottleneck_fix(slow, lambda steps: torch.zeros(steps), CPU)  # 65,030x "faster"
     assert "your first loss is 0.000" in capsys.readouterr().out
     assert not cg.checks.bottleneck_fix(slow, lambda steps: torch.full((steps,), 2.3) + torch.arange(steps), CPU)
-    assert "your loss does not fall" in capsys.readouterr().out
+    assert "my_steps ran no model" in capsys.readouterr().out  # losses made up, not trained
 
 
 def test_the_bottleneck_check_wants_one_finite_loss_per_step(capsys):
@@ -419,3 +419,55 @@ def test_the_bottleneck_check_wants_one_finite_loss_per_step(capsys):
     ):
         assert not cg.checks.bottleneck_fix(lambda steps: [1.0] * steps, fast, CPU)
         assert hint in capsys.readouterr().out
+
+
+def _toy_steps(mistake: str = ""):
+    """A loop of lesson 10's shape on made-up data (an MLP, Adam, one batch per step), with one learner's mistake."""
+    torch.manual_seed(1)
+    pool = [(torch.randn(32, 20), torch.randint(0, 4, (32,))) for _ in range(8)]
+    notebook_model = cg.mlp(20, hidden=16, classes=4)
+    notebook_optimizer = torch.optim.Adam(notebook_model.parameters(), lr=1e-3)
+
+    def steps(count):
+        torch.manual_seed(0)
+        model = cg.mlp(20, hidden=32 if mistake == "a bigger model" else 16, classes=4)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2 if mistake == "another learning rate" else 1e-3)
+        if mistake == "the notebook's optimizer":
+            optimizer = notebook_optimizer
+        losses = []
+        for step in range(count):
+            inputs, targets = pool[0 if mistake == "the same batch every step" else step]
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+            if mistake != "no zero_grad":
+                optimizer.zero_grad()
+            if mistake == "step before backward":
+                optimizer.step()
+            if mistake != "no backward":
+                loss.backward()
+            if mistake not in ("step before backward", "no step"):
+                optimizer.step()
+            losses.append(loss if mistake == "the graph kept" else loss.detach())
+        return torch.stack(losses)
+
+    return steps
+
+
+@pytest.mark.parametrize(
+    ("mistake", "hint"),
+    [
+        ("a bigger model", "your model is not theirs: its weights have the shapes 32x20"),
+        ("another learning rate", "your optimizer is Adam, lr=0.01, theirs Adam, lr=0.001"),
+        ("the notebook's optimizer", "optimizer.step() updates other weights than your model's"),
+        ("the same batch every step", "every step trains on the same images"),
+        ("step before backward", "optimizer.step() ran with no gradients"),
+        ("no zero_grad", "the gradients add up over the steps"),
+        ("no backward", "no gradient was computed: call loss.backward()"),
+        ("no step", "the weights never change: call optimizer.step()"),
+        ("the graph kept", "the losses you keep still hold their graphs"),
+    ],
+)
+def test_the_bottleneck_check_names_a_loop_that_does_not_train_as_theirs(mistake, hint, capsys):
+    # Issue 62: the check compared the first loss and a falling loss only, so these passed, by chance or always.
+    theirs = _toy_steps()
+    assert not cg.checks.bottleneck_fix(lambda count: theirs(count), _toy_steps(mistake), CPU)  # two functions
+    assert hint in capsys.readouterr().out

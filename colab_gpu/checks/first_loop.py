@@ -48,6 +48,10 @@ META_HINTS = (
 
 ORDER = "each step: optimizer.zero_grad(), loss.backward(), optimizer.step()"
 ACCUMULATE = f"the gradients add up over the steps: call optimizer.zero_grad() before loss.backward() ({ORDER})."
+GRAPH_KEPT = (
+    "the losses you keep still hold their graphs (every step's activations stay in memory, lesson 09's leak): keep "
+    "loss.detach()."
+)
 
 
 class _StepOrder:
@@ -122,10 +126,7 @@ def _meta_dry_run(train_epoch_fn: object, model: nn.Module, batches: list) -> st
             f"{'' if not isinstance(losses, torch.Tensor) else ' of shape ' + str(tuple(losses.shape))}."
         )
     if losses.requires_grad:
-        return (
-            "the losses you keep still hold their graphs (every step's activations stay in memory, lesson 09's "
-            "leak): keep loss.detach()."
-        )
+        return GRAPH_KEPT
     if not all(training for training, _ in forwards):
         return (
             "the model ran in eval mode: call model.train() at the start of the epoch (an evaluation switches it off)."

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import nn
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from .first_loop import ACCUMULATE, ORDER
 
@@ -24,9 +25,11 @@ class TrainingRecord:
     """What one run of a loop did: filled in by ``watching()``."""
 
     model: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)  # the outermost module's parameters
+    devices: set[str] = field(default_factory=set)  # where the model's weights and its batches are
     batch_sizes: list[int] = field(default_factory=list)  # each forward's first dimension
     batch_sums: list[float] = field(default_factory=list)  # each batch's sum: equal sums, the same images
     optimizers: list[str] = field(default_factory=list)  # each step's optimizer, "Adam, lr=0.001"
+    backwards: int = 0  # gradients that reached the model's first weight
     steps_without_gradients: int = 0
     steps_on_other_weights: int = 0
     accumulated: bool = False  # a backward added to the previous step's gradients
@@ -39,6 +42,11 @@ class TrainingRecord:
             return (
                 f"your model is not theirs: its weights have the shapes {_shapes(self.model)}, theirs "
                 f"{_shapes(theirs.model)}. Build the same model (the same layers and sizes)."
+            )
+        if self.devices != theirs.devices:
+            return (
+                f"your model and batches are on {', '.join(sorted(self.devices))}, theirs on "
+                f"{', '.join(sorted(theirs.devices))}: move the model and each batch to `device`."
             )
         if sorted(set(self.batch_sizes)) != sorted(set(theirs.batch_sizes)):
             return f"your batches hold {_sizes(self.batch_sizes)} samples, theirs {_sizes(theirs.batch_sizes)}."
@@ -53,6 +61,8 @@ class TrainingRecord:
             )
         if self.optimizers[0] != theirs.optimizers[0]:
             return f"your optimizer is {self.optimizers[0]}, theirs {theirs.optimizers[0]}: keep theirs."
+        if not self.backwards:
+            return f"no gradient was computed: call loss.backward() on each step's loss ({ORDER})."
         if self.steps_without_gradients:
             return (
                 "optimizer.step() ran with no gradients (it comes before loss.backward(), or zero_grad() between "
@@ -88,12 +98,15 @@ def watching() -> Iterator[TrainingRecord]:
         depth[0] -= 1
         if depth[0] or not args or not isinstance(args[0], torch.Tensor):
             return  # an inner module, or a call without a batch
+        if not any(p.requires_grad for p in module.parameters()):
+            return  # a transform of the data (a v2.Compose is a module too), not the model
         if not watched:
             watched.append(module)
             record.model = [(name, tuple(p.shape)) for name, p in module.named_parameters()]
             handles.extend(_watch_gradients(module, record))
         if module is watched[0]:
             batch = args[0]
+            record.devices |= {batch.device.type, next(module.parameters()).device.type}
             record.batch_sizes.append(batch.shape[0] if batch.dim() else 1)
             if batch.is_floating_point() and batch.device.type != "meta":
                 record.batch_sums.append(float(batch.detach().double().sum()))
@@ -110,7 +123,7 @@ def watching() -> Iterator[TrainingRecord]:
     handles += [
         nn.modules.module.register_module_forward_pre_hook(before_forward),
         nn.modules.module.register_module_forward_hook(after_forward),
-        torch.optim.optimizer.register_optimizer_step_pre_hook(before_step),
+        register_optimizer_step_pre_hook(before_step),
     ]
     try:
         yield record
@@ -131,6 +144,7 @@ def _watch_gradients(module: nn.Module, record: TrainingRecord) -> list:
         incoming[:] = [gradient.detach().clone()]
 
     def added(parameter):
+        record.backwards += 1
         if incoming and parameter.grad is not None and not torch.equal(parameter.grad, incoming[0]):
             record.accumulated = True
 

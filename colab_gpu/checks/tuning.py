@@ -14,6 +14,8 @@ from ..compiling import GraphCounter
 from ..device import synchronize
 from ..profiling import summarize_profile
 from .core import CheckResult, fail, that
+from .first_loop import GRAPH_KEPT
+from .same_training import watching
 from .timed import best_of
 
 PHASES = ("data", "forward", "backward", "step")
@@ -78,13 +80,15 @@ def bottleneck_fix(
     at_least: float = 2.0,
     repeat: int = 5,
 ) -> CheckResult:
-    """Check lesson 10's fix of a loop: ``fast(steps)`` trains like ``slow(steps)``, returning one finite loss per
-    step, and takes at most 1 / ``at_least`` of its time on this runtime (medians of ``repeat`` interleaved runs).
-    Taught in lesson 10."""
+    """Check lesson 10's fix of a loop: ``fast(steps)`` trains like ``slow(steps)`` (one finite, detached loss per
+    step, the first close to theirs and falling; the same model, batch size and optimizer, a new batch and a step on
+    this step's gradients each time: `same_training`), and takes at most 1 / ``at_least`` of its time on this
+    runtime (medians of ``repeat`` interleaved runs). Taught in lesson 10."""
     if not callable(fast):
         return fail(f"pass your function (my_steps, not my_steps(...)), got {type(fast).__name__}.")
     try:
-        returned, ran_theirs = _runs(fast, getattr(slow, "__code__", None), steps)
+        with watching() as yours:
+            returned, ran_theirs = _runs(fast, getattr(slow, "__code__", None), steps)
     except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
         return fail(f"my_steps({steps}) raised {type(err).__name__}: {err}")
     if fast is slow or ran_theirs:
@@ -94,9 +98,12 @@ def bottleneck_fix(
         )
     if returned is None:
         return fail(f"my_steps({steps}) returned None: return the loss of every step, e.g. torch.stack(losses).")
+    if isinstance(returned, torch.Tensor) and returned.requires_grad:
+        return fail(GRAPH_KEPT)
     try:
         losses = torch.as_tensor(returned, dtype=torch.float32).detach().cpu().flatten()
-        reference = torch.as_tensor(slow(steps), dtype=torch.float32).detach().cpu().flatten()
+        with watching() as theirs:
+            reference = torch.as_tensor(slow(steps), dtype=torch.float32).detach().cpu().flatten()
     except Exception as err:
         return fail(f"my_steps({steps}) returned {type(returned).__name__}, not losses ({type(err).__name__}: {err}).")
     if losses.shape != (steps,) or not torch.isfinite(losses).all():
@@ -106,6 +113,9 @@ def bottleneck_fix(
             f"your first loss is {losses[0]:.3f}, theirs {reference[0]:.3f}: train the same model on the same images "
             "(the same seed, model and learning rate), returning each step's real loss."
         )
+    unlike = yours.unlike(theirs)  # the same model, batches, optimizer and order of calls as their loop
+    if unlike:
+        return fail(unlike)
     if losses[-2:].mean() >= losses[:2].mean():
         return fail(
             f"your loss does not fall ({losses[0]:.3f} -> {losses[-1]:.3f} in {steps} steps): keep their optimizer "
