@@ -355,9 +355,10 @@ def run_cell(namespace: dict, source: str) -> None:
 def test_the_bottleneck_check_fails_on_the_starting_code_and_on_the_wrong_suspect(capsys):
     lesson = lesson_exercise()
     given = [source for (kind, _), source in lesson["cells"].items() if kind == "given" and "def " in source]
-    run_cell(lesson, given[0])  # their loop, profiled without labels
-    assert not cg.checks.profile_labels(lesson["prof"])
-    run_cell(lesson, given[1])  # my_steps as the lesson starts it: their loop
+    run_cell(lesson, given[0])  # their loop
+    run_cell(lesson, given[1])  # its copy to label, profiled without labels
+    assert not cg.checks.profile_labels(lesson["prof"], lesson["labelled_steps"], lesson["their_steps"])
+    run_cell(lesson, given[2])  # my_steps as the lesson starts it: their loop
     assert not cg.checks.bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     # Issue 62: under load the A/A comparison once passed at "3.0x"; the check now sees their loop run, untimed.
     assert "my_steps still runs their loop" in capsys.readouterr().out
@@ -378,7 +379,7 @@ def test_the_lesson_solutions_pass_both_checks(capsys):
     for source in lesson["cells"].values():  # in the lesson's order, as "Run all" runs them
         if "def " in source:
             run_cell(lesson, source)
-    assert cg.checks.profile_labels(lesson["prof"])
+    assert cg.checks.profile_labels(lesson["prof"], lesson["labelled_steps"], lesson["their_steps"])
     assert cg.checks.bottleneck_fix(lesson["their_steps"], lesson["my_steps"], CPU)
     assert "faster on cpu" in capsys.readouterr().out
 
@@ -471,3 +472,100 @@ def test_the_bottleneck_check_names_a_loop_that_does_not_train_as_theirs(mistake
     theirs = _toy_steps()
     assert not cg.checks.bottleneck_fix(lambda count: theirs(count), _toy_steps(mistake), CPU)  # two functions
     assert hint in capsys.readouterr().out
+
+
+def _their_loop(steps, prof=None):
+    """A loop to label (lesson 10's shape, made-up data)."""
+    torch.manual_seed(0)
+    model = cg.mlp(20, hidden=16, classes=4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(steps):
+        inputs, targets = torch.randn(32, 20), torch.randint(0, 4, (32,))
+        loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if prof is not None:
+            prof.step()
+
+
+def _labelled(steps, prof=None):
+    """Their loop, labelled right."""
+    torch.manual_seed(0)
+    model = cg.mlp(20, hidden=16, classes=4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(steps):
+        with record_function("data"):
+            inputs, targets = torch.randn(32, 20), torch.randint(0, 4, (32,))
+        with record_function("forward"):
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        with record_function("backward"):
+            optimizer.zero_grad()
+            loss.backward()
+        with record_function("step"):
+            optimizer.step()
+        if prof is not None:
+            prof.step()
+
+
+def _labelled_with_a_new_learning_rate(steps, prof=None):
+    """Their loop, labelled, and changed."""
+    torch.manual_seed(0)
+    model = cg.mlp(20, hidden=16, classes=4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(steps):
+        with record_function("data"):
+            inputs, targets = torch.randn(32, 20), torch.randint(0, 4, (32,))
+        with record_function("forward"):
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        with record_function("backward"):
+            optimizer.zero_grad()
+            loss.backward()
+        with record_function("step"):
+            optimizer.step()
+        if prof is not None:
+            prof.step()
+
+
+def _mislabelled(steps, prof=None):
+    """Their loop with "backward" and "step" around each other's line."""
+    torch.manual_seed(0)
+    model = cg.mlp(20, hidden=16, classes=4)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(steps):
+        with record_function("data"):
+            inputs, targets = torch.randn(32, 20), torch.randint(0, 4, (32,))
+        with record_function("forward"):
+            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
+        optimizer.zero_grad()
+        with record_function("step"):
+            loss.backward()
+        with record_function("backward"):
+            optimizer.step()
+        if prof is not None:
+            prof.step()
+
+
+def _profiled(loop):
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
+        loop(5, prof)
+    return prof
+
+
+def test_profile_labels_passes_their_loop_labelled_right(capsys):
+    assert cg.checks.profile_labels(_profiled(_labelled), _labelled, _their_loop)
+
+
+def test_profile_labels_names_a_line_the_labelling_changed(capsys):
+    # Issue 62: the check read only the labels' shares, so a loop changed while labelled (a learning rate, a
+    # deleted backward, a seed) passed.
+    changed = _labelled_with_a_new_learning_rate
+    assert not cg.checks.profile_labels(_profiled(changed), changed, _their_loop)
+    out = capsys.readouterr().out
+    assert "labels wrap lines, they change none: your loop has `optimizer = torch.optim.Adam(" in out
+    assert "lr=0.01)` where _their_loop has `optimizer = torch.optim.Adam(model.parameters(), lr=0.001)`" in out
+
+
+def test_profile_labels_names_a_label_around_another_phases_work(capsys):
+    assert not cg.checks.profile_labels(_profiled(_mislabelled), _mislabelled, _their_loop)
+    assert 'your "backward" label holds none of its work (loss.backward())' in capsys.readouterr().out

@@ -293,11 +293,32 @@ def test_check_regime_a_conv_net_gets_the_conv_hint_for_fusion(capsys):
 
 def test_check_regime_on_a_cpu_runtime_names_the_regime_and_says_the_gpu_levers_need_a_gpu(capsys):
     layer = torch.nn.Linear(32, 32)
-    step = lambda: layer(torch.randn(16, 32)).sum().backward()  # noqa: E731
+
+    def step() -> int:
+        layer(torch.randn(16, 32)).sum().backward()
+        return 16
+
     assert cg.checks.regime(step, "CPU-bound", "GPU runtime", step, "cpu")
     assert "rerun on a GPU runtime to measure one" in capsys.readouterr().out
     assert not cg.checks.regime(step, "launch-bound", "bigger batch", step, "cpu")
     assert "it ran on a CPU runtime" in capsys.readouterr().out
+
+
+def test_check_regime_on_a_cpu_runtime_still_wants_my_step_to_return_its_samples(capsys):
+    # Issue 62: on a CPU runtime the check never called my_step, so one that returned nothing passed.
+    layer = torch.nn.Linear(32, 32)
+
+    def step() -> int:
+        layer(torch.randn(16, 32)).sum().backward()
+        return 16
+
+    def my_step_returns_nothing():
+        step()
+
+    assert not cg.checks.regime(step, "CPU-bound", "GPU runtime", my_step_returns_nothing, "cpu")
+    assert "my_step() returned None: return how many samples it trained on" in capsys.readouterr().out
+    assert not cg.checks.regime(step, "CPU-bound", "GPU runtime", lambda: 1 / 0, "cpu")
+    assert "my_step() raised ZeroDivisionError" in capsys.readouterr().out
 
 
 def test_check_regime_wants_the_lever_to_move_the_step_per_sample(monkeypatch, capsys):

@@ -63,10 +63,28 @@ def regime(
     if not callable(measured):
         return ok(f"{named}: {truth.reason}")
     if summary.gpu_busy is None:
+        counted = _samples_of(my_step) if callable(my_step) else None
+        if isinstance(counted, str):
+            return fail(counted)
         return ok(f"{named}. On a CPU runtime there is no GPU lever to apply: rerun on a GPU runtime to measure one.")
     if my_step is None or not callable(my_step):
         return fail(f"{named}; now write my_step, the step with {my_lever!r} applied, and pass it.")
     return _lever_moved(measured, my_step, my_lever, device, at_least)
+
+
+def _samples_of(my_step: object) -> int | str:
+    """What one call of ``my_step`` says it trained on: a positive number of samples, or what is wrong (a CPU runtime
+    cannot time a GPU lever, but the step still runs, and a bigger batch is measured by what it returns)."""
+    try:
+        samples = my_step()
+    except Exception as err:  # the learner's step: a hint, not a crash
+        return f"my_step() raised {type(err).__name__}: {err}"
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        return (
+            f"my_step() returned {samples!r}: return how many samples it trained on, as small_step returns its "
+            "batch (a GPU runtime divides by it to compare samples per second)."
+        )
+    return samples
 
 
 def _summary_of(measured: object, device) -> ProfileSummary | str:

@@ -15,16 +15,18 @@ from ..device import synchronize
 from ..profiling import summarize_profile
 from .core import CheckResult, fail, that
 from .first_loop import GRAPH_KEPT
+from .labelled_loop import lines_changed, phase_without_its_work
 from .same_training import watching
 from .timed import best_of
 
 PHASES = ("data", "forward", "backward", "step")
 
 
-def profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
+def profile_labels(prof: object, loop: object = None, given: object = None, *, at_least: float = 0.6) -> CheckResult:
     """Check a learner's profile of a training loop (lesson 10): finished, with scheduled steps, and each of the
-    phases "data", "forward", "backward" and "step" labelled with ``record_function`` so that together they
-    cover at least ``at_least`` of the step time (measured by `summarize_profile`)."""
+    phases "data", "forward", "backward" and "step" labelled with ``record_function``, each label holding the work it
+    names, together covering at least ``at_least`` of the step time (measured by `summarize_profile`). With ``loop``
+    (the labelled function) and ``given`` (the loop it labels): the labels change none of its lines."""
     if prof is None or not hasattr(prof, "events"):
         return fail("set prof to the torch.profiler.profile object of your `with` block.")
     try:
@@ -43,6 +45,10 @@ def profile_labels(prof: object, *, at_least: float = 0.6) -> CheckResult:
         return fail(
             f"no time under {', '.join(map(repr, missing))}: wrap that part of the step in `with record_function(...)`."
         )
+    changed = lines_changed(loop, given) if loop is not None and given is not None else None
+    mislabelled = changed or phase_without_its_work(prof)
+    if mislabelled:
+        return fail(mislabelled)
     covered = sum(summary.shares.values())
     shares = ", ".join(f"{label} {share:.0%}" for label, share in summary.shares.items())
     return that(

@@ -580,9 +580,11 @@ with cg.shows_error(AssertionError, match="must be initialized|^$",
 # optimizer that updates each parameter tensor on its own (`foreach=False`, section 8), and
 # JPEGs decoded one sample at a time (section 6). Which one costs the most here? Profile it:
 #
-# 1. Label its phases "data", "forward", "backward" and "step" with `record_function`, as in
-#    section 2 (`prof.step()` is already there), and rerun the cell: `cg.checks.profile_labels`
-#    checks that the labels cover the step and prints each phase's share.
+# 1. `labelled_steps`, below it, is a copy of their loop: label its phases "data", "forward",
+#    "backward" and "step" with `record_function`, as in section 2 (`prof.step()` is already
+#    there), and rerun the cell. `cg.checks.profile_labels` checks that each label holds the work
+#    it names and that together they cover the step, and prints each phase's share; it compares
+#    your loop with `their_steps` too: labels wrap lines, they change none.
 # 2. Write `my_steps(steps)`: the same training (the same model and learning rate, batches of
 #    128 of the same images, each flipped at random), returning one loss per step, without the
 #    cost your profile shows. `cg.checks.bottleneck_fix` runs both loops on this runtime and
@@ -613,12 +615,32 @@ def their_steps(steps, prof=None):
     return torch.tensor(losses)
 
 
+# %%
+def labelled_steps(steps, prof=None):
+    """Their loop, to label: the same lines, each phase inside its `with record_function(...)`."""
+    torch.manual_seed(0)
+    model = cg.mlp(3 * 32 * 32, hidden=64).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=False)
+    losses, batches = [], iter(their_loader)
+    for _ in range(steps):
+        inputs, targets = next(batches)
+        inputs, targets = inputs.to(device), targets.to(device)
+        loss = F.cross_entropy(model(inputs), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if prof is not None:
+            prof.step()
+    return torch.tensor(losses)
+
+
 with profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
              acc_events=True) as prof:
-    their_steps(5, prof)
+    labelled_steps(5, prof)
 
 # %%
-cg.checks.profile_labels(prof)
+cg.checks.profile_labels(prof, labelled_steps, their_steps)
 
 
 # %%
