@@ -282,6 +282,25 @@ def test_check_memory_saving_needs_the_same_gradients_and_less_activation_memory
     assert all(p.grad is None for p in model.parameters()), "the check works on copies"
 
 
+def test_check_memory_saving_names_checkpointing_of_any_layer_not_only_the_first(capsys):
+    # Issue 62: only a recomputation of the model's first layer was seen; checkpointing its last layers passed the
+    # count's blind spot instead of getting the exercise's hint.
+    from torch.utils.checkpoint import checkpoint
+
+    model = cg.mlp(64, hidden=128, depth=3)
+    inputs, labels = torch.randn(256, 64), torch.randint(0, 10, (256,))
+
+    def whole(m, x, y):
+        nn.functional.cross_entropy(m(x), y).backward()
+
+    def checkpoint_the_tail(m, x, y):
+        head, tail = m[:3], m[3:]  # Flatten, Linear, ReLU | the rest
+        nn.functional.cross_entropy(checkpoint(tail, head(x), use_reentrant=False), y).backward()
+
+    assert not cg.checks.memory_saving(checkpoint_the_tail, whole, model, inputs, labels)
+    assert "runs the forward pass again during backward: activation checkpointing" in capsys.readouterr().out
+
+
 def _amp_step(unscale: bool, clip: bool, update: bool):
     def step(model, inputs, labels, optimizer, scaler, max_norm):
         with torch.autocast(inputs.device.type, dtype=torch.float16):

@@ -124,15 +124,16 @@ def memory_saving(
 
 
 def _count_forwards(model: nn.Module, counts: dict[str, int]) -> None:
-    """Count the forward passes of ``model``'s first layer, before and during backward (a recomputation: activation
-    checkpointing). Where PyTorch cannot say whether backward is running, everything counts as before."""
-    first = next((m for m in model.modules() if not list(m.children())), model)
+    """Count the forward passes of each of ``model``'s layers, before and during backward (a recomputation:
+    activation checkpointing, of any layer). Where PyTorch cannot say whether backward is running, everything counts
+    as before."""
     task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
     def hook(module, args, output) -> None:
         counts["during backward" if task_id() != -1 else "before backward"] += 1
 
-    first.register_forward_hook(hook)
+    for layer in [m for m in model.modules() if not list(m.children())] or [model]:
+        layer.register_forward_hook(hook)
 
 
 def evaluation_memory(

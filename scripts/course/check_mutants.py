@@ -10,7 +10,7 @@ hole ("OPEN:", until its check is fixed); each kind is counted apart. A listed m
 entry: the list holds only what is true. A timed check that rejects a right answer with its busy-machine note gets
 two more tries; still so, the answer counts as "busy", neither passed nor failed.
 
-Usage: python scripts/course/check_mutants.py [NN ...] [--only 03.1,08.1] [--cap 40] [--verbose]
+Usage: python scripts/course/check_mutants.py [NN ...] [--only 03.1,08.1] [--cap 40] [--busy N] [--verbose]
 It prints one row per check (mutants, rejected, crashed, equivalent, GPU-only, open, busy, accepted, distinct hints)
 and the accepted mutants; exit status 1 when a check passes a wrong mutant or a stale entry is listed.
 `make nbval` runs the same judgement in each lesson's kernel, fewer mutants each (nbval_mutants.py); the
@@ -22,9 +22,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import tomllib
@@ -77,19 +79,41 @@ def selected(numbers: list[str], only: set[str]) -> list[Exercise]:
     return [e for e in exercises if not only or e.name in only]
 
 
+@contextlib.contextmanager
+def busy_cores(count: int) -> Iterator[list[subprocess.Popen]]:
+    """``count`` processes that each keep a core busy while the block runs: a neighbour on a shared host, the
+    machine a timed check must not be fooled on (an exercise left undone is still rejected)."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield burners
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("lessons", nargs="*", help="lesson numbers (01 ... 14); every lesson when none")
     parser.add_argument("--only", default="", help="exercises by name, comma-separated: 03.1,08.2")
     parser.add_argument("--cap", type=int, default=40, help="mutants per exercise at most (default 40)")
     parser.add_argument("--verbose", action="store_true", help="print every mutant's outcome and hint")
+    parser.add_argument(
+        "--busy", type=int, default=0, metavar="N", help="beside N processes that each keep a core busy"
+    )
     args = parser.parse_args(argv)
     if args.cap < 1:
         parser.error(f"--cap must be 1 or more, got {args.cap}")
     exercises = selected(args.lessons, {n for n in args.only.split(",") if n})
     equivalent = equivalent_mutants()
     reports = []
-    with tempfile.TemporaryDirectory(prefix="check-mutants-") as work, contextlib.chdir(work):
+    if args.busy < 0:
+        parser.error(f"--busy must be 0 or more, got {args.busy}")
+    with (
+        tempfile.TemporaryDirectory(prefix="check-mutants-") as work,
+        contextlib.chdir(work),
+        busy_cores(args.busy),
+    ):
         # The cells write files (a DDP script, weights) here, never into the checkout, and import them from here as
         # from a notebook's folder (`from ddp_train import ...`).
         sys.path.insert(0, work)

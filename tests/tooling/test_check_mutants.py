@@ -8,7 +8,7 @@ import textwrap
 
 import nbformat
 import pytest
-from check_mutants import equivalent_mutants
+from check_mutants import busy_cores, equivalent_mutants
 from exercises import Exercise, all_exercises, lesson_exercises, names_of, setup_cells
 from mutant_runs import Kernel, judge, table
 from mutants import mutants
@@ -173,3 +173,9 @@ def test_make_nbval_keeps_the_state_before_each_exercise_and_runs_the_mutants_la
         assert pair.cells[at + 1].source == exercise.start and not pair.cells[at + 1].id.endswith("-student")
     assert pair.cells[-1].id == RUN_ID
     assert f"run_in_kernel(get_ipython(), {source.stem!r}, cap=3)" in pair.cells[-1].source
+
+
+def test_a_busy_run_keeps_its_burners_running_and_stops_them_after():
+    with busy_cores(2) as burners:
+        assert len(burners) == 2 and all(burner.poll() is None for burner in burners)
+    assert all(burner.returncode is not None for burner in burners)
