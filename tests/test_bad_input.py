@@ -215,7 +215,7 @@ def test_prediction_speed_takes_the_best_runs_and_says_rerun_when_they_were_erra
     def predict(m, x):
         m.eval()
         with torch.inference_mode():
-            return m(x).argmax(1)
+            return m(x.to(next(m.parameters()).device)).argmax(1)  # the batch goes where the model is
 
     model = nn.Linear(4, 2)
     assert not cg.checks.prediction_speed(predict, predict, model, torch.randn(8, 4), "cpu")

@@ -172,14 +172,50 @@ def test_lesson_09_an_unbatched_prediction_fails():
     model, images = cg.mlp(64, hidden=32), torch.randn(512, 64)
 
     def leaky(m, x):
-        return torch.cat([m(batch) for batch in x.split(64)])
+        return torch.cat([m(batch.to(device)) for batch in x.split(64)])
 
     def all_at_once(m, x):
         with torch.inference_mode():
-            return m(x)
+            return m(x.to(device))
 
     result = cg.checks.evaluation_memory(all_at_once, leaky, model, images)
     assert not result and "keep the batches" in result.message
+
+
+device = torch.device("cpu")  # the notebook's global, as lessons 04 and 09 read it
+
+
+def _predict(move: bool):
+    def predict(model, images, batch_size=64):
+        model.eval()
+        with torch.inference_mode():
+            outputs = [model(batch.to(device) if move else batch) for batch in images.split(batch_size)]
+        return torch.cat(outputs).argmax(dim=1).cpu()
+
+    return predict
+
+
+def _one_at_a_time(model, images):
+    model.eval()
+    with torch.inference_mode():
+        return torch.cat([model(image.unsqueeze(0).to(device)).argmax(dim=1) for image in images])
+
+
+def test_lessons_04_and_09_batches_never_moved_to_the_device_fail_on_a_cpu_runtime_too():
+    # Issue 62: on a CPU runtime a forgotten .to(device) passed (the batches were where the model was); the checks
+    # now run the function once with the model and the notebook's `device` on the meta device.
+    model, images = cg.mlp(64, hidden=32), torch.randn(256, 64)
+    result = cg.checks.prediction_speed(_predict(move=False), _one_at_a_time, model, images, "cpu", at_least=1.0)
+    assert not result and "your batches stay on the CPU: move each one to `device`" in result.message
+    assert device.type == "cpu"  # the notebook's global is put back
+    result = cg.checks.evaluation_memory(_predict(move=False), _predict(move=True), model, images)
+    assert not result and "your batches stay on the CPU" in result.message
+    assert (
+        "batches stay"
+        not in cg.checks.prediction_speed(
+            _predict(move=True), _one_at_a_time, model, images, "cpu", at_least=1.0
+        ).message
+    )
 
 
 def test_lesson_14_an_adapter_left_uninitialized_fails():

@@ -332,6 +332,9 @@ def test_check_amp_step_finds_clipping_of_scaled_gradients_and_a_missing_update(
         assert not result and hint in result.message, (hint, result.message)
 
 
+device = torch.device("cpu")  # the notebook's global, which the learners' functions read (lessons 04, 09)
+
+
 def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
     model = cg.small_cnn(width=8).eval()
     images = torch.randn(128, 3, 16, 16)
@@ -339,20 +342,20 @@ def test_check_prediction_speed_needs_the_same_answers_and_the_speed():
     def one_by_one(m, x):
         m.eval()
         with torch.inference_mode():
-            return torch.tensor([m(image.unsqueeze(0)).argmax(1).item() for image in x])
+            return torch.tensor([m(image.unsqueeze(0).to(device)).argmax(1).item() for image in x])
 
     def batched(m, x):
         m.eval()
         with torch.inference_mode():
-            return m(x).argmax(1)
+            return m(x.to(device)).argmax(1)
 
     def no_eval(m, x):
         with torch.inference_mode():
-            return m(x).argmax(1)
+            return m(x.to(device)).argmax(1)
 
     def graph_kept(m, x):
         m.eval()
-        return m(x).argmax(1)
+        return m(x.to(device)).argmax(1)
 
     assert cg.checks.prediction_speed(batched, one_by_one, model, images, "cpu", at_least=1.2)
     same = cg.checks.prediction_speed(one_by_one, one_by_one, model, images, "cpu", at_least=3)
@@ -374,14 +377,14 @@ def test_check_evaluation_memory_wants_no_graph_kept_and_the_same_outputs():
     images = torch.randn(1024, 64)
 
     def leaky(m, x):
-        return torch.cat([m(batch) for batch in x.split(64)])  # every batch's graph stays alive
+        return torch.cat([m(batch.to(device)) for batch in x.split(64)])  # every batch's graph stays alive
 
     def careful(m, x):
         with torch.inference_mode():
-            return torch.cat([m(batch) for batch in x.split(64)])
+            return torch.cat([m(batch.to(device)) for batch in x.split(64)])
 
     def detached(m, x):
-        return torch.cat([m(batch).detach() for batch in x.split(64)])  # one batch's graph at a time
+        return torch.cat([m(batch.to(device)).detach() for batch in x.split(64)])  # one batch's graph at a time
 
     fixed = cg.checks.evaluation_memory(careful, leaky, model, images)
     assert fixed and "kept for backward: 0.00 MiB" in fixed.message, fixed.message

@@ -10,6 +10,7 @@ from torch import nn
 from ..activations import ActivationMemory, measure_activations
 from ..memory import PeakMemory, measure_peak
 from .core import CheckResult, fail, forwards_of, that
+from .meta_run import BATCHES_LEFT, batches_left_on_the_host
 
 
 def released(probe: object, name: str = "the tensor") -> CheckResult:
@@ -145,6 +146,8 @@ def evaluation_memory(
     data set until a GPU runs out of memory."""
     if not callable(predict_fn):
         return fail("define predict_all(model, images) and rerun.")
+    if batches_left_on_the_host(predict_fn, model, images):
+        return fail(BATCHES_LEFT)
     measured, forwards = {}, {}
     for name, fn in (("leaky", leaky_fn), ("yours", predict_fn)):
         with forwards_of(model) as calls:

@@ -13,6 +13,7 @@ from ..device import synchronize
 from ..feeding import measure_loader
 from ..loaders import suggest_num_workers
 from .core import CheckResult, fail, forwards_of, ok, that
+from .meta_run import BATCHES_LEFT, batches_left_on_the_host
 from .timed import best_of, busy_note
 
 
@@ -164,6 +165,8 @@ def prediction_speed(
     at least ``at_least`` times faster, the best of ``repeat`` interleaved runs each."""
     if not callable(fast):
         return fail("define fast_predict(model, images) and rerun.")
+    if batches_left_on_the_host(fast, model, images):
+        return fail(BATCHES_LEFT)
     was_training = model.training
     try:
         model.train()  # as after training: predicting is the function's job to set up

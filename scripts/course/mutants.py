@@ -243,6 +243,6 @@ def mutants(solution: str, cap: int = 40) -> list[Mutant]:
         seen.add(dump)
         names[name] = names.get(name, 0) + 1
         result.append(Mutant(name if names[name] == 1 else f"{name} #{names[name]}", header + source))
-    if len(result) > cap:
-        result = [result[round(i * (len(result) - 1) / (cap - 1))] for i in range(cap)]
+    if len(result) > cap:  # evenly spread, the first and the last included (the first alone for a cap of 1)
+        result = [result[round(i * (len(result) - 1) / max(cap - 1, 1))] for i in range(cap)]
     return result

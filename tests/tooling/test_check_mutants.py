@@ -54,6 +54,7 @@ def test_the_mutants_are_the_mistakes_a_learner_makes_each_named_and_made_once()
     assert not any("One epoch" in name for name in found)
     assert [m.name for m in mutants(SOLVED_LOOP, cap=100)] == list(found)  # deterministic
     assert len(mutants(SOLVED_LOOP, cap=5)) == 5
+    assert [m.name for m in mutants(SOLVED_LOOP, cap=1)] == [next(iter(found))]  # a cap of 1: the first
 
 
 def test_a_writefile_cell_keeps_its_first_line_and_mutates_the_script():
