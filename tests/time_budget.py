@@ -2,16 +2,17 @@
 
 `make unit`, `make tooling` and `make nbval` load it (``-p tests.time_budget``) and name their part in
 ``COURSE_TEST_PART``. The budgets live in pyproject.toml, ``[tool.course.test-budget]``, in seconds on the course's
-2-core dev machine with headroom for a slower host (a slower 2-core host took 1.4x as long); ``COURSE_TEST_BUDGET_S``
-overrides the part's budget for one run. After the part's tests, the summary names its slowest tests (for nbval, its
-slowest notebooks) and its time against its budget. A part over budget says so and which tests to make faster, and
-passes: speed is reported, never a reason for the suite to fail (a slower or busier host took 1.4x to 2x as long,
-and failed a suite whose every test passed). Without ``COURSE_TEST_PART`` (a maintainer running a few tests) nothing
-is printed.
+2-core dev machine with headroom for a slower host (a slower 2-core host took 1.4x as long);
+``COURSE_TEST_BUDGET_S`` overrides the part's budget for one run. After the part's tests, the summary names its
+slowest tests (for nbval, its slowest notebooks) and its time against its budget. A part over budget says so and
+which tests to make faster, and passes: speed is reported, never a reason for the suite to fail (a slower or busier
+host took 1.4x to 2x as long, and failed a suite whose every test passed); only ``COURSE_TEST_STRICT=1`` (an opt-in)
+makes it fail. Without ``COURSE_TEST_PART`` (a maintainer running a few tests) nothing is printed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import defaultdict
@@ -22,22 +23,41 @@ import tomllib
 
 PART_ENV = "COURSE_TEST_PART"
 BUDGET_ENV = "COURSE_TEST_BUDGET_S"
+STRICT_ENV = "COURSE_TEST_STRICT"  # =1: a part past its budget fails (a benchmark machine opts in)
 PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 SLOWEST = 8
 _started: list[float] = []
 _verdict: list[str] = []
 
 
-def budget_of(part: str) -> float:
-    """The part's budget in seconds: COURSE_TEST_BUDGET_S, else pyproject.toml's; a clear error for a part it lacks."""
+def budget_of(part: str, pyproject: Path = PYPROJECT) -> float:
+    """The part's budget in seconds: COURSE_TEST_BUDGET_S, else pyproject.toml's; a clear error for a part it lacks,
+    a missing table, or a budget that is not a number of seconds above 0 ("fast", nan, a negative one)."""
     if os.environ.get(BUDGET_ENV):
-        return float(os.environ[BUDGET_ENV])
-    budgets = tomllib.loads(PYPROJECT.read_text())["tool"]["course"]["test-budget"]
+        return _seconds(os.environ[BUDGET_ENV], f"{BUDGET_ENV}={os.environ[BUDGET_ENV]!r}", part)
+    try:
+        budgets = tomllib.loads(pyproject.read_text())["tool"]["course"]["test-budget"]
+    except (KeyError, TypeError, tomllib.TOMLDecodeError) as err:
+        raise pytest.UsageError(
+            f"{pyproject.name} has no readable [tool.course.test-budget] table ({type(err).__name__}: {err}): add "
+            "one, with each part's budget in seconds (unit = 160, tooling = 210, nbval = 270)."
+        ) from err
     if part not in budgets:
         raise pytest.UsageError(
             f"{PART_ENV}={part!r} has no budget: pyproject.toml's [tool.course.test-budget] has {sorted(budgets)}."
         )
-    return float(budgets[part])
+    return _seconds(budgets[part], f"pyproject.toml's [tool.course.test-budget] {part} = {budgets[part]!r}", part)
+
+
+def _seconds(value: object, source: str, part: str) -> float:
+    """``value`` as a budget in seconds, or a UsageError that names ``source`` and what a budget is."""
+    try:
+        seconds = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise pytest.UsageError(f"{source}: a budget is a number of seconds above 0, e.g. {part} = 160.")
+    return seconds
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -60,7 +80,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _verdict.append(
         f"{part}: {took:.0f} s, budget {budget:.0f} s ({PART_ENV}; pyproject.toml [tool.course.test-budget])"
     )
-    if took > budget:
+    if took > budget and os.environ.get(STRICT_ENV) == "1":
+        _verdict.append(
+            f"{part} ran past its budget by {took - budget:.0f} s, and {STRICT_ENV}=1 makes it fail."
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif took > budget:
         _verdict.append(
             f"{part} ran past its budget by {took - budget:.0f} s (reported, not failed): make its slowest tests "
             "faster (above)."
