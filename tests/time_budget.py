@@ -81,9 +81,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         f"{part}: {took:.0f} s, budget {budget:.0f} s ({PART_ENV}; pyproject.toml [tool.course.test-budget])"
     )
     if took > budget and os.environ.get(STRICT_ENV) == "1":
-        _verdict.append(
-            f"{part} ran past its budget by {took - budget:.0f} s, and {STRICT_ENV}=1 makes it fail."
-        )
+        _verdict.append(f"{part} ran past its budget by {took - budget:.0f} s, and {STRICT_ENV}=1 makes it fail.")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     elif took > budget:
         _verdict.append(

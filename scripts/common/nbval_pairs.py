@@ -128,12 +128,32 @@ def lesson_part(pair: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return lesson
 
 
+MARK = ".written-by-nbval-pairs"  # in a folder this tool made: what is in it came from its notebooks' runs
+
+
+def emptied(out: Path) -> None:
+    """``out`` made empty for new pairs: created with its mark, or emptied where the mark says this tool made it (or
+    it is ``build/nbval``). A folder it did not make, with anything in it, is refused before anything is touched
+    (``--out notebooks`` would have deleted the lessons, ``--out .`` the checkout)."""
+    out = out.resolve()
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"--out {out} is a file: give a folder for the notebooks (default {OUT})")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / MARK).is_file() and out != OUT.resolve():  # build/nbval is this tool's, mark or not
+            raise SystemExit(
+                f"--out {out} holds files nbval_pairs.py did not write (it has no {MARK}): give a new or empty "
+                f"folder (default {OUT}); nothing was changed"
+            )
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / MARK).write_text("nbval_pairs.py made this folder; it empties it before each run\n")
+
+
 def write_pairs(numbers: list[str], out: Path = OUT) -> list[Path]:
     sources = [s for s in lesson_sources() if not numbers or s.name[:2] in numbers]
     if numbers and len(sources) != len(set(numbers)):
         raise SystemExit(f"no lesson numbered {sorted(set(numbers) - {s.name[:2] for s in sources})}")
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    emptied(out)
     written = []
     for source in sources:
         name = source.with_suffix(".ipynb").name

@@ -6,6 +6,7 @@ import pytest
 import torch
 from nbtools import lesson_sources
 from nbval_pairs import (
+    MARK,
     STRICT_ID,
     STRICT_SOURCE,
     UNDONE_ID,
@@ -59,7 +60,7 @@ def test_write_pairs_writes_one_notebook_per_lesson(tmp_path):
     assert [p.name for p in written] == [
         s.with_suffix(".ipynb").name for s in lesson_sources() if s.name[:2] in ("01", "12")
     ]
-    assert sorted(p.name for p in (tmp_path / "nbval").iterdir()) == [p.name for p in written]
+    assert sorted(p.name for p in (tmp_path / "nbval").iterdir() if p.name != MARK) == [p.name for p in written]
     with pytest.raises(SystemExit, match=r"no lesson numbered \['99'\]"):
         write_pairs(["99"], tmp_path / "other")
 
@@ -103,3 +104,21 @@ def test_in_the_student_versions_part_a_check_that_passes_fails_its_cell(monkeyp
     assert cg.checks.on_device(torch.zeros(1), "cpu", name="x")
     with pytest.raises(AssertionError, match="the lesson's own check did not pass"):
         cg.checks.on_device(torch.zeros(1), "meta", name="x")
+
+
+def test_out_never_deletes_a_folder_it_did_not_make(tmp_path):
+    # Issue 63: `--out notebooks` deleted every lesson, `--out .` the checkout, before anything was checked.
+    theirs = tmp_path / "lessons"
+    theirs.mkdir()
+    (theirs / "01_mine.py").write_text("an uncommitted edit")
+    with pytest.raises(SystemExit, match="holds files nbval_pairs.py did not write"):
+        write_pairs(["01"], theirs)
+    assert (theirs / "01_mine.py").read_text() == "an uncommitted edit"
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(SystemExit, match="is a file"):
+        write_pairs(["01"], tmp_path / "a_file")
+    ours = tmp_path / "nbval"
+    write_pairs(["01"], ours)
+    (ours / "data").mkdir()  # what the notebooks' runs leave there
+    assert [p.name for p in write_pairs(["01"], ours)] == [s.with_suffix(".ipynb").name for s in lesson_sources()[:1]]
+    assert not (ours / "data").exists()  # a folder it made is emptied for the next run
