@@ -11,7 +11,8 @@ On a machine with an index, for the GPU image's CPython on Linux x86-64:
   3. leaves out what the image already has (its `pip freeze`: --image-freeze, by default
      scripts/gpu/assets/gpu-image-freeze.txt, the image the course last ran on) wherever the image's version satisfies
      every requirement on it in that closure, and never carries torch, torchvision, numpy or pytest (NEVER);
-  4. downloads the rest, one wheel each and no dependencies, into --dest (emptied of older wheels first).
+  4. downloads the rest, one wheel each and no dependencies, into --dest (in place of the wheels it wrote there
+     before; a folder holding wheels it did not write is refused, nothing deleted).
 
 There, scripts/gpu/gpu_runner.py --wheels DEST installs from that folder alone (`pip install --no-index --find-links`),
 torch and torchvision held at the image's versions. Exits non-zero when requirements.txt lacks a pin or pip fails.
@@ -95,10 +96,30 @@ def resolve(pins: list[str], python_version: str, glibc: str) -> dict[str, Dist]
         return closure_from_report(json.loads(report.read_text()))
 
 
+WRITTEN = ".written-by-gpu-wheels"  # in --dest: the wheels this tool put there, one name a line
+
+
+def written_here(dest: Path) -> set[str]:
+    """The wheels of ``dest`` this tool wrote (its list); every wheel of the default folder, which is its own."""
+    listed = dest / WRITTEN
+    if listed.is_file():
+        return set(listed.read_text().split())
+    return {w.name for w in dest.glob("*.whl")} if dest.resolve() == DEFAULT_DEST.resolve() else set()
+
+
 def download(keep: list[tuple[str, str]], dest: Path, python_version: str, glibc: str) -> list[Path]:
-    """One wheel of each (name, version), no dependencies, into ``dest`` in place of its older wheels. They are
-    downloaded beside it first: a download that fails leaves the wheels ``dest`` had."""
+    """One wheel of each (name, version), no dependencies, into ``dest`` in place of the wheels this tool wrote there
+    before. They are downloaded beside it first: a download that fails leaves the wheels ``dest`` had. A wheel that
+    it did not write is never deleted: ``dest`` holding one is refused before anything is downloaded (the runner
+    installs every wheel of the folder)."""
     dest.mkdir(parents=True, exist_ok=True)
+    ours = written_here(dest)
+    foreign = sorted(w.name for w in dest.glob("*.whl") if w.name not in ours)
+    if foreign:
+        raise GpuWheelsError(
+            f"--dest {dest} holds wheels gpu_wheels.py did not write ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}): give an empty folder, or move them out yourself"
+        )
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}-") as scratch:
         if keep:
             pip(
@@ -115,10 +136,13 @@ def download(keep: list[tuple[str, str]], dest: Path, python_version: str, glibc
                 f"download the wheels for CPython {python_version}",
             )
         for old in dest.glob("*.whl"):
-            old.unlink()
+            if old.name in ours:
+                old.unlink()
         for wheel in Path(scratch).glob("*.whl"):
             shutil.move(str(wheel), dest / wheel.name)
-    return sorted(dest.glob("*.whl"))
+    wheels = sorted(dest.glob("*.whl"))
+    (dest / WRITTEN).write_text("".join(f"{w.name}\n" for w in wheels))
+    return wheels
 
 
 def plan(requirements: Path, image: dict[str, str | None], python_version: str, glibc: str) -> Selection:

@@ -369,6 +369,7 @@ def test_a_failed_download_leaves_the_wheels_the_folder_had(tmp_path, monkeypatc
     dest = tmp_path / ".whl"
     dest.mkdir()
     (dest / "nbval-0.11.0-py2.py3-none-any.whl").write_bytes(b"the wheel from last time")
+    (dest / gpu_wheels.WRITTEN).write_text("nbval-0.11.0-py2.py3-none-any.whl\n")  # written by the tool, last time
 
     def pip_offline(args, what):
         raise gpu_wheels.GpuWheelsError(f"pip failed to {what} (1): no index reachable")
@@ -376,7 +377,7 @@ def test_a_failed_download_leaves_the_wheels_the_folder_had(tmp_path, monkeypatc
     monkeypatch.setattr(gpu_wheels, "pip", pip_offline)
     with pytest.raises(gpu_wheels.GpuWheelsError, match="no index reachable"):
         gpu_wheels.download([("nbval", "0.11.0")], dest, "3.12", "2.35")
-    assert [w.name for w in dest.iterdir()] == ["nbval-0.11.0-py2.py3-none-any.whl"]
+    assert sorted(w.name for w in dest.glob("*.whl")) == ["nbval-0.11.0-py2.py3-none-any.whl"]
     assert [p.name for p in tmp_path.iterdir()] == [".whl"]  # no scratch folder left beside it
 
     def pip_downloads(args, what):
@@ -386,3 +387,14 @@ def test_a_failed_download_leaves_the_wheels_the_folder_had(tmp_path, monkeypatc
     monkeypatch.setattr(gpu_wheels, "pip", pip_downloads)
     wheels = gpu_wheels.download([("nbval", "0.11.1")], dest, "3.12", "2.35")
     assert [w.name for w in wheels] == ["nbval-0.11.1-py2.py3-none-any.whl"]  # the new set replaces the old
+
+
+def test_wheels_it_did_not_write_are_never_deleted(tmp_path, monkeypatch):
+    # Issue 63: --dest deleted every wheel in the folder, a maintainer's own included.
+    dest = tmp_path / "wheels"
+    dest.mkdir()
+    (dest / "mine-1.0-py3-none-any.whl").write_bytes(b"a wheel I built")
+    monkeypatch.setattr(gpu_wheels, "pip", lambda args, what: pytest.fail("nothing is downloaded into such a folder"))
+    with pytest.raises(gpu_wheels.GpuWheelsError, match="holds wheels gpu_wheels.py did not write"):
+        gpu_wheels.download([("nbval", "0.11.1")], dest, "3.12", "2.35")
+    assert (dest / "mine-1.0-py3-none-any.whl").read_bytes() == b"a wheel I built"
