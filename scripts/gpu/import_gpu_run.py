@@ -84,6 +84,32 @@ def read_json(path: Path) -> dict:
         ) from None
 
 
+# What the import, the references and the guide read of a report: (field, type, what it holds), each checked first,
+# so that a damaged report is refused by name before anything is copied into reports/gpu/.
+REPORT_FIELDS = (
+    ("gpu", str, "the GPU it ran on"),
+    ("parts", dict, "each lesson's and benchmark's outcome"),
+    ("lesson_figures", dict, "the figures each lesson measured"),
+    ("runtime", dict, "the runtime it ran on"),
+    ("windows", list, "the windows of GPU time"),
+)
+
+
+def check_report(report: object, path: Path) -> None:
+    """Refuse a report that is not the suite's (valid JSON with a field missing or of another type), by field."""
+    if not isinstance(report, dict):
+        raise ImportRefused(f"{path} holds a {type(report).__name__}, not a report: copy the run again.")
+    for field, kind, holds in REPORT_FIELDS:
+        required = field == "gpu"
+        if (required and not report.get(field)) or (field in report and not isinstance(report[field], kind)):
+            raise ImportRefused(
+                f"{path}: its field {field!r} ({holds}) is {report.get(field)!r}, not a {kind.__name__}: the report "
+                "is damaged. Copy the run again from where it ran (or its zip), then import it."
+            )
+    if any(not isinstance(part, dict) or "status" not in part for part in report.get("parts", {}).values()):
+        raise ImportRefused(f"{path}: a part of 'parts' has no status: the report is damaged. Copy the run again.")
+
+
 def read_run(run: Path) -> tuple[dict, dict]:
     """(manifest, report) of a run, checked: a GPU run, and one commit."""
     if not (run / "manifest.json").exists() and (run / "report.json").exists():
@@ -99,6 +125,7 @@ def read_run(run: Path) -> tuple[dict, dict]:
         )
     manifest = manifest or read_json(run / MANIFEST)
     report = read_json(run / "report.json")
+    check_report(report, run / "report.json")
     if not manifest.get("gpus"):
         raise ImportRefused(f"{run} is a CPU dry run (no GPU in its manifest): only GPU runs are imported.")
     if not manifest.get("sha"):
@@ -118,7 +145,7 @@ def run_folder(reports: Path, manifest: dict, report: dict) -> Path:
     """reports/gpu/<date>-<gpu>/; a second run of another commit on the same day and GPU gets its short sha."""
     folder = reports / f"{manifest['started'][:10]}-{slug(report['gpu'])}"
     existing = folder / "manifest.json"
-    if existing.exists() and json.loads(existing.read_text()).get("sha") != manifest["sha"]:
+    if existing.exists() and read_json(existing).get("sha") != manifest["sha"]:
         folder = folder.with_name(f"{folder.name}-{manifest['sha'][:7]}")
     return folder
 
@@ -163,8 +190,28 @@ def window_lines(report: dict) -> list[str]:
     return lines + ([f"not finished in any window: {', '.join(left)}"] if left else [])
 
 
-def import_run(source: Path, root: Path = ROOT) -> str:
-    """Import the run at ``source`` (a folder or a zip) into the course at ``root``; return what was done."""
+def keeps_what_is_there(run: Path, target: Path) -> None:
+    """Refuse a run of the commit already imported at ``target`` that lacks some of its GPU-executed notebooks: a
+    partial re-run would replace the full run (and the references computed from it)."""
+    if not (target / MANIFEST).exists():
+        return
+
+    def lessons(folder: Path) -> set[str]:
+        return {notebook.stem for notebook in (folder / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+
+    lacking = sorted(lessons(target) - lessons(run))
+    if lacking:
+        raise ImportRefused(
+            f"{target.name} holds a run of this commit with {len(lessons(target))} GPU-executed notebooks; this run "
+            f"lacks {len(lacking)} of them ({', '.join(lacking[:3])}{', ...' if len(lacking) > 3 else ''}): importing "
+            "it would replace them. Finish it with gpu_runner.py --resume into the same --out, or import it with "
+            "--replace if that is what you want."
+        )
+
+
+def import_run(source: Path, root: Path = ROOT, replace: bool = False) -> str:
+    """Import the run at ``source`` (a folder or a zip) into the course at ``root``; return what was done. A run of
+    an imported commit that lacks some of its notebooks replaces it only with ``replace``."""
     if not source.exists():
         raise ImportRefused(f"{source} does not exist: give RUN= a run folder or the zip of one.")
     with tempfile.TemporaryDirectory() as scratch:
@@ -178,6 +225,8 @@ def import_run(source: Path, root: Path = ROOT) -> str:
         manifest, report = read_run(run)
         target = run_folder(root / "reports" / "gpu", manifest, report)
         already = run.resolve() == target.resolve()
+        if not already and not replace:
+            keeps_what_is_there(run, target)
         lessons = copy_run(run, target, manifest)
     references = root / "colab_gpu" / "references.json"
     update_references.main(root / "reports" / "gpu", references)
@@ -197,9 +246,10 @@ def import_run(source: Path, root: Path = ROOT) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="the run's folder, or the zip of it")
+    parser.add_argument("--replace", action="store_true", help="let a partial run replace a fuller one of its commit")
     args = parser.parse_args(argv)
     try:
-        print(import_run(args.run))
+        print(import_run(args.run, replace=args.replace))
     except ImportRefused as refused:
         print(f"not imported: {refused}", file=sys.stderr)
         return 1

@@ -192,3 +192,39 @@ def test_a_failed_copy_leaves_the_run_imported_before_it(run_folder, course, mon
     with pytest.raises(OSError):
         import_gpu_run.import_run(run_folder, course)
     assert (target / "report.json").read_text() == before and list((target / "notebooks").iterdir())
+
+
+def test_a_partial_rerun_of_an_imported_commit_does_not_replace_the_full_run(run_folder, course):
+    # Issue 63: a re-run of one lesson replaced the run of every lesson (its notebooks gone, references recomputed).
+    stamp(run_folder)
+    import_gpu_run.import_run(run_folder, course)
+    (target,) = (course / "reports" / "gpu").iterdir()
+    full = sorted(p.name for p in (target / "notebooks").iterdir())
+    for notebook in (run_folder / "notebooks").glob("*.ipynb"):
+        notebook.unlink()  # the partial re-run executed none of them
+    with pytest.raises(import_gpu_run.ImportRefused, match="lacks 1 of them .* --resume into the same --out"):
+        import_gpu_run.import_run(run_folder, course)
+    assert sorted(p.name for p in (target / "notebooks").iterdir()) == full
+    import_gpu_run.import_run(run_folder, course, replace=True)  # asked for: replaced
+    assert not list((target / "notebooks").iterdir())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("gpu", None), ("parts", ["a list"]), ("lesson_figures", "text"), ("parts", {"01": 1})]
+)
+def test_a_damaged_report_is_refused_by_its_field_before_anything_is_copied(run_folder, course, field, value):
+    stamp(run_folder)
+    report = json.loads((run_folder / "report.json").read_text())
+    (run_folder / "report.json").write_text(json.dumps(dict(report, **{field: value})))
+    with pytest.raises(import_gpu_run.ImportRefused, match="the report is damaged"):
+        import_gpu_run.import_run(run_folder, course)
+    assert not list((course / "reports" / "gpu").iterdir())  # nothing left to break the next import
+
+
+def test_a_damaged_manifest_already_imported_is_named_not_a_crash(run_folder, course):
+    stamp(run_folder)
+    import_gpu_run.import_run(run_folder, course)
+    (target,) = (course / "reports" / "gpu").iterdir()
+    (target / "manifest.json").write_text('{"sha": "89ab')
+    with pytest.raises(import_gpu_run.ImportRefused, match=f"{target.name}/manifest.json cannot be read"):
+        import_gpu_run.import_run(stamp(run_folder, sha="f" * 40), course)
