@@ -68,6 +68,7 @@ command = [
     "--out",
     "gpu-run",
     *(["--lessons", *LESSONS.split()] if LESSONS.split() else []),
+    *(["--resume"] if os.path.exists("gpu-run/manifest.json") else []),  # a second Run all finishes the run
 ]
 with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as runner:
     for line in runner.stdout:  # the runner's progress, line by line, in this cell

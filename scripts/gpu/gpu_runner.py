@@ -164,8 +164,14 @@ def load_steps(course: Path) -> types.ModuleType:
 
 
 def earlier_run(out: Path, options: dict) -> tuple[str | None, list[dict]]:
-    """With --resume, the commit and the windows of the run's earlier manifest (None and [] for a new run)."""
+    """With --resume, the commit and the windows of the run's earlier manifest (None and [] for a new run). Without
+    it, a folder that holds a run already is refused: a second window would overwrite the first one's manifest."""
     path = out / MANIFEST
+    if not options.get("resume") and path.exists():
+        raise SystemExit(
+            f"--out {out} holds a run already (its {MANIFEST}): finish that run with --resume, or give a new --out. "
+            "Nothing was changed."
+        )
     if not options.get("resume") or not path.exists():
         return None, []
     try:
@@ -180,12 +186,12 @@ def earlier_run(out: Path, options: dict) -> tuple[str | None, list[dict]]:
 
 def run(options: dict) -> int:
     out = Path(options["out"]).resolve()
+    earlier_sha, earlier = earlier_run(out, options)  # before anything is written into --out
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     python = sys.executable
     require_cuda = truthy(os.environ.get("REQUIRE_CUDA"))
     started = time.time()
-    earlier_sha, earlier = earlier_run(out, options)
     manifest = {
         "format": 1,
         "repo": options.get("repo") or f"checkout {options['checkout']}",

@@ -184,7 +184,8 @@ def test_the_maintainer_notebook_runs_this_runner_and_zips_what_import_accepts()
     assert all(not c.get("outputs") for c in stored.cells)
     assert badge_url(course_config(), notebook) in stored.cells[0].source
     code = "\n".join(c.source for c in stored.cells if c.cell_type == "code")
-    assert set(re.findall(r'"(--[a-z-]+)"', code)) == {"--repo", "--sha", "--out", "--lessons"}
+    assert set(re.findall(r'"(--[a-z-]+)"', code)) == {"--repo", "--sha", "--out", "--lessons", "--resume"}
+    assert '["--resume"] if os.path.exists("gpu-run/manifest.json")' in code  # a second Run all resumes
     assert gpu_runner.parse(
         ["--repo", "https://github.com/a/b.git", "--sha", "main", "--out", "gpu-run", "--lessons", "08"]
     )["lessons"] == ["08"]
@@ -268,3 +269,14 @@ except kernel["RunFailed"] as failure:
 def test_a_course_without_the_steps_is_refused_with_the_fix(tmp_path):
     with pytest.raises(gpu_runner.RunFailed, match="no scripts/gpu/runner_steps.py: run the gpu_runner.py of the same"):
         gpu_runner.load_steps(tmp_path)
+
+
+def test_a_second_window_without_resume_is_refused_and_the_first_manifest_stays(tmp_path):
+    # Issue 63: a second window into the same --out overwrote the first one's manifest.
+    out = tmp_path / "run"
+    out.mkdir()
+    first = {"format": 1, "sha": "89abcdef", "status": "incomplete", "windows": [{"sha": "89abcdef"}]}
+    (out / "manifest.json").write_text(json.dumps(first))
+    with pytest.raises(SystemExit, match="holds a run already .* finish that run with --resume, or give a new --out"):
+        gpu_runner.main(["--checkout", str(tmp_path), "--out", str(out)])
+    assert json.loads((out / "manifest.json").read_text()) == first and not (out / "logs").exists()
