@@ -105,9 +105,20 @@ def data_dir() -> Path:
     return DRIVE_DATA if DRIVE_DATA.parent.parent.is_dir() else Path("data")
 
 
-def _download_or_fallback(load, name: str, root, image_size: int, channels: int, sizes: tuple[int, int]) -> ImageData:
+def _network_trouble(error: BaseException) -> bool:
+    """Whether ``error`` is the network's (offline, a timeout, a refused or failed connection), not the data's."""
+    text = str(error).lower()
+    return isinstance(error, (TimeoutError, ConnectionError)) or any(
+        sign in text for sign in (*_OFFLINE_SIGNS, "timed out", "urlopen", "http error", "connection")
+    )
+
+
+def _download_or_fallback(
+    load, name: str, root, image_size: int, channels: int, sizes: tuple[int, int], folder: str
+) -> ImageData:
     """The data set ``load`` reads (downloading it unless ``COLAB_GPU_DATA`` provides it), else the digits stand-in:
-    on a GPU repeated to the real data set's ``sizes`` (train, test), so every epoch and timing is a learner's."""
+    on a GPU repeated to the real data set's ``sizes`` (train, test), so every epoch and timing is a learner's. A
+    copy in ``root/folder`` that cannot be read is named as damaged, with what to delete."""
     download = not os.environ.get(DATA_ENV)
     root = data_dir() if root is None else root
     chatter = io.StringIO()  # torchvision prints every mirror it tries; keep the notebook readable
@@ -116,8 +127,17 @@ def _download_or_fallback(load, name: str, root, image_size: int, channels: int,
             data = load(Path(root), download)
         print(f"{name} loaded from {root}/.")
         return data
-    except (RuntimeError, OSError) as err:
-        problem = download_problem(err) if download else f"it is not in {DATA_ENV}={root}"
+    except (RuntimeError, OSError, ValueError) as err:
+        copy = Path(root) / folder
+        damaged = copy.is_dir() and (not download or not _network_trouble(err))
+        if damaged:  # a half-extracted or half-downloaded copy: it stays broken until deleted
+            problem = (
+                f"the copy in {copy} is damaged: {(str(err).strip().splitlines() or [type(err).__name__])[-1][:120]}."
+                f" Delete that folder and rerun: the data set is then {'downloaded' if download else 'looked for'} "
+                "again"
+            )
+        else:
+            problem = download_problem(err) if download else f"it is not in {DATA_ENV}={root}"
         digits = load_digits(image_size, channels)
         real_size = torch.cuda.is_available()  # a CPU runtime trains on a slice anyway
         if real_size:
@@ -168,10 +188,12 @@ def _cifar10(root: Path, download: bool = True) -> ImageData:
 def load_fashion_mnist(root: str | os.PathLike | None = None) -> ImageData:
     """FashionMNIST (1x28x28), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
     Taught in lesson 03."""
-    return _download_or_fallback(_fashion_mnist, "FashionMNIST", root, 28, 1, sizes=FASHION_SIZES)
+    return _download_or_fallback(
+        _fashion_mnist, "FashionMNIST", root, 28, 1, sizes=FASHION_SIZES, folder="FashionMNIST"
+    )
 
 
 def load_cifar10(root: str | os.PathLike | None = None) -> ImageData:
     """CIFAR-10 (3x32x32), downloaded into ``root`` (by default `data_dir`) if needed; digits when offline.
     Taught in lesson 04."""
-    return _download_or_fallback(_cifar10, "CIFAR-10", root, 32, 3, sizes=CIFAR10_SIZES)
+    return _download_or_fallback(_cifar10, "CIFAR-10", root, 32, 3, sizes=CIFAR10_SIZES, folder="cifar-10-batches-py")

@@ -202,3 +202,23 @@ def test_data_sets_go_to_drive_when_it_is_mounted(tmp_path, monkeypatch):
     cg.load_cifar10()
     cg.load_cifar10("elsewhere")
     assert roots == [drive_data, Path("elsewhere")]
+
+
+def test_a_half_extracted_copy_is_named_as_damaged_with_the_folder_to_delete(tmp_path, monkeypatch, capsys):
+    # Issue 63: a half-extracted FashionMNIST said "could not be downloaded (shape ... is invalid)", and every later
+    # lesson used the stand-in, with no word to delete the damaged copy.
+    (tmp_path / "FashionMNIST" / "raw").mkdir(parents=True)
+
+    def half_extracted(*args, **kwargs):
+        raise RuntimeError("shape '[60000, 28, 28]' is invalid for input of size 1234567")
+
+    monkeypatch.setattr(downloads, "_fashion_mnist", half_extracted)
+    assert cg.load_fashion_mnist(tmp_path).fallback
+    out = capsys.readouterr().out
+    assert f"the copy in {tmp_path / 'FashionMNIST'} is damaged: shape '[60000, 28, 28]' is invalid" in out
+    assert "Delete that folder and rerun: the data set is then downloaded again" in out
+    assert "so this lesson uses a stand-in" in out  # the GPU suite reads it
+    monkeypatch.setenv(downloads.DATA_ENV, str(tmp_path))  # a maintainer's copy, damaged: not "it is not in"
+    cg.load_fashion_mnist()
+    out = capsys.readouterr().out
+    assert "is damaged" in out and "it is not in" not in out

@@ -50,6 +50,8 @@ from execution import device_label
 from nbtools import course_config, lesson_sources, write_student_versions
 from nbval_pairs import write_pairs
 from paths import BUILD, ROOT, git_commit
+
+DATA_SETS = ("FashionMNIST", "cifar-10-batches-py")  # what --data holds, in torchvision's layout
 from suite_lessons import kernel_env, run_lesson
 from suite_merge import merge
 from suite_plan import DEFAULT_SECONDS, Window, estimates, lesson_timeout, measured, parts_of, plan, selected_lessons
@@ -119,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.data is not None and not args.data.is_dir():
         parser.error(f"--data {args.data}: no such folder. Give one that holds FashionMNIST/ and cifar-10-batches-py/.")
+    if args.data is not None and not any((args.data / name).is_dir() for name in DATA_SETS):
+        parser.error(
+            f"--data {args.data} holds neither {' nor '.join(f'{n}/' for n in DATA_SETS)}: every lesson would run on "
+            "its stand-in. Give the folder that holds them (torchvision's layout)."
+        )
     if args.merge:
         if len(args.merge) < 2:
             parser.error("--merge RUN OTHER [OTHER ...]: the run to merge into, then the runs to merge into it")

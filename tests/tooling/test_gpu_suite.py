@@ -352,6 +352,7 @@ def test_a_new_run_into_a_folder_that_holds_one_is_refused_and_the_report_surviv
         (["--budget", "-60"], "--budget -60: a window's length"),
         (["--lesson-timeout", "0"], "--lesson-timeout 0: a positive number of seconds"),
         (["--data", "no-such-folder"], "--data no-such-folder: no such folder"),
+        (["--data", "."], "holds neither FashionMNIST/ nor cifar-10-batches-py/: every lesson would run on"),
     ],
 )
 def test_a_budget_or_timeout_that_is_not_positive_is_refused_before_anything_runs(tmp_path, capsys, option, message):
@@ -382,7 +383,7 @@ def test_data_gives_the_lessons_a_folder_of_real_data_and_each_lesson_says_which
         }
     )
     data = tmp_path / "datasets"
-    data.mkdir()
+    (data / "cifar-10-batches-py").mkdir(parents=True)
     out = tmp_path / "run"
     assert suite(out, "--data", str(data)) == 0
     report = json.loads((out / "report.json").read_text())["lessons"]["lessons"]
