@@ -2,10 +2,9 @@
 and on a simulated GPU stream whose host and GPU costs are known."""
 
 import json
-import queue
 import re
-import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -140,33 +139,32 @@ def test_the_h100_steps_busy_share_is_against_the_unprofiled_step(
 
 
 class SimulatedStream:
-    """A GPU stand-in: a worker thread runs queued kernels (each a sleep) one after another, as a CUDA stream does,
-    and records when each ran; the CPU queues them and goes on until it synchronizes."""
+    """A GPU stand-in on a simulated clock, as a CUDA stream behaves: the host's work advances the host's clock, a
+    launched kernel runs once the stream is free (one after another), and a synchronize waits for the last one.
+    No thread and no sleep: the figures are the same on an idle, a busy or a slow machine (issue 63: the sleeps
+    overshot on a busy host, and a cost of 1.29 became 1.72)."""
 
     def __init__(self):
-        self.queue: queue.Queue = queue.Queue()
+        self.now = 0.0  # the host's clock, in seconds
+        self.free_at = 0.0  # when the stream finishes what is queued
         self.kernels: list[tuple[float, float]] = []
-        threading.Thread(target=self._run, daemon=True).start()
 
-    def _run(self):
-        while True:
-            seconds = self.queue.get()
-            start = time.perf_counter()
-            time.sleep(seconds)
-            self.kernels.append((start * 1e6, time.perf_counter() * 1e6))
-            self.queue.task_done()
+    def perf_counter(self) -> float:
+        return self.now
 
     def launch(self, seconds):
-        self.queue.put(seconds)
+        start = max(self.now, self.free_at)
+        self.free_at = start + seconds
+        self.kernels.append((start * 1e6, self.free_at * 1e6))
 
     def synchronize(self, device=None):
-        self.queue.join()
+        self.now = max(self.now, self.free_at)
 
     def step(self, host, gpu, read=False):
         """One training step: the host's part (Python, launches, the batch), one kernel, and maybe a .item()."""
 
         def run():
-            time.sleep(host)
+            self.now += host
             self.launch(gpu)
             if read:
                 self.synchronize()  # .item(): the CPU waits for everything queued
@@ -179,12 +177,12 @@ class SimulatedStream:
         self.kernels.clear()
         spans, run = [], self.step(host, gpu)
         for i in range(steps):
-            start = time.perf_counter() * 1e6
+            start = self.now * 1e6
             run()
             spans.append(Span("cudaLaunchKernel", False, start, start + 1))
             if i == steps - 1:
                 self.synchronize()
-            spans.append(Span("ProfilerStep*", False, start, time.perf_counter() * 1e6))
+            spans.append(Span("ProfilerStep*", False, start, self.now * 1e6))
         return spans + [Span("sgemm", True, start, end) for start, end in self.kernels]
 
 
@@ -192,6 +190,7 @@ class SimulatedStream:
 def stream(monkeypatch):
     stream = SimulatedStream()
     monkeypatch.setattr(cg.timing, "synchronize", stream.synchronize)
+    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=stream.perf_counter))  # its clock
     monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)  # "cuda" is the simulated stream
     return stream
 
