@@ -144,7 +144,7 @@ course: $(ENV_READY)
 	@$(PY) scripts/course/course.py
 
 # Every exercise's check, run on the mutants of its solution (scripts/course/check_mutants.py): a table per check.
-# LESSONS="03 08" for some lessons, up to 40 mutants each; `make nbval` runs up to 6 of each exercise in the
+# LESSONS="03 08" for some lessons, up to 40 mutants each; `make nbval` runs up to 4 of each exercise in the
 # lesson's own kernel (scripts/course/nbval_mutants.py).
 LESSONS ?=
 check-mutants: $(ENV_READY)

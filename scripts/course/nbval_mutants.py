@@ -30,10 +30,11 @@ from nbtools import lesson_sources
 COURSE = Path(__file__).resolve().parent
 STATE_ID = "nbval-mutants-state-"  # + the exercise's name, "03.1"
 RUN_ID = "nbval-mutants"
-# Mutants per exercise, evenly spread over all of them (mutants.py): 6 added about 70 s to `make nbval` on 2 cores
-# (2026-11-29). Lesson 12's check trains its loop for each: 2 there.
-CAP = 6
-CAPS = {"12": 2}
+# Mutants per exercise, evenly spread over all of them (mutants.py). 6 each (2 in lesson 12) made `make nbval` 256-301
+# s on 2 cores, against about 215 s without (2026-11-29), lesson 12 alone 150-169 s: its check trains the loop for
+# each mutant, about 30 s. 4 each, and lesson 12's first.
+CAP = 4
+CAPS = {"12": 1}
 STUDENT_SUFFIX = "-student"  # the id suffix nbval_pairs.py gives the student version's own cells
 
 STATES: dict[str, dict] = {}  # in the kernel: each exercise's state as it starts
