@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -25,11 +26,10 @@ NOT_MEASURED = "not measured yet"
 
 
 def gpu_label(device_name: str) -> str | None:
-    """The course's label for a GPU name ("Tesla T4" -> "T4"), None for a GPU the course does not name."""
-    for label, part in REFERENCE_GPUS.items():
-        if part in device_name:
-            return label
-    return None
+    """The course's label for a GPU name ("Tesla T4" -> "T4", "NVIDIA A100-SXM4-40GB" -> "A100"), None for a GPU the
+    course does not name. A label matches a whole word of the name: an "NVIDIA L40S" is not an L4."""
+    words = set(re.split(r"[^A-Za-z0-9]+", device_name or ""))
+    return next((label for label, word in REFERENCE_GPUS.items() if word in words), None)
 
 
 def _shipped() -> dict:

@@ -178,3 +178,26 @@ def test_update_references_leaves_out_the_figures_no_lesson_shows_any_more(tmp_p
 def test_the_shipped_references_hold_only_figures_a_lesson_shows():
     shipped = json.loads((Path(cg.references.__file__).parent / "references.json").read_text())
     assert set(shipped["figures"]) <= update_references.lesson_figure_keys()
+
+
+def test_a_gpu_label_matches_a_whole_word_of_the_name_so_an_l40s_is_no_l4():
+    # Issue 63: an L40S was filed as the L4's reference (and given the L4's timeout): "L4" is in "L40S".
+    from colab_gpu.references import gpu_label
+
+    assert gpu_label("NVIDIA L40S") is None and gpu_label("NVIDIA L4") == "L4"
+    assert gpu_label("Tesla T4") == "T4" and gpu_label("Tesla T4 x2") == "T4"
+    assert gpu_label("NVIDIA A100-SXM4-40GB") == "A100" and gpu_label("NVIDIA H100 80GB HBM3") == "H100"
+    assert gpu_label("NVIDIA H200") is None and gpu_label("") is None
+
+
+def test_a_target_for_one_gpu_given_as_a_string_is_refused_not_applied_elsewhere():
+    import pytest
+
+    from colab_gpu.bench.rows import Target
+
+    with pytest.raises(ValueError, match=r"write gpus=\('T4',\)"):
+        Target("x", "y", at_least=2, gpus="T4")
+    with pytest.raises(ValueError, match="the course's GPU labels"):
+        Target("x", "y", at_least=2, gpus=("L40S",))
+    t4 = Target("x", "y", at_least=2, gpus=("T4",))
+    assert t4.applies_to("Tesla T4") and not t4.applies_to("NVIDIA A100-SXM4-40GB")

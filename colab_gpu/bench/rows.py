@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..references import REFERENCE_GPUS, gpu_label
+
 
 @dataclass
 class Row:
@@ -38,12 +40,19 @@ class Target:
     gpus: tuple[str, ...] = ()
     predicted: bool = False
 
+    def __post_init__(self) -> None:
+        labels = tuple(REFERENCE_GPUS)
+        if isinstance(self.gpus, str):
+            raise ValueError(f"Target(gpus={self.gpus!r}) takes a tuple of labels: write gpus=({self.gpus!r},).")
+        if not all(label in labels for label in self.gpus):
+            raise ValueError(f"Target(gpus=...) takes the course's GPU labels {labels}, got {self.gpus!r}.")
+
     def met(self, value: float) -> bool:
         return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
 
     def applies_to(self, gpu_name: str) -> bool:
         """Whether this target judges a run on ``gpu_name`` ("Tesla T4", "NVIDIA H100 80GB HBM3")."""
-        return not self.gpus or any(label in gpu_name for label in self.gpus)
+        return not self.gpus or gpu_label(gpu_name) in self.gpus
 
 
 def target_for(targets: Target | tuple[Target, ...] | None, gpu_name: str) -> Target | None:

@@ -16,6 +16,7 @@ from nbtools import lesson_sources
 from suite_report import FAILED, NOT_RUN, PASSED
 
 from colab_gpu.bench import EXPERIMENTS
+from colab_gpu.references import gpu_label
 
 # Expected seconds per part, from the last GPU run (see the file); an imported run of the same GPU overrides them.
 TIMES = Path(__file__).resolve().parent / "assets" / "gpu-suite-times.json"
@@ -102,6 +103,6 @@ def lesson_timeout(gpu: str, on_gpu: bool, expected: float | None) -> int:
     base = (
         LESSON_TIMEOUT["cpu"]
         if not on_gpu
-        else next((seconds for label, seconds in GPU_CLASS_TIMEOUT.items() if label in gpu), LESSON_TIMEOUT["gpu"])
+        else GPU_CLASS_TIMEOUT.get(gpu_label(gpu), LESSON_TIMEOUT["gpu"])  # by the course's label: an L40S is no L4
     )
     return max(base, math.ceil(2 * expected)) if expected else base

@@ -399,6 +399,7 @@ def test_a_lessons_timeout_follows_its_gpu_class_and_its_earlier_time_on_that_gp
     assert suite_plan.lesson_timeout("NVIDIA H100 80GB HBM3", True, None) == 300
     assert suite_plan.lesson_timeout("Tesla T4", True, None) == 600
     assert suite_plan.lesson_timeout("NVIDIA L4", True, 40.0) == 450
+    assert suite_plan.lesson_timeout("NVIDIA L40S", True, None) == 300  # no L4: the GPU default (issue 63)
     assert suite_plan.lesson_timeout("NVIDIA H100 80GB HBM3", True, 174.2) == 349  # twice its last time there
     assert suite_plan.lesson_timeout("CPU dry run (no GPU)", False, None) == 900
 
