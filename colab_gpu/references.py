@@ -11,6 +11,7 @@ lesson shows is also written there, for the report.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-#: The GPUs the course names, with the text their device name contains ("Tesla T4", "NVIDIA A100-SXM4-40GB").
+#: The GPUs the course names, with the word their device name holds ("Tesla T4", "NVIDIA A100-SXM4-40GB").
 REFERENCE_GPUS = {"T4": "T4", "L4": "L4", "A100": "A100", "H100": "H100"}
 FIGURES_ENV = "COLAB_GPU_FIGURES"
 NOT_MEASURED = "not measured yet"
@@ -90,6 +91,10 @@ def compare_with_references(
     figures = reference_figures(key)
     if all(figure is None for figure in figures.values()):  # one line until a GPU run of the course has it
         print(f"  {', '.join(figures)} (course reports): {NOT_MEASURED}, until the course's GPU CI has run")
+        known = list(_shipped().get("figures", {}))
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.85) if key not in known else []
+        if close:  # a key one letter off would say "not measured yet" forever
+            print(f"  (no course figure is named {key!r}: did you mean {close[0]!r}?)")
     else:
         for label, figure in figures.items():
             print(

@@ -201,3 +201,15 @@ def test_a_target_for_one_gpu_given_as_a_string_is_refused_not_applied_elsewhere
         Target("x", "y", at_least=2, gpus=("L40S",))
     t4 = Target("x", "y", at_least=2, gpus=("T4",))
     assert t4.applies_to("Tesla T4") and not t4.applies_to("NVIDIA A100-SXM4-40GB")
+
+
+def test_a_figure_key_one_letter_off_is_named_with_the_key_it_resembles(capsys):
+    # Issue 63: a key one letter off printed "not measured yet" forever.
+    import colab_gpu as cg
+
+    cg.compare_with_references("02.matmul_gpu_vs_cpus", 3.0, "cpu", what="matmul")
+    assert "(no course figure is named '02.matmul_gpu_vs_cpus': did you mean '02.matmul_gpu_vs_cpu'?)" in (
+        capsys.readouterr().out
+    )
+    cg.compare_with_references("15.a_new_figure", 3.0, "cpu", what="new")  # a new figure: not measured yet, no guess
+    assert "did you mean" not in capsys.readouterr().out

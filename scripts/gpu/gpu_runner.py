@@ -27,6 +27,7 @@ import argparse
 import datetime as dt
 import importlib.util
 import json
+import math
 import os
 import shlex
 import shutil
@@ -272,7 +273,7 @@ def parse(argv: list[str] | None) -> dict:
             f"--data {options['data']}: no such folder. Give one that holds FashionMNIST/ and "
             "cifar-10-batches-py/, or leave it out (an offline GPU then trains on full-size stand-ins)."
         )
-    if options["budget"] is not None and options["budget"] <= 0:
+    if options["budget"] is not None and not (math.isfinite(options["budget"]) and options["budget"] > 0):
         parser.error(f"--budget {options['budget']:g}: a window's length is a positive number of seconds")
     if options["checkout"] and not Path(options["checkout"]).exists():
         parser.error(

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import subprocess
 import sys
 import time
@@ -129,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge:
         if len(args.merge) < 2:
             parser.error("--merge RUN OTHER [OTHER ...]: the run to merge into, then the runs to merge into it")
+        folders = [run.resolve() for run in args.merge]
+        if len(set(folders)) < len(folders):
+            parser.error(f"--merge {' '.join(map(str, args.merge))}: a run named twice; each run once, RUN first")
         state = merge(args.merge[0].resolve(), [run.resolve() for run in args.merge[1:]])
         left = [name for name, part in state["parts"].items() if part["status"] != PASSED]
         print(
@@ -136,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             f"{len(state['parts']) - len(left)} of {len(state['parts'])} parts passed"
         )
         return 0 if not left else 1 if any(state["parts"][n]["status"] == FAILED for n in left) else 3
-    if args.budget is not None and args.budget <= 0:
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):  # nan compares false
         parser.error(f"--budget {args.budget:g}: a window's length is a positive number of seconds (none: no limit)")
-    if args.lesson_timeout is not None and args.lesson_timeout <= 0:
+    if args.lesson_timeout is not None and not (math.isfinite(args.lesson_timeout) and args.lesson_timeout > 0):
         parser.error(f"--lesson-timeout {args.lesson_timeout}: a positive number of seconds (none: the default)")
     window = Window(args.budget)
     if args.resume is not None and args.out is not None and args.out.resolve() != args.resume.resolve():

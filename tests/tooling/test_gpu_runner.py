@@ -197,6 +197,7 @@ def test_the_maintainer_notebook_runs_this_runner_and_zips_what_import_accepts()
     [
         (["--checkout", "no/such/course.tar.gz"], "--checkout no/such/course.tar.gz: no such folder or file"),
         (["--checkout", ".", "--budget", "0"], "--budget 0: a window's length is a positive number of seconds"),
+        (["--checkout", ".", "--budget", "nan"], "--budget nan: a window's length is a positive number of seconds"),
         (["--checkout", ".", "--data", "no/such/data"], "--data no/such/data: no such folder"),
     ],
 )

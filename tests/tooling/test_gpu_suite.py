@@ -350,6 +350,8 @@ def test_a_new_run_into_a_folder_that_holds_one_is_refused_and_the_report_surviv
     [
         (["--budget", "0"], "--budget 0: a window's length is a positive number of seconds"),
         (["--budget", "-60"], "--budget -60: a window's length"),
+        (["--budget", "nan"], "--budget nan: a window's length"),
+        (["--budget", "inf"], "--budget inf: a window's length"),
         (["--lesson-timeout", "0"], "--lesson-timeout 0: a positive number of seconds"),
         (["--data", "no-such-folder"], "--data no-such-folder: no such folder"),
         (["--data", "."], "holds neither FashionMNIST/ nor cifar-10-batches-py/: every lesson would run on"),
@@ -431,3 +433,9 @@ def test_a_window_runs_first_what_no_run_has_measured_on_this_gpu(lessons, tmp_p
     assert suite(out, "--times", planned(tmp_path, {"lesson 01_a": 1})) == 0
     report = json.loads((out / "report.json").read_text())
     assert report["windows"][0]["parts"] == ["lesson 02_b", "lesson 01_a"]
+
+
+def test_merge_refuses_a_run_named_twice(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        gpu_suite.main(["--merge", str(tmp_path), str(tmp_path)])
+    assert "a run named twice" in capsys.readouterr().err
