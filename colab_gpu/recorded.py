@@ -8,10 +8,10 @@ numbers come from (``recorded_steps.json``).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources
 
+from .json_files import checked, parsed
 from .profile_summary import ProfileSummary
 
 
@@ -28,9 +28,16 @@ class RecordedStep:
         return f"{self.name}, on an {self.gpu}:\n{self.summary.measurements()}"
 
 
+STEP_FIELDS = {"gpu": str, "source": str, "record": dict}
+
+
 def recorded_steps() -> list[RecordedStep]:
     """The steps of ``recorded_steps.json``, in its order. Taught in lesson 10."""
-    data = json.loads(resources.files(__package__).joinpath("recorded_steps.json").read_text(encoding="utf-8"))
+    text = resources.files(__package__).joinpath("recorded_steps.json").read_text(encoding="utf-8")
+    fix = "Reinstall colab_gpu (pip install --force-reinstall colab-gpu), or restore the file from git."
+    data = parsed(text, "colab_gpu/recorded_steps.json", {"steps": dict}, fix)
+    for name, step in data["steps"].items():
+        checked(step, f"colab_gpu/recorded_steps.json's step {name!r}", STEP_FIELDS, fix)
     return [
         RecordedStep(name, step["gpu"], step["source"], ProfileSummary.from_record(step["record"]))
         for name, step in data["steps"].items()

@@ -12,13 +12,14 @@ lesson shows is also written there, for the report.
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 from importlib import resources
 from pathlib import Path
 
 import torch
+
+from .json_files import parsed, write_atomically
 
 #: The GPUs the course names, with the word their device name holds ("Tesla T4", "NVIDIA A100-SXM4-40GB").
 REFERENCE_GPUS = {"T4": "T4", "L4": "L4", "A100": "A100", "H100": "H100"}
@@ -35,7 +36,9 @@ def gpu_label(device_name: str) -> str | None:
 
 def _shipped() -> dict:
     """references.json, as the package ships it."""
-    return json.loads(resources.files(__package__).joinpath("references.json").read_text(encoding="utf-8"))
+    text = resources.files(__package__).joinpath("references.json").read_text(encoding="utf-8")
+    fix = "Reinstall colab_gpu (pip install --force-reinstall colab-gpu), or rebuild it: make import-gpu-run."
+    return parsed(text, "colab_gpu/references.json", {"figures": dict}, fix)
 
 
 def reference_figures(key: str) -> dict[str, float | None]:
@@ -58,10 +61,11 @@ def _record(key: str, value: float, device: torch.device) -> None:
     if not path:
         return
     target = Path(path)
-    figures = json.loads(target.read_text()) if target.exists() else {}
+    fix = f"Delete it (the GPU suite gives each lesson a new one: {FIGURES_ENV})."
+    figures = parsed(target.read_text(), str(target), {}, fix) if target.exists() else {}
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     figures[key] = {"value": value, "device": name}
-    target.write_text(json.dumps(figures, indent=2) + "\n")
+    write_atomically(target, figures)
 
 
 def compare_with_references(
