@@ -10,10 +10,10 @@ Taught in lesson 09.
 
 from __future__ import annotations
 
-from . import atlas_first_steps, atlas_going_further
+from . import atlas_first_steps, atlas_going_further, atlas_reported
 from .atlas_entry import GROUPS, AtlasEntry
 
 #: Every entry, in lesson 09's order: its groups, then each group's entries as written.
-ENTRIES: tuple[AtlasEntry, ...] = atlas_first_steps.ENTRIES + atlas_going_further.ENTRIES
+ENTRIES: tuple[AtlasEntry, ...] = atlas_first_steps.ENTRIES + atlas_going_further.ENTRIES + atlas_reported.ENTRIES
 
 __all__ = ["ENTRIES", "GROUPS", "AtlasEntry"]

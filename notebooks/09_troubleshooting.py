@@ -699,7 +699,9 @@ cg.explain("RuntimeError: Found Tesla P100-PCIE-16GB which is too old to be supp
 # %% [markdown]
 # ## 10. Notebook platforms (Colab and Kaggle)
 #
-# These are banners and pip messages, not Python exceptions; paste them into `cg.explain`.
+# These are banners and pip messages, then the errors learners report most on Colab and Kaggle
+# (issue threads, 2024-2026; most need a GPU, two GPUs or a full disk): paste them into
+# `cg.explain`.
 #
 # ### "You cannot currently connect to a GPU due to usage limits in Colab"
 
@@ -723,6 +725,84 @@ cg.explain("Your session crashed after using all available RAM")
 
 # %%
 cg.explain("ERROR: Could not find a version that satisfies the requirement colab-gpu (from versions: none)")
+
+# %% [markdown]
+# ### "Cuda failure 217 'peer access is not supported between these two devices'"
+#
+# Kaggle's T4 x2 at the first `all_reduce` of a DDP script (lesson 08):
+
+# %%
+cg.explain('NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details) '
+           "... Cuda failure 217 'peer access is not supported between these two devices'")
+
+# %% [markdown]
+# ### "NCCL error: unhandled cuda error"
+
+# %%
+cg.explain('RuntimeError: NCCL Error 1: unhandled cuda error')
+
+# %% [markdown]
+# ### "Watchdog caught collective operation timeout"
+
+# %%
+cg.explain('[Rank 1] Watchdog caught collective operation timeout: '
+           'WorkNCCL(SeqNum=7, OpType=ALLREDUCE) ran for 600005 milliseconds before timing out.')
+
+# %% [markdown]
+# ### "Your setup doesn't support bf16/gpu"
+#
+# bf16 on a T4 (compute capability 7.5), three ways:
+
+# %%
+cg.explain("ValueError: Your setup doesn't support bf16/gpu.")
+
+# %% [markdown]
+# ### "does not support bfloat16 compilation natively, skipping"
+
+# %%
+cg.explain('UserWarning: Tesla T4 does not support bfloat16 compilation natively, skipping')
+
+# %% [markdown]
+# ### "'.bf16' requires .target sm_80 or higher"
+
+# %%
+cg.explain('RuntimeError: Internal Triton PTX codegen error: ptxas '
+           "error : Feature '.bf16' requires .target sm_80 or higher")
+
+# %% [markdown]
+# ### "operator torchvision::nms does not exist"
+#
+# A runtime whose packages a `pip install` changed:
+
+# %%
+cg.explain('RuntimeError: operator torchvision::nms does not exist')
+
+# %% [markdown]
+# ### "numpy.dtype size changed, may indicate binary incompatibility"
+
+# %%
+cg.explain('ValueError: numpy.dtype size changed, may indicate binary '
+           'incompatibility. Expected 96 from C header, got 88 from PyObject')
+
+# %% [markdown]
+# ### "DataLoader worker (pid 1234) is killed by signal: Bus error"
+#
+# Shared memory, disk and the GPU's own memory:
+
+# %%
+cg.explain('RuntimeError: DataLoader worker (pid 1234) is killed by signal: Bus error.')
+
+# %% [markdown]
+# ### "[Errno 28] No space left on device"
+
+# %%
+cg.explain("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub'")
+
+# %% [markdown]
+# ### "CUDA error: an illegal memory access was encountered"
+
+# %%
+cg.explain('RuntimeError: CUDA error: an illegal memory access was encountered')
 
 # %% [markdown]
 # ## 11. Let the course explain: `cg.explain` and `%load_ext colab_gpu`

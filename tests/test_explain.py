@@ -123,3 +123,56 @@ def test_the_readme_counts_the_atlas_as_it_is():
     readme = (LESSON_09.parents[1] / "README.md").read_text()
     counts = re.findall(r"atlas of (\d+) errors|\((\d+) messages, grouped", readme)
     assert counts and {int(a or b) for a, b in counts} == {len(ENTRIES)}
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [  # as the threads about Colab and Kaggle quote them, 2024-2026 (issue 63)
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:"
+            "1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+            "ncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
+            "Cuda failure 217 'peer access is not supported between these two devices'",
+            "nccl-peer-access",
+        ),
+        ("RuntimeError: NCCL Error 1: unhandled cuda error", "nccl-unhandled-cuda"),
+        (
+            "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, "
+            "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600005 milliseconds before timing out.",
+            "nccl-watchdog-timeout",
+        ),
+        (
+            "ValueError: Your setup doesn't support bf16/gpu. You need to install the appropriate version of torch",
+            "bf16-unsupported-setup",
+        ),
+        (
+            "UserWarning: Tesla T4 does not support bfloat16 compilation natively, skipping",
+            "bf16-compile-skipped",
+        ),
+        (
+            "RuntimeError: Internal Triton PTX codegen error: ptxas /tmp/tmp.ptx, line 62; error   : Feature "
+            "'.bf16' requires .target sm_80 or higher",
+            "triton-bf16-sm80",
+        ),
+        ("RuntimeError: operator torchvision::nms does not exist", "torchvision-nms-missing"),
+        (
+            "ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from C header, "
+            "got 88 from PyObject",
+            "numpy-abi",
+        ),
+        (
+            "RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+            "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+            "worker-bus-error",
+        ),
+        ("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub/models--gpt2'", "disk-full"),
+        (
+            "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\nCUDA kernel errors might "
+            "be asynchronously reported at some other API call",
+            "illegal-memory-access",
+        ),
+    ],
+)
+def test_the_errors_learners_report_on_colab_and_kaggle_are_explained(text, key):
+    entry = find_entry(text)
+    assert entry is not None and entry.key == key, (key, entry)
