@@ -31,13 +31,13 @@
 # **Time:** 45 minutes. **Prerequisites:** lessons 03 and 06.
 
 # %%
-# @title Setup: colab_gpu 0.43.0, the course's package (installed where missing; never torch)
+# @title Setup: colab_gpu 0.43.1, the course's package (installed where missing; never torch)
 # On Kaggle, turn on Settings > Internet first. PyPI first, else the course's git tag of this release.
 import importlib
 import subprocess
 import sys
 
-COLAB_GPU = "0.43.0"
+COLAB_GPU = "0.43.1"
 SOURCES = [f"colab-gpu=={COLAB_GPU}", f"git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v{COLAB_GPU}"]
 try:
     from colab_gpu import __version__ as found
