@@ -801,7 +801,7 @@ cg.explain('RuntimeError: DataLoader worker (pid 1234) is killed by signal: Bus 
 # ### "[Errno 28] No space left on device"
 
 # %%
-cg.explain("OSError: [Errno 28] No space left on device: '/root/.cache/huggingface/hub'")
+cg.explain("OSError: [Errno 28] No space left on device")  # while the Hugging Face cache fills
 
 # %% [markdown]
 # ### "CUDA error: an illegal memory access was encountered"
