@@ -88,7 +88,8 @@ test: lint unit tooling nbval
 # releases). The lessons are checked, not formatted: they are laid out for reading in a notebook cell, and their
 # .ipynb pairs hold outputs that only re-executing them rewrites.
 lint: $(ENV_READY)
-	@if $(PY) -m ruff --version >/dev/null 2>&1; then \
+	@if ! $(PY) -c "" >/dev/null 2>&1; then echo "lint: the Python $(PY) does not run here (set PY= to one that does)"; exit 1; \
+	elif $(PY) -m ruff --version >/dev/null 2>&1; then \
 		$(PY) -m ruff check colab_gpu tests scripts notebooks/[0-9]*.py maintainers && \
 		$(PY) -m ruff format --check colab_gpu tests scripts maintainers; \
 	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \

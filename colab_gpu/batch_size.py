@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .device import visible_device
+from .device import checked_device
 from .memory import MIB, cleanup, measure_peak, memory_report
 
 #: The search's limit where no allocator statistics tell what fits (a CPU, or a limit you do not give).
@@ -133,7 +133,7 @@ def find_max_batch_size(
             f"and runs one training step on it, not a {type(try_batch).__name__}. For example: "
             "def try_batch(n): x = torch.randn(n, 784, device=device); model(x).sum().backward()"
         )
-    device = visible_device(device, "find_max_batch_size")
+    device = checked_device(device, "cg.find_max_batch_size")
     if start < 1 or (limit is not None and limit < start):
         raise ValueError(f"find_max_batch_size needs 1 <= start <= limit, got start={start}, limit={limit}.")
     if not 0 < resolution < 1 or not 0 <= margin < 1:

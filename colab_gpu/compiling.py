@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .capability import TRITON_MIN, gpu_capability
-from .device import synchronize
+from .device import checked_device, synchronize
 from .timing import BenchResult, format_seconds
 
 
@@ -116,7 +116,7 @@ def compile_support(device: str | torch.device) -> CompileSupport:
     The tiny compile runs once per device and process (a few seconds the first time: Inductor starts up).
     Taught in lesson 11.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.compile_support")
     reason = _missing_piece(device)
     if reason is None:
         failure = _smoke_test(device)
@@ -141,7 +141,7 @@ def compile_model(
     The compiled module shares ``model``'s parameters: train either one, save ``model.state_dict()`` (the
     compiled module's keys start with ``_orig_mod.``). Taught in lesson 11.
     """
-    support = compile_support(device)
+    support = compile_support(checked_device(device, "cg.compile_model"))
     if not support.ok:
         if verbose:
             print(
@@ -226,9 +226,10 @@ class CompileComparison:
 
     def __str__(self) -> str:
         eager = self.steps["eager"]
+        ks = ", ".join(str(result.steps_per_sample) for result in self.steps.values())
         lines = [
-            f"{self.workload}, {self.precision}: K={eager.steps_per_sample} steps per sample, "
-            f"{len(eager.times)} samples, the sides interleaved"
+            f"{self.workload}, {self.precision}: {len(eager.times)} samples per side, the sides interleaved "
+            f"(K per side: {ks} steps per sample)"
         ]
         for mode, result in self.steps.items():
             gain = (

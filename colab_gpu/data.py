@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from .device import checked_device
+
 DIGITS_CLASSES = tuple(str(d) for d in range(10))
 SHAPES = ("circle", "square", "triangle")  # the classes of write_image_folder's stand-in photos
 
@@ -105,10 +107,11 @@ def make_loaders(
     data: ImageData, batch_size: int, *, device: str | torch.device, seed: int = 0, num_workers: int = 0
 ) -> tuple[DataLoader, DataLoader]:
     """Shuffled train loader and ordered test loader; pinned memory when the device is a GPU. Taught in lesson 03."""
+    device = checked_device(device, "cg.make_loaders")
     train_set, test_set = data.datasets()
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}.")
-    pin = torch.device(device).type == "cuda"  # pinned pages make non_blocking copies asynchronous
+    pin = device.type == "cuda"  # pinned pages make non_blocking copies asynchronous
     generator = torch.Generator().manual_seed(seed)
     train = DataLoader(
         train_set, batch_size=batch_size, shuffle=True, generator=generator, num_workers=num_workers, pin_memory=pin

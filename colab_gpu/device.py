@@ -38,6 +38,18 @@ class DeviceNotAvailableError(RuntimeError):
     """Raised when the requested device does not exist on this machine. Taught in lesson 01."""
 
 
+class DeviceNameError(ValueError):
+    """Raised for a device name PyTorch does not know ("gpu") or a device the course does not use ("mps")."""
+
+
+class DeviceTypeError(TypeError):
+    """Raised when ``device`` is neither a name nor a ``torch.device`` (``device=0``: the name is "cuda:0")."""
+
+
+#: Every error of the device door (`checked_device`): a self-check shows its words as they are, as its hint.
+DEVICE_MISTAKES = (DeviceNotAvailableError, DeviceNameError, DeviceTypeError)
+
+
 def cuda_required() -> bool:
     """Return True when the environment says this run must have a CUDA GPU.
 
@@ -91,36 +103,45 @@ def require_cuda_if_asked() -> None:
         )
 
 
-def _parse(name: str | torch.device) -> torch.device:
+#: What every helper that takes ``device=`` accepts, in the words of its error messages.
+DEVICE_WORDS = "'cpu', 'cuda' or 'cuda:N' (or a torch.device, such as the one cg.get_device() returns)"
+
+
+def _parse(name: object, what: str) -> torch.device:
     if isinstance(name, torch.device):
         return name
-    if not isinstance(name, str):  # get_device(0): the learner may mean GPU 0, which is spelled "cuda:0"
+    if not isinstance(name, str):  # device=0: the learner may mean GPU 0, which is spelled "cuda:0"
         gpu_index = isinstance(name, int) and not isinstance(name, bool)
         hint = f" For GPU number {name}, use 'cuda:{name}'." if gpu_index else ""
-        raise TypeError(
-            f"get_device takes a device name such as 'cpu', 'cuda' or 'cuda:0' (or None for the best "
-            f"one here), not {type(name).__name__} {name!r}.{hint} "
+        raise DeviceTypeError(
+            f"{what} takes a device such as {DEVICE_WORDS}, not {type(name).__name__} {name!r}.{hint} "
             f"Available here: {_describe_available()}."
         )
     try:
         return torch.device(name.strip().lower())
     except RuntimeError as err:
-        raise ValueError(
-            f"Unknown device name {name!r}. Use 'cpu', 'cuda' or 'cuda:N' (available here: {_describe_available()})."
+        hint = " PyTorch calls an NVIDIA GPU 'cuda'." if name.strip().lower().startswith("gpu") else ""
+        raise DeviceNameError(
+            f"{what} was given the device name {name!r}, which PyTorch does not know.{hint} "
+            f"Use {DEVICE_WORDS}; available here: {_describe_available()}."
         ) from err
 
 
-def _check_cuda(device: torch.device) -> torch.device:
+def _check_cuda(device: torch.device, what: str) -> torch.device:
     count = cuda_device_count()
     if count == 0:
+        best = "Call it with no name for the best device here"  # get_device's own answer
+        if what != "cg.get_device":
+            best = "Pass device=device from cg.get_device()"
         raise DeviceNotAvailableError(
-            f"You requested {device} but no CUDA GPU is visible (available: {_describe_available()}). {ENABLE_GPU_HINT}"
+            f"{what} was asked for {device}, but this runtime has no GPU (available: "
+            f"{_describe_available()}). {best}, or: {ENABLE_GPU_HINT}"
         )
     index = 0 if device.index is None else device.index
     if index >= count:
         plural = "GPU" if count == 1 else "GPUs"
         raise DeviceNotAvailableError(
-            f"You requested cuda:{index} but this machine only has {count} {plural} "
+            f"{what} was asked for cuda:{index}, but this machine only has {count} {plural} "
             f"(available: {_describe_available()}). Use an index below {count}."
         )
     return torch.device("cuda", index)
@@ -168,40 +189,30 @@ def get_device(name: str | torch.device | None = None) -> torch.device:
     require_cuda_if_asked()
     if name is None or (isinstance(name, str) and name.strip().lower() == "auto"):
         return ensure_cuda_started(torch.device("cuda", 0)) if cuda_device_count() > 0 else torch.device("cpu")
-    return checked_device(name)
+    return checked_device(name, "cg.get_device")
 
 
-def checked_device(name: str | torch.device) -> torch.device:
-    """``name`` as a device that exists here (CUDA started for a GPU), or the clear error `get_device` gives.
+def checked_device(name: object, what: str, *, also: tuple[str, ...] = ()) -> torch.device:
+    """The one door for every ``device`` argument: ``name`` as a device that exists here, CUDA started for a GPU.
 
-    For helpers that take a ``device`` argument: a typo, a GPU that is not there or a device the course does
-    not support gets the same message as in `get_device`, not PyTorch's list of device types or "Found no NVIDIA
-    driver".
+    Every helper that takes ``device=`` calls it first, with its own name as ``what``, so each mistake gets the
+    same words wherever it is made: a typo ("gpu"), a GPU this runtime does not have ("cuda" on a CPU runtime,
+    "cuda:3" on one GPU), a device the course does not use ("mps", "meta") or a number instead of a name,
+    rather than PyTorch's list of device types or "Found no NVIDIA driver" from deep inside a helper.
+    "cuda" comes back with its index (``cuda:0``). ``also``: device types one helper takes besides (the checks
+    of where a tensor lives take "meta", which lessons 01-02 use as "another device" on a CPU runtime).
     """
-    device = _parse(name)
+    device = _parse(name, what)
     if device.type == "cpu":
         return torch.device("cpu")
+    if device.type in also:
+        return device
     if device.type == "cuda":
-        return ensure_cuda_started(_check_cuda(device))
-    raise ValueError(
-        f"Device {str(device)!r} is not supported by this course. Use 'cpu', 'cuda' or 'cuda:N' "
-        f"(available here: {_describe_available()})."
+        return ensure_cuda_started(_check_cuda(device, what))
+    raise DeviceNameError(
+        f"{what} was given the device {str(device)!r}, which this course does not use. "
+        f"Use {DEVICE_WORDS}; available here: {_describe_available()}."
     )
-
-
-def visible_device(name: str | torch.device, what: str) -> torch.device:
-    """``name`` as a ``torch.device`` that this runtime has, checked without starting CUDA: the one clear message
-    for ``device="cuda"`` on a runtime without a GPU (``what`` names the helper that was asked), instead of
-    "Found no NVIDIA driver" from deep inside PyTorch. For helpers that time or profile work on ``device``."""
-    device = _parse(name)
-    if device.type == "cuda" and cuda_device_count() == 0:
-        raise DeviceNotAvailableError(
-            f"{what} was asked to run on {device}, but this runtime has no GPU (available: "
-            f"{_describe_available()}). Pass device=device from cg.get_device(), or: {ENABLE_GPU_HINT}"
-        )
-    if device.type == "cuda":
-        _check_cuda(device)  # an index this machine has ("cuda:3" on one GPU: the same message as get_device)
-    return device
 
 
 def synchronize(device: str | torch.device) -> None:
@@ -212,6 +223,6 @@ def synchronize(device: str | torch.device) -> None:
 
     Taught in lesson 02.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.synchronize")
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -18,7 +18,7 @@ from itertools import chain, repeat
 import torch
 from torch import nn
 
-from .device import synchronize
+from .device import checked_device, synchronize
 from .loaders import worker_loader
 from .models import mlp
 from .runtime import cpu_count
@@ -33,7 +33,7 @@ def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> fl
     """Samples per second delivered to ``device`` (batches copied there and synchronized). Taught in lesson 05."""
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"measure_loader needs epochs >= 1 passes over the loader, got epochs={epochs!r}.")
-    device = torch.device(device)
+    device = checked_device(device, "cg.measure_loader")
     samples = 0
     start = time.perf_counter()
     for _ in range(epochs):
@@ -93,7 +93,7 @@ def sweep_workers(
     repeated as often as needed. An epoch of a small data set would time the batch count instead: 12 batches take
     2 rounds of 8 workers but 1 round of 16. PyTorch's warning about more workers than cores is silenced here:
     the sweep asks for them on purpose."""
-    device = torch.device(device)
+    device = checked_device(device, "cg.sweep_workers")
     counts = worker_counts(cpu_count()) if counts is None else counts
     rates = {}
     for workers in counts:
@@ -132,7 +132,7 @@ def time_loader_epochs(
 
     A "loader" is anything that yields (inputs, labels) batches: a list that repeats one batch already on the
     device times the training steps alone, with no loading at all (lesson 05's bound on the epoch gain)."""
-    device = torch.device(device)
+    device = checked_device(device, "cg.time_loader_epochs")
     epochs = {}
     for name, loader in loaders.items():
         torch.manual_seed(0)
@@ -179,7 +179,7 @@ def copy_bandwidth(megabytes: int, device: str | torch.device, *, pinned: bool, 
 
     Taught in lesson 02.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.copy_bandwidth")
     if device.type != "cuda":
         raise ValueError(f"copy_bandwidth measures host-to-GPU copies; {device} is not a GPU.")
     host = torch.empty(megabytes * 2**20, dtype=torch.uint8, pin_memory=pinned)

@@ -13,7 +13,7 @@ from torch import nn
 
 from .checkpoint import load_checkpoint, save_checkpoint
 from .compiling import compile_model
-from .device import Batch
+from .device import Batch, checked_device
 from .history import History
 from .precision import Precision, make_scaler, require_scaler_fits, resolve_precision
 from .train import evaluate, train_epoch
@@ -77,6 +77,7 @@ def fit(
         >>> len(h)
         2
     """
+    device = checked_device(device, "cg.fit")
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, got {epochs}.")
     if scheduler_step not in ("epoch", "batch"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .device import checked_device
 from .runtime import cpu_count, cpu_mhz, cpu_model
 from .timing import compare_steps
 
@@ -42,7 +43,8 @@ def dispatch_probe(device: str | torch.device) -> dict[str, float]:
 def host_record(device: str | torch.device) -> dict:
     """This host as the GPU suite records it beside its figures: CPU model, cores, clock and `dispatch_probe` on
     ``device`` (or, where the probe cannot run, ``probe_error``)."""
-    record = {"cpu_model": cpu_model(), "cores": cpu_count(), "mhz": cpu_mhz(), "device": str(torch.device(device))}
+    device = checked_device(device, "cg.host.host_record")  # a wrong name is the caller's mistake, not the host's
+    record = {"cpu_model": cpu_model(), "cores": cpu_count(), "mhz": cpu_mhz(), "device": str(device)}
     try:
         record.update(dispatch_probe(device))
     except RuntimeError as err:  # a GPU that cannot run (doctor must still report): the record says why

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .capability import release_of
+from .device import checked_device
 from .downloads import download_problem, download_timeout, host_reachable
 
 HUB_HOST = "huggingface.co"
@@ -111,8 +112,8 @@ def load_language_model(name: str, *, dtype: torch.dtype, device: torch.device |
     Example: ``model, tokenizer, pretrained = load_language_model("HuggingFaceTB/SmolLM2-135M",
     dtype=torch.float16, device="cuda")``.
     """
+    device = checked_device(device, "cg.load_language_model")
     transformers = transformers_module()
-    device = torch.device(device)
     online = hub_reachable()
     problem = "this runtime has no internet access"
     # Offline, transformers would retry the Hub for up to a minute (some lookups ignore local_files_only): ask only

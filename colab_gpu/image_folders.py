@@ -23,6 +23,7 @@ import torch
 from torch.utils.data import Subset
 
 from .archives import folder_listing
+from .device import checked_device
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -170,6 +171,7 @@ def decode_jpegs(encoded: list[torch.Tensor], device: str | torch.device) -> lis
     On a CUDA device nvJPEG decodes the list: in one batch on GPUs with a JPEG engine (A100, H100); on others
     (a T4) the CPU still does part of each image's work. Uses TorchCodec's ``decode_jpeg`` where it is installed,
     else torchvision's (deprecated from torchvision 0.29 in TorchCodec's favour)."""
+    device = checked_device(device, "cg.decode_jpegs")
     if not encoded:
         raise ValueError("decode_jpegs got no images: pass a list of files' bytes as 1-D uint8 tensors (read_bytes).")
     for index, data in enumerate(encoded):
@@ -185,4 +187,4 @@ def decode_jpegs(encoded: list[torch.Tensor], device: str | torch.device) -> lis
                 f"decode_jpegs: image {index} is not a JPEG file (it starts with {start or 'nothing'}, a JPEG with "
                 "ff d8): convert PNG and other formats to JPEG first, or decode them with PIL."
             )
-    return _jpeg_decoder()(list(encoded), mode="RGB", device=torch.device(device))
+    return _jpeg_decoder()(list(encoded), mode="RGB", device=device)

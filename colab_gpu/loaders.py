@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 from .capability import worker_rule
-from .device import Batch
+from .device import Batch, checked_device
 from .runtime import cpu_count
 
 
@@ -107,6 +107,7 @@ def worker_loader(
 
     Taught in lesson 05.
     """
+    device = checked_device(device, "cg.worker_loader")
     if num_workers < 0:
         raise ValueError(
             f"num_workers must be 0 (load in the main process) or more, got {num_workers}. {suggest_num_workers()}"
@@ -137,7 +138,7 @@ def worker_loader(
         batch_size=batch_size,
         shuffle=shuffle,
         num_workers=num_workers,
-        pin_memory=torch.device(device).type == "cuda",
+        pin_memory=device.type == "cuda",
         generator=generator,
         **extra,
     )
@@ -211,6 +212,7 @@ class DeviceLoader:
         drop_last: bool = False,
         seed: int = 0,
     ):
+        device = checked_device(device, "cg.DeviceLoader")
         if inputs.device != labels.device:
             raise ValueError(
                 f"inputs are on {inputs.device} but labels on {labels.device}: pass both on the same "
@@ -225,7 +227,7 @@ class DeviceLoader:
                 f"batch_size={batch_size} but the data set has {len(inputs)} samples: use a batch "
                 f"size between 1 and {len(inputs)}."
             )
-        self.device = torch.device(device)
+        self.device = device
         self.inputs = inputs.to(self.device)
         self.labels = labels.to(self.device)
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .device import ensure_cuda_started
+from .device import checked_device
 
 MIB = 2**20
 
@@ -52,7 +52,7 @@ def measure_peak(device: str | torch.device) -> Iterator[PeakMemory]:
         >>> peak.peak_mib is None
         True
     """
-    result = PeakMemory(ensure_cuda_started(device))
+    result = PeakMemory(checked_device(device, "cg.measure_peak"))
     if result.device.type != "cuda":
         yield result
         return
@@ -74,7 +74,7 @@ def memory_report(device: str | torch.device) -> dict[str, float | None]:
     driver (``mem_get_info``) and include other processes. None on the CPU. The figures lesson 07's plots and
     the GPU suite's reports read.
     """
-    device = ensure_cuda_started(device)  # before CUDA starts, the allocator answers 0 for everything
+    device = checked_device(device, "cg.memory_report")  # starts CUDA: before, the allocator answers 0
     if device.type != "cuda":
         return dict.fromkeys(("allocated", "reserved", "peak", "free", "total"))
     free, total = torch.cuda.mem_get_info(device)
@@ -94,7 +94,7 @@ def allocator_settings(device: str | torch.device) -> dict | None:
     ``PYTORCH_CUDA_ALLOC_CONF`` took effect, since an unknown or ignored variable is silent.
     Taught in lesson 07.
     """
-    device = ensure_cuda_started(device)  # the settings are parsed when CUDA starts
+    device = checked_device(device, "cg.allocator_settings")  # starts CUDA, which parses the settings
     if device.type != "cuda":
         return None
     settings = torch.cuda.memory._snapshot(device).get("allocator_settings")
@@ -130,9 +130,10 @@ def allocated_timeline(snapshot: dict, device_index: int = 0) -> list[int]:
 
 def format_memory(device: str | torch.device) -> str:
     """One line with `memory_report`'s figures (or why there are none). Taught in lesson 07."""
+    device = checked_device(device, "cg.format_memory")
     figures = memory_report(device)
     if figures["allocated"] is None:
-        return f"{torch.device(device)}: PyTorch keeps allocator statistics for CUDA devices only"
+        return f"{device}: PyTorch keeps allocator statistics for CUDA devices only"
     return ", ".join(f"{name} {value:,.1f} MiB" for name, value in figures.items())
 
 
@@ -178,7 +179,7 @@ def cleanup(device: str | torch.device | None = None, *, notebook: bool = True) 
 
     Taught in lesson 07.
     """
-    device = torch.device(device) if device is not None else None
+    device = checked_device(device, "cg.cleanup") if device is not None else None
     before = memory_report(device)["reserved"] if device is not None else None
     if notebook:
         clear_notebook_references()

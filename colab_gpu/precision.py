@@ -58,7 +58,7 @@ def choose_precision(device: str | torch.device) -> Precision:
         >>> choose_precision("cpu").name in ("bf16", "fp32")
         True
     """
-    device = checked_device(device)  # "tpu", or "cuda" without a GPU: get_device's clear error
+    device = checked_device(device, "cg.choose_precision")
     if device.type == "cpu":
         gain = cpu_bf16_speedup(torch.get_num_threads())
         measured = f"a bf16-autocast training step measured {gain:.2f}x the float32 speed on this CPU"

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .device import synchronize, visible_device
+from .device import checked_device, synchronize
 from .profile_events import (  # noqa: F401 (the profile's vocabulary, read here too)
     HOST_READ,
     LAUNCHES,
@@ -121,7 +121,7 @@ def profile_step(
         )
     if steps < 1:
         raise ValueError(f"profile_step needs steps >= 1 profiled calls, got steps={steps}.")
-    device = visible_device(device, "profile_step")
+    device = checked_device(device, "cg.profile_step")
     timing = compare_steps({"step": step}, device=device, warmup=1)["step"]
     prof = _profile_calls(step, device, steps)
     summary = summarize_spans(
@@ -223,7 +223,7 @@ def profile_training_steps(
     """
     from torch.profiler import record_function
 
-    device = torch.device(device)
+    device = checked_device(device, "cg.profile_training_steps")
     batches = _forever(loader)
     model.train()
 

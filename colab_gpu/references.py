@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from .device import checked_device
 from .json_files import parsed, write_atomically
 
 #: The GPUs the course names, with the word their device name holds ("Tesla T4", "NVIDIA A100-SXM4-40GB").
@@ -86,7 +87,7 @@ def compare_with_references(
 
     Taught in lesson 02.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.compare_with_references")
     here = torch.cuda.get_device_name(device) if device.type == "cuda" else "this CPU runtime"
     print(f"{what}:")
     if prediction is not None:

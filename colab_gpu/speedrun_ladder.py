@@ -24,7 +24,7 @@ from torch import nn
 
 from .augment import FlipAveraged, evaluation_loader
 from .data import ImageData, cifar_sized  # noqa: F401 - lesson 12 calls cg.speedrun_ladder.cifar_sized
-from .device import synchronize
+from .device import checked_device, synchronize
 from .precision import make_scaler, resolve_precision, restored_backend_settings
 from .profiling import ProfileSummary, Regime, profile_step
 from .speedrun_rungs import (
@@ -229,7 +229,8 @@ def run_ladder(
     profiled after its epochs, and its line ends with its regime (``result.regime``). Rung 0's result is kept for
     `checks.fast_loop` (lesson 12's exercise), which compares with it. Taught in lesson 12.
     """
-    device, size = torch.device(device), ladder_size(device)
+    device = checked_device(device, "cg.run_ladder")
+    size = ladder_size(device)
     epochs = checked_epochs(epochs, size.epochs)
     rungs = ladder(device)
     check_rung_numbers(numbers, [rung.number for rung in rungs])
@@ -277,7 +278,8 @@ def speedrun(
 
     Taught in lesson 12.
     """
-    device, size = torch.device(device), ladder_size(device)
+    device = checked_device(device, "cg.speedrun")
+    size = ladder_size(device)
     epochs = checked_epochs(epochs, size.speedrun_epochs)
     result = run_rung(ladder(device)[-1], data, device, epochs=epochs, width=size.width)
     if verbose:

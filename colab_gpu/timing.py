@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .device import synchronize, visible_device
+from .device import checked_device, synchronize
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def benchmark(
     if warmup < 0 or repeat < 1:
         raise ValueError(f"benchmark needs warmup >= 0 and repeat >= 1, got warmup={warmup}, repeat={repeat}.")
     _require_callable(fn, "benchmark", "cg.benchmark(lambda: x @ x, device=device)")
-    device = visible_device(device, "benchmark")
+    device = checked_device(device, "cg.benchmark")
     for _ in range(warmup):
         fn()
     synchronize(device)
@@ -135,6 +135,7 @@ MIN_SAMPLES = 7
 # reads 1.00x; tests/test_regimes.py measures it on a simulated stream).
 MIN_QUEUED_STEPS = 8
 PROBE_CALLS = 3  # K comes from the median of these single calls: one slow outlier (a 50 ms hiccup) cannot set it
+LONG_WAIT_SECONDS = 10.0  # compare_steps says how long it will take when the timing itself takes longer than this
 
 
 def steps_per_sample(one_step: float, min_sample: float = MIN_SAMPLE_SECONDS, most: int = 1000, least: int = 1) -> int:
@@ -162,13 +163,15 @@ def compare_steps(
 
     Timing a sub-millisecond step one synchronized call at a time measures the launch latency and the clock's jitter:
     on an H100 the same MLP step read 0.82 and 1.02 ms in one notebook. Here each sample times K calls between two
-    synchronizations, so the CPU queues ahead of the GPU as a real training loop does. K makes the fastest side's
+    synchronizations, so the CPU queues ahead of the GPU as a real training loop does. Each side's K makes its
     sample last ``min_sample`` (20 ms), from the median of 3 single calls, and on a GPU it is at least 8
-    (`MIN_QUEUED_STEPS`: a 25 ms T4 step is still queued 8 at a time). The sides are interleaved, in alternating
-    order, so a drift (clocks, heat, a busy neighbour) hits all alike; and there are at least 7 samples, of which
-    the median counts. On a CPU runtime there is no queue (`can_queue`): K only makes samples long enough to time.
+    (`MIN_QUEUED_STEPS`: a 25 ms T4 step is still queued 8 at a time). Each side has its own K: one K for all, set
+    by the fastest, made a 1 ms step beside a no-op run 1000 times per sample (7 s). The sides are interleaved, in
+    alternating order, so a drift (clocks, heat, a busy neighbour) hits all alike; and there are at least 7 samples,
+    of which the median counts. On a CPU runtime there is no queue (`can_queue`): K only makes samples long enough
+    to time. A timing expected to last more than `LONG_WAIT_SECONDS` says so first, with its estimate.
 
-    Returns each side's `BenchResult`: seconds per call, one per sample, and K (print it beside the figure).
+    Returns each side's `BenchResult`: seconds per call, one per sample, and its K (print it beside the figure).
 
     Example:
         >>> x = torch.randn(64, 64)
@@ -185,7 +188,7 @@ def compare_steps(
         )
     for name, step in steps.items():
         _require_callable(step, f"compare_steps' step {name!r}", f'{{"{name}": lambda: my_step()}}')
-    device = visible_device(device, "compare_steps")
+    device = checked_device(device, "cg.compare_steps")
     if len(steps) < 1 or samples < MIN_SAMPLES or warmup < 1:
         raise ValueError(
             f"compare_steps needs at least one step, samples >= {MIN_SAMPLES} and warmup >= 1; got {len(steps)} "
@@ -203,18 +206,27 @@ def compare_steps(
             synchronize(device)
             probes.append(time.perf_counter() - start)
         one[name] = statistics.median(probes)
-    k = steps_per_sample(min(one.values()), min_sample, least=MIN_QUEUED_STEPS if can_queue(device) else 1)
+    least = MIN_QUEUED_STEPS if can_queue(device) else 1
+    ks = {name: steps_per_sample(seconds, min_sample, least=least) for name, seconds in one.items()}
+    _say_if_long(samples * sum(ks[name] * one[name] for name in steps), ks, samples)
     times: dict[str, list[float]] = {name: [] for name in steps}
     order = list(steps)
     for sample in range(samples):
         for name in order if sample % 2 == 0 else reversed(order):
             synchronize(device)
             start = time.perf_counter()
-            for _ in range(k):
+            for _ in range(ks[name]):
                 steps[name]()
             synchronize(device)  # once per sample: the K calls queue back to back
-            times[name].append((time.perf_counter() - start) / k)
-    return {name: BenchResult(tuple(values), k) for name, values in times.items()}
+            times[name].append((time.perf_counter() - start) / ks[name])
+    return {name: BenchResult(tuple(values), ks[name]) for name, values in times.items()}
+
+
+def _say_if_long(seconds: float, ks: dict[str, int], samples: int) -> None:
+    """One line before a timing that will take a while, so that a silent cell is not mistaken for a hung one."""
+    if seconds > LONG_WAIT_SECONDS:
+        calls = ", ".join(f"{name} K={k}" for name, k in ks.items())
+        print(f"compare_steps: timing {samples} samples of each step ({calls}), about {seconds:.0f} s ...", flush=True)
 
 
 def speedup(slow: BenchResult, fast: BenchResult) -> float:

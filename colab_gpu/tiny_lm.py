@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .capability import attention_backend, release_of
+from .device import checked_device
 from .llm_memory import ModelShape
 
 EFFICIENT_GQA_FROM = (2, 14)  # the first PyTorch whose memory-efficient attention takes fewer key/value heads
@@ -49,8 +50,14 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
 
+def sdpa_groups_heads(device: str | torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether the attention kernel picked on ``device`` (a name such as "cuda", checked as every helper checks a
+    device) pairs query heads with fewer key/value heads itself: `kernel_groups_heads` for a device of this runtime."""
+    return kernel_groups_heads(checked_device(device, "cg.tiny_lm.sdpa_groups_heads"), dtype, head_dim)
+
+
 @functools.cache
-def sdpa_groups_heads(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
+def kernel_groups_heads(device: torch.device, dtype: torch.dtype, head_dim: int) -> bool:
     """Whether the kernel ``scaled_dot_product_attention`` picks here pairs several query heads with one key/value
     head itself (``enable_gqa=True``, torch 2.5+; the package needs 2.7).
 
@@ -76,7 +83,7 @@ class StepConstants(NamedTuple):
     sin: torch.Tensor
     is_causal: bool  # no cache: each token sees itself and the tokens before it
     mask: torch.Tensor | None  # several new tokens after a cache; one new token sees everything: no mask
-    grouped: bool  # the kernel pairs query heads with key/value heads itself (`sdpa_groups_heads`)
+    grouped: bool  # the kernel pairs query heads with key/value heads itself (`kernel_groups_heads`)
 
 
 class DecoderLayer(nn.Module):
@@ -196,7 +203,7 @@ class TinyDecoder(nn.Module):
         mask = None
         if seen and length > 1:  # new token i sees the cache and the new tokens up to itself
             mask = torch.ones(length, seen + length, dtype=torch.bool, device=tokens.device).tril(seen)
-        grouped = mask is None and sdpa_groups_heads(x.device, x.dtype, self.shape.head_dim)
+        grouped = mask is None and kernel_groups_heads(x.device, x.dtype, self.shape.head_dim)
         step = StepConstants(cos, sin, is_causal=seen == 0 and length > 1, mask=mask, grouped=grouped)
         new_cache = []
         for i, layer in enumerate(self.layers):

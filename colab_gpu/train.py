@@ -26,7 +26,7 @@ from contextlib import nullcontext
 import torch
 from torch import nn
 
-from .device import Batch
+from .device import Batch, checked_device
 from .history import EpochStats
 from .train_checks import check_batch, check_labels_fit, label_range, require_model_on_device
 
@@ -116,7 +116,7 @@ def train_epoch(
         >>> stats.samples
         8
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.train_epoch")
     require_model_on_device(model, device)
     model.train()
     loss_sum = torch.zeros((), device=device)
@@ -178,7 +178,7 @@ def evaluate(
     autocast_dtype: torch.dtype | None = None,
 ) -> EpochStats:
     """Mean loss and accuracy of ``model`` on ``loader``, in eval mode without autograd. Taught in lesson 04."""
-    device = torch.device(device)
+    device = checked_device(device, "cg.evaluate")
     require_model_on_device(model, device)
     loss_fn = loss_fn or nn.functional.cross_entropy
     model.eval()  # dropout off, batch norm uses its running statistics
@@ -204,7 +204,7 @@ def evaluate(
 
 def predict(model: nn.Module, loader: Iterable[Batch], device: str | torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Predicted classes and true labels for every sample of ``loader``, on the CPU, in order. Taught in lesson 04."""
-    device = torch.device(device)
+    device = checked_device(device, "cg.predict")
     require_model_on_device(model, device)
     model.eval()
     predictions, truths = [], []

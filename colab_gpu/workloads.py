@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .compiling import CompileComparison, compile_support, first_call, first_line
-from .device import synchronize
+from .device import checked_device, synchronize
 from .memory import measure_peak
 from .models import mlp, residual_mlp, small_cnn
 from .precision import Precision, make_scaler, resolve_precision, restored_backend_settings, set_tf32, tf32_mode
@@ -64,7 +64,7 @@ def time_train_epoch(model: nn.Module, loader, device: str | torch.device, *, re
 
     Taught in lesson 03.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.time_train_epoch")
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     return benchmark(
         lambda: train_epoch(model, loader, optimizer, device, progress=False), device=device, warmup=1, repeat=repeat
@@ -129,7 +129,7 @@ def time_conv_step_fresh(
     process, the "benchmark on" run reuses the "off" run's plans and the comparison measures
     nothing. A spawned child (about 2-5 s to start) begins with empty caches.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.time_conv_step_fresh")
     # spawn, not fork: a forked child of a process that already used CUDA cannot use CUDA.
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         first, times, k = pool.submit(
@@ -288,7 +288,7 @@ def training_flops(workload: Workload) -> float:
 def matmul_peak(device: torch.device, precision: Precision | str = "fp32", *, tf32: bool = True) -> float | None:
     """This GPU's measured matmul TFLOP/s in ``precision`` (the best of n = 4096 and 8192; float32 with TF32 when
     ``tf32``): what ``cg.profile_step`` compares a step's achieved TFLOP/s with. None on a CPU. Lesson 11."""
-    device = torch.device(device)
+    device = checked_device(device, "cg.workloads.matmul_peak")
     if device.type != "cuda":
         return None
     dtype = resolve_precision(precision, device).dtype or torch.float32

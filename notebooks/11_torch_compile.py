@@ -43,22 +43,37 @@
 import importlib
 import subprocess
 import sys
+import tempfile
+from importlib import metadata
 
 COLAB_GPU = "0.43.1"
+TORCH_FLOOR = "2.7"  # the oldest torch the course is tested on
 SOURCES = [f"colab-gpu=={COLAB_GPU}", f"git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v{COLAB_GPU}"]
 try:
     from colab_gpu import __version__ as found
 except ImportError:
     found = None
+everything = {d.metadata["Name"]: d.version for d in metadata.distributions()}
+runtime = {name: everything[name] for name in ("torch", "torchvision") if name in everything}  # kept as they are
+torch_found = runtime.get("torch")
+if torch_found and [int(n) for n in torch_found.split(".")[:2]] < [int(n) for n in TORCH_FLOOR.split(".")]:
+    raise RuntimeError(f"This runtime has torch {torch_found}; the course needs torch {TORCH_FLOOR} or newer, and "
+                       "the setup cell never replaces a runtime's torch. Colab: Runtime > Change runtime type > "
+                       "Runtime version: Latest. Elsewhere: install a newer torch with its torchvision (pytorch.org).")
 source = None
 if found != COLAB_GPU:
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as keep:  # pip's constraints file
+        keep.write("".join(f"{name}=={version}\n" for name, version in runtime.items()))
+    errors = []
     for source in SOURCES:
-        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", source], capture_output=True, text=True)
+        pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", keep.name, source],
+                             capture_output=True, text=True)
         if pip.returncode == 0:
             break
+        errors.append(f"{source}: {pip.stderr.strip()[-800:]}")
     else:
-        raise RuntimeError(f"pip could not install colab_gpu {COLAB_GPU} from {SOURCES} (is this runtime "
-                           f"online? On Kaggle: Settings > Internet):\n{pip.stderr[-1500:]}")
+        raise RuntimeError(f"pip could not install colab_gpu {COLAB_GPU} beside this runtime's {runtime}, which it "
+                           "keeps (is this runtime online? On Kaggle: Settings > Internet):\n" + "\n".join(errors))
     for name in [m for m in sys.modules if m.partition(".")[0] == "colab_gpu"]:
         del sys.modules[name]  # another version was imported above: the import below loads this one
     importlib.invalidate_caches()

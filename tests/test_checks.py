@@ -49,7 +49,7 @@ def test_check_close(capsys):
     assert "should be a tensor" in capsys.readouterr().out
 
 
-def test_check_loader_settings(monkeypatch, capsys):
+def test_check_loader_settings(monkeypatch, capsys, fake_gpus):
     from torch.utils.data import DataLoader, TensorDataset
 
     from colab_gpu import loaders
@@ -62,6 +62,7 @@ def test_check_loader_settings(monkeypatch, capsys):
     assert "this runtime suggests num_workers=2" in capsys.readouterr().out
     assert not cg.checks.loader_settings(DataLoader(ds, num_workers=2), "cpu")
     assert "persistent_workers=True" in capsys.readouterr().out
+    fake_gpus()
     assert not cg.checks.loader_settings(DataLoader(ds, num_workers=2, persistent_workers=True), "cuda")
     assert "set pin_memory=True" in capsys.readouterr().out
     assert not cg.checks.loader_settings(None, "cpu")

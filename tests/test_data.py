@@ -171,7 +171,8 @@ def test_make_loaders():
         cg.make_loaders(ds, 0, device="cpu")
 
 
-def test_loaders_pin_memory_for_gpu_training():
+def test_loaders_pin_memory_for_gpu_training(fake_gpus):
+    fake_gpus()
     train, _ = cg.make_loaders(data.load_digits(image_size=8, channels=1), 32, device="cuda")
     assert train.pin_memory
 

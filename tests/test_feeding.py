@@ -46,7 +46,8 @@ def test_worker_loader_bad_input_is_explained():
         cg.worker_loader(dataset(), 8, device="cpu", prefetch_factor=4)
 
 
-def test_worker_loader_settings():
+def test_worker_loader_settings(fake_gpus):
+    fake_gpus()
     loader = cg.worker_loader(dataset(), 8, device="cuda", num_workers=2, prefetch_factor=4)
     assert loader.pin_memory and loader.persistent_workers and loader.prefetch_factor == 4
     assert not cg.worker_loader(dataset(), 8, device="cpu").pin_memory

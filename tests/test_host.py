@@ -49,7 +49,9 @@ def test_doctor_json_records_the_host(capsys):
     assert report["cpu_model"] == report["host"]["cpu_model"]
 
 
-def test_a_gpu_that_cannot_run_the_probe_leaves_a_record_that_says_why(monkeypatch):
+def test_a_gpu_that_cannot_run_the_probe_leaves_a_record_that_says_why(monkeypatch, fake_gpus):
+    fake_gpus()
+
     def broken(device):
         raise RuntimeError("CUDA error: no kernel image is available for execution on the device\nmore")
 

@@ -202,7 +202,8 @@ def test_cleanup_releases_what_the_last_traceback_kept_alive():
     assert fail.probe() is None and not hasattr(sys, "last_traceback")
 
 
-def test_cleanup_on_fake_gpu_empties_the_cache(monkeypatch):
+def test_cleanup_on_fake_gpu_empties_the_cache(monkeypatch, fake_gpus):
+    fake_gpus()
     reserved = iter([300 * 2**20, 100 * 2**20])
     emptied = []
     monkeypatch.setattr(memory, "memory_report", lambda device: {"reserved": next(reserved) / 2**20})

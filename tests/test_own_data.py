@@ -279,7 +279,8 @@ def test_decode_jpegs_matches_pillow_on_the_cpu(shapes):
         cg.decode_jpegs([], "cpu")
 
 
-def test_decode_jpegs_prefers_torchcodec_and_passes_the_device(monkeypatch):
+def test_decode_jpegs_prefers_torchcodec_and_passes_the_device(monkeypatch, fake_gpus):
+    fake_gpus()
     calls = []
     decoders = types.ModuleType("torchcodec.decoders")
     decoders.decode_jpeg = lambda data, *, mode, device: calls.append((len(data), mode, device)) or ["image"]
@@ -287,7 +288,7 @@ def test_decode_jpegs_prefers_torchcodec_and_passes_the_device(monkeypatch):
     monkeypatch.setitem(sys.modules, "torchcodec.decoders", decoders)
     jpeg_start = torch.tensor([0xFF, 0xD8, 0xFF, 0xE0], dtype=torch.uint8)  # what every JPEG file starts with
     assert cg.decode_jpegs([jpeg_start] * 3, "cuda") == ["image"]
-    assert calls == [(3, "RGB", torch.device("cuda"))]  # one call for the whole list: nvJPEG decodes it at once
+    assert calls == [(3, "RGB", torch.device("cuda", 0))]  # one call for the whole list: nvJPEG decodes it at once
 
 
 def test_decode_jpegs_falls_back_to_torchvision_when_torchcodec_does_not_load(monkeypatch, shapes):

@@ -48,14 +48,14 @@ def test_cpu_bf16_speed_is_measured_once_per_process():
 
 
 def test_unknown_device_type():
-    with pytest.raises(ValueError, match="'meta' is not supported by this course.*available here: cpu"):
+    with pytest.raises(ValueError, match="the device 'meta', which this course does not use.*available here: cpu"):
         cg.choose_precision("meta")
 
 
 def test_a_device_that_does_not_exist_gets_get_devices_message(no_gpu):
-    with pytest.raises(ValueError, match="Unknown device name 'tpu'.*'cpu', 'cuda' or 'cuda:N'"):
+    with pytest.raises(ValueError, match="device name 'tpu', which PyTorch does not know.*'cpu', 'cuda' or 'cuda:N'"):
         cg.choose_precision("tpu")  # was PyTorch's list of every device type it knows
-    with pytest.raises(cg.DeviceNotAvailableError, match="no CUDA GPU is visible.*Runtime > Change runtime type"):
+    with pytest.raises(cg.DeviceNotAvailableError, match="this runtime has no GPU.*Runtime > Change runtime type"):
         cg.choose_precision("cuda")  # was "Found no NVIDIA driver on your system"
 
 

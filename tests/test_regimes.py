@@ -192,6 +192,7 @@ def stream(monkeypatch):
     monkeypatch.setattr(cg.timing, "synchronize", stream.synchronize)
     monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=stream.perf_counter))  # its clock
     monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)  # "cuda" is the simulated stream
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)  # the device door starts CUDA: nothing to start
     return stream
 
 

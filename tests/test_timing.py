@@ -16,6 +16,7 @@ def test_benchmark_synchronizes_after_every_timed_call(monkeypatch):
     events = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
     monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)  # the device door starts CUDA: nothing to start
     cg.benchmark(lambda: events.append("run"), device="cuda", warmup=1, repeat=3)
     # warm-up, one sync before timing, then each timed run is followed by a sync
     assert events == ["run", "sync", "run", "sync", "run", "sync", "run", "sync"]
@@ -87,6 +88,7 @@ def fake_clock(monkeypatch):
     monkeypatch.setattr(cg.timing.time, "perf_counter", lambda: clock.now)
     monkeypatch.setattr(cg.timing, "synchronize", lambda device: clock.events.append("sync"))
     monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)  # a fake GPU: the clock is the only cost
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)  # the device door starts CUDA: nothing to start
     return clock
 
 
@@ -95,11 +97,30 @@ def test_compare_steps_times_k_steps_per_sample_so_a_sample_lasts_20_ms(monkeypa
     timings = cg.timing.compare_steps(
         {"slow": clock.step("slow", 1e-3), "fast": clock.step("fast", 4e-4)}, device="cuda"
     )
-    (k,) = {t.steps_per_sample for t in timings.values()}
-    assert k in (50, 51)  # 20 ms / 0.4 ms (up to the fake clock's rounding): the faster side decides
+    k = timings["fast"].steps_per_sample
+    assert k in (50, 51)  # 20 ms / 0.4 ms (up to the fake clock's rounding)
+    assert timings["slow"].steps_per_sample in (20, 21)  # its own K: 20 ms / 1 ms
     assert timings["slow"].median == pytest.approx(1e-3) and timings["fast"].median == pytest.approx(4e-4)
     assert [len(t.times) for t in timings.values()] == [7, 7]
     assert f"K={k} steps per sample" in str(timings["fast"])
+
+
+def test_a_1_ms_step_beside_a_no_op_is_not_taken_a_thousand_times_per_sample(monkeypatch, capsys):
+    clock = fake_clock(monkeypatch)
+    timings = cg.timing.compare_steps(
+        {"no-op": clock.step("no-op", 1e-6), "step": clock.step("step", 1e-3)}, device="cuda"
+    )
+    assert timings["no-op"].steps_per_sample == 1000 and timings["step"].steps_per_sample in (20, 21)
+    assert clock.now < 1.0  # simulated seconds in all: 7 samples of about 20 ms per side, not 7 s of the 1 ms step
+    assert capsys.readouterr().out == ""  # a short timing prints nothing
+
+
+def test_a_long_timing_says_how_long_before_it_starts(monkeypatch, capsys):
+    clock = fake_clock(monkeypatch)
+    cg.timing.compare_steps({"slow": clock.step("slow", 1.0), "fast": clock.step("fast", 0.5)}, device="cpu")
+    out = capsys.readouterr().out
+    assert out.startswith("compare_steps: timing 7 samples of each step (slow K=1, fast K=1), about 10 s")
+    assert out.count("\n") == 1
 
 
 def test_compare_steps_interleaves_the_sides_and_synchronizes_only_around_each_sample(monkeypatch):

@@ -42,7 +42,7 @@ def test_every_way_of_pairing_query_heads_with_key_value_heads_gives_the_same_lo
     tokens = torch.randint(0, SHAPE.vocab, (2, 9))
     _, cache = model(tokens[:, :8])
     grouped = model(tokens)[0], model(tokens[:, 8:], cache)[0]  # enable_gqa (the CPU's flash kernel takes it)
-    monkeypatch.setattr(tiny_lm, "sdpa_groups_heads", lambda device, dtype, head_dim: False)
+    monkeypatch.setattr(tiny_lm, "kernel_groups_heads", lambda device, dtype, head_dim: False)
     repeated = model(tokens)[0], model(tokens[:, 8:], cache)[0]  # the heads repeated, for kernels that need it
     torch.testing.assert_close(repeated[0], grouped[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(repeated[1], grouped[1], rtol=1e-5, atol=1e-5)  # one new token: queries side by side
@@ -50,7 +50,7 @@ def test_every_way_of_pairing_query_heads_with_key_value_heads_gives_the_same_lo
 
 
 def test_the_kernel_pairs_the_heads_itself_only_where_it_can(monkeypatch):
-    rule = tiny_lm.sdpa_groups_heads.__wrapped__  # without the cache of answers, so the fake GPUs below count
+    rule = tiny_lm.kernel_groups_heads.__wrapped__  # without the cache of answers, so the fake GPUs below count
     assert rule(torch.device("cpu"), torch.float32, 64)  # the CPU's flash kernel
     monkeypatch.setattr(torch.version, "hip", None)
     cuda = torch.device("cuda", 0)

@@ -8,6 +8,7 @@ import copy
 import torch
 from torch import nn
 
+from ..device import checked_device
 from ..train import train_step
 from .core import CheckResult, fail, that
 
@@ -150,9 +151,9 @@ def amp_step(step: object, device: str | torch.device, *, max_norm: float = 0.1)
     the same weights and batches, with a first scale so large that the first steps overflow and must be skipped.
     The weights must move alike (within 5% of the right step's change); the hints read which scaler and optimizer
     methods the step called, in which order."""
+    device = checked_device(device, "cg.checks.amp_step")
     if not callable(step):
         return fail("define amp_step(model, inputs, labels, optimizer, scaler, max_norm) and rerun.")
-    device = torch.device(device)
     torch.manual_seed(0)
     start = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10)).to(device)
     shape = (32, 64)

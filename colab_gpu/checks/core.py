@@ -12,7 +12,7 @@ import functools
 import torch
 from torch import nn
 
-from ..device import same_device
+from ..device import DEVICE_MISTAKES, checked_device, same_device
 
 PASS = "✅ Correct:"
 HINT = "❌ Not yet:"
@@ -69,6 +69,8 @@ def guarded(check):
     def run(*args, **kwargs) -> CheckResult:
         try:
             return check(*args, **kwargs)
+        except DEVICE_MISTAKES as err:  # the device door's words say what was asked, what exists and the fix
+            return fail(str(err))
         except Exception as err:  # noqa: BLE001 (a hint for any error: the learner reads it and tries again)
             first_line = (str(err).splitlines() or [""])[0]
             return fail(
@@ -114,7 +116,7 @@ def on_device(obj: object, device: str | torch.device, name: str = "it") -> Chec
 
     Taught in lesson 01.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.checks.on_device", also=("meta",))  # lesson 01 on a CPU
     if obj is None or obj is ...:
         return fail(f"{name} is not defined yet: complete the exercise cell and run it.")
     if not isinstance(obj, (torch.Tensor, nn.Module)):

@@ -17,6 +17,7 @@ import itertools
 import torch
 from torch import nn
 
+from ..device import checked_device
 from ..train import train_epoch
 from .core import CheckResult, fail, forwards_of, that
 from .timed import best_of
@@ -177,9 +178,9 @@ def train_loop(
     least half as much as the helper's; then, both warm, three passes each (the best of three): at most ``factor``
     times the helper's time.
     """
+    device = checked_device(device, "cg.checks.train_loop")
     if not callable(train_epoch_fn):
         return fail("define my_train_epoch(model, loader, optimizer, device) and rerun.")
-    device = torch.device(device)
     batches = list(itertools.islice(loader, TIMED_BATCHES))  # the same batches for both, no loader in the timing
     hint = _meta_dry_run(train_epoch_fn, model, batches[:3])
     if hint:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..device import checked_device
 from ..profile_summary import ProfileSummary
 from ..profiling import profile_step
 from ..recorded import RecordedStep
@@ -38,6 +39,7 @@ def regime(
 
     Taught in lesson 10.
     """
+    device = checked_device(device, "cg.checks.regime")
     if my_regime is None or my_lever is None:
         return fail("set my_regime and my_lever to your answers (strings) and run the cell again.")
     if my_regime not in REGIME_NAMES:

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..device import synchronize
+from ..device import checked_device, synchronize
 from ..feeding import measure_loader
 from ..loaders import suggest_num_workers
 from .core import CheckResult, fail, forwards_of, ok, that
@@ -61,6 +61,7 @@ def loader_speed(
     per epoch, epoch after epoch (with ``labels``, the data set's labels: each sample once; with ``batch_size``, in
     batches of that size, the last one excepted), and ``loader`` at least ``at_least`` times as many samples per
     second (best of ``repeat`` each). Taught in lesson 05."""
+    device = checked_device(device, "cg.checks.loader_speed")
     if loader is None:
         return fail("the loader is not set yet: complete the exercise cell and run it.")
     if not hasattr(loader, "__iter__"):
@@ -108,6 +109,7 @@ def loader_settings(
     The workers to use are the measured advice when ``measured`` (section 2's sweep, samples/s per worker count) is
     given, as lesson 05 teaches (`suggest_num_workers(measured=...)`), else the rule's. Taught in lesson 05.
     """
+    device = checked_device(device, "cg.checks.loader_settings")
     if not isinstance(loader, DataLoader):
         return fail(f"expected a torch.utils.data.DataLoader, got {type(loader).__name__}.")
     if dataset is not None and loader.dataset is not dataset:
@@ -163,6 +165,7 @@ def prediction_speed(
     """Check a learner's ``fast(model, images) -> predicted classes`` (lesson 04) against ``slow`` on this runtime:
     the same predictions (99% of them: a GPU may pick other convolution algorithms for another batch size) and
     at least ``at_least`` times faster, the best of ``repeat`` interleaved runs each."""
+    device = checked_device(device, "cg.checks.prediction_speed")
     if not callable(fast):
         return fail("define fast_predict(model, images) and rerun.")
     if batches_left_on_the_host(fast, model, images):

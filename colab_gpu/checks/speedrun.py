@@ -8,7 +8,7 @@ import time
 import torch
 from torch import nn
 
-from ..device import synchronize
+from ..device import checked_device, synchronize
 from ..precision import restored_backend_settings
 from ..speedrun_ladder import (
     RungResult,
@@ -50,7 +50,7 @@ def fast_loop(
     rounds come first there: a loop not yet fast enough gets its hint without training its epochs for the accuracy.
     A loop that calls ``torch.compile`` compiles inside every timed call. Taught in lesson 12.
     """
-    device = torch.device(device)
+    device = checked_device(device, "cg.checks.fast_loop")
     if isinstance(train, nn.Module) or not callable(train):
         return fail(f"pass your function (train_fast, not train_fast(...)), got {type(train).__name__}.")
     if isinstance(baseline, (list, tuple)):  # the whole ladder, results: its rung 0

@@ -17,6 +17,7 @@ from unittest import mock
 
 import torch
 
+from ..device import checked_device
 from .core import CheckResult, fail
 from .speed import timing
 
@@ -101,6 +102,7 @@ def timer(
 
     Taught in lesson 02.
     """
+    device = checked_device(device, "cg.checks.timer")
     if not callable(my_timer):
         return fail(f"define {name}(fn, device, repeat=10), which returns the median time in seconds, and rerun.")
     problem = _stand_in_problem(my_timer)

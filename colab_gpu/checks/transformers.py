@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..device import checked_device
 from ..llm_memory import storage_bytes
 from .core import CheckResult, fail, ok
 
@@ -173,13 +174,13 @@ def lora_linear(
     (or the base's dtype) on the base's device, an fp16 layer returning fp16 and surviving an AdamW step. Then
     measure what it saves on ``device``: trainable numbers and Adam's memory against full fine-tuning of a
     2048 x 2048 projection (a 1B model's). Taught in lesson 14."""
+    device = checked_device(device, "cg.checks.lora_linear")
     if not isinstance(layer_class, type):
         return fail(f"pass your class (LoRALinear, not LoRALinear(...)), got {type(layer_class).__name__}.")
     try:  # the learner's code, every step of it: any error is a hint, not a crash of the notebook
         problem = _problem(layer_class, 4, 8.0)
         if problem:
             return fail(problem)
-        device = torch.device(device)
         torch.manual_seed(0)
         inputs = torch.randn(16, 2048, device=device)
         full = nn.Linear(2048, 2048, bias=False, device=device)

@@ -11,7 +11,9 @@ import torch
 from torch import nn
 
 from ..compiling import GraphCounter
-from ..device import synchronize
+from ..device import checked_device, synchronize
+from ..profile_events import spans_of
+from ..profile_summary import label_coverage
 from ..profiling import summarize_profile
 from .core import CheckResult, fail, that
 from .first_loop import GRAPH_KEPT
@@ -49,12 +51,12 @@ def profile_labels(prof: object, loop: object = None, given: object = None, *, a
     mislabelled = changed or phase_without_its_work(prof)
     if mislabelled:
         return fail(mislabelled)
-    covered = sum(summary.shares.values())
+    covered = label_coverage(spans_of(prof), PHASES)  # of a typical step: one the host lost a while does not decide
     shares = ", ".join(f"{label} {share:.0%}" for label, share in summary.shares.items())
     return that(
         covered >= at_least,
         f"{summary.steps} steps of {summary.step_ms:.2f} ms: {shares}.",
-        f"your labels cover {covered:.0%} of the step ({shares}); put the whole step, from "
+        f"your labels cover {covered:.0%} of a step ({shares}); put the whole step, from "
         "fetching the batch to optimizer.step(), inside the four labels.",
     )
 
@@ -90,6 +92,7 @@ def bottleneck_fix(
     step, the first close to theirs and falling; the same model, batch size and optimizer, a new batch and a step on
     this step's gradients each time: `same_training`), and takes at most 1 / ``at_least`` of its time on this
     runtime (medians of ``repeat`` interleaved runs). Taught in lesson 10."""
+    device = checked_device(device, "cg.checks.bottleneck_fix")
     if not callable(fast):
         return fail(f"pass your function (my_steps, not my_steps(...)), got {type(fast).__name__}.")
     try:
@@ -149,6 +152,7 @@ def compiles_once(
     """Check that one epoch through ``torch.compile(model, dynamic=dynamic)`` captures exactly one graph (lesson 11):
     no graph break in ``model.forward`` and no recompilation for a batch of another size. Counted with
     `GraphCounter`, forward and backward, without Inductor: seconds on any runtime."""
+    device = checked_device(device, "cg.checks.compiles_once")
     if not isinstance(model, nn.Module):
         return fail(f"pass your model (an nn.Module), got {type(model).__name__}.")
     torch._dynamo.reset()  # forget earlier compilations, and the batch sizes Dynamo already learned to be dynamic

@@ -107,3 +107,16 @@ def test_an_installer_the_makefile_does_not_know_is_refused_before_any_venv(tmp_
     assert done.returncode != 0
     assert "INSTALLER=conda: the Makefile installs with uv (the default) or pip" in done.stdout + done.stderr
     assert not venv.exists()
+
+
+def test_lint_with_a_python_that_does_not_run_fails_and_says_so():
+    """It said "ruff is not installed in python3.99: lint skipped" and passed."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(
+        ["make", "-C", str(ROOT), "lint", "USE_SYSTEM_PYTHON=1", "PY=python3.99", "ENV_READY="],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode != 0 and "lint skipped" not in done.stdout
+    assert "lint: the Python python3.99 does not run here (set PY= to one that does)" in done.stdout

@@ -139,7 +139,9 @@ def test_setup_cell_installs_the_pinned_package_only_and_only_when_missing(sourc
     installs = [c.source for c in code_cells(notebook) if re.search(r"pip\b.*install", c.source)]
     assert installs == [setup], "only the setup cell may install anything"
     command = re.search(r"subprocess\.run\(\[sys\.executable,(.*?)\]", setup, re.S).group(1).split()
-    assert command == ['"-m",', '"pip",', '"install",', '"-q",', "source"], "pip installs one thing at a time"
+    assert command == ['"-m",', '"pip",', '"install",', '"-q",', '"-c",', "keep.name,", "source"], (
+        "pip installs one thing at a time, keeping the runtime's torch and torchvision (the constraints file)"
+    )
     sources = re.search(r"^SOURCES = \[(.*)\]$", setup, re.M).group(1)
     assert sources == (
         f'f"{config.distribution}=={{COLAB_GPU}}", f"git+https://github.com/{config.repository}@v{{COLAB_GPU}}"'
