@@ -13,8 +13,21 @@ from dataclasses import dataclass
 # CUDA call under it, and only those are counted. A CPU runtime has no such call, so there every read counts,
 # except those PyTorch makes of CPU values on purpose: the optimizer's step counters, a Dataset's labels.
 HOST_READ = "aten::_local_scalar_dense"
-FRAMEWORK_READS = ("Optimizer.step#", "enumerate(DataLoader)#")
+LOADER_SPAN = "enumerate(DataLoader)#"  # the span PyTorch records around each next(iter(loader)): a batch's wait
+FRAMEWORK_READS = ("Optimizer.step#", LOADER_SPAN)
 SYNCS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpyAsync")
+# The CUDA calls that make the host wait for the GPU. Any operator the loop calls that runs one is a host wait, as
+# a read is: .cpu() and .tolist() (aten::to, aten::_to_copy), boolean-mask indexing (aten::nonzero: the host must
+# learn how many elements passed), torch.cuda.synchronize() (cudaDeviceSynchronize), a copy from pageable memory.
+WAITS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+WAIT_NAMES = {  # what the learner wrote, for the operators a wait shows under
+    "aten::to": ".cpu() or .to('cpu') (aten::to)",
+    "aten::_to_copy": "a copy to the host (aten::_to_copy)",
+    "aten::copy_": "a copy to the host (aten::copy_)",
+    "aten::nonzero": "boolean-mask indexing or nonzero() (aten::nonzero)",
+    "aten::index": "boolean-mask indexing (aten::index)",
+    "cudaDeviceSynchronize": "torch.cuda.synchronize()",
+}
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 STEP_PREFIX = "ProfilerStep"  # "ProfilerStep#3" in a trace, "ProfilerStep*" in events()
 # `colab_gpu.profiling.profile_step` runs GradScaler.step under this label. With fp16, the scaler reads its inf/NaN
@@ -33,10 +46,12 @@ COPIES = "copies"
 # wave. A decode step of a small language model runs hundreds of them (lesson 14); a GPU-bound training step's
 # matmuls and element-wise kernels over a whole batch last tens of microseconds or more.
 TINY_KERNEL_US = 10.0
+# Names of matmul and convolution kernels; the last three are the cuDNN convolutions of a T4 or a V100
+# (volta_scudnn_*, turing_fp16_s1688cudnn_*, volta_h884cudnn_*), which name no "conv".
 MATMUL_NAMES = (
     "gemm", "gemv", "nvjet", "xmma", "cutlass", "cublas", "tensorop", "splitk", "bmm", "dot_kernel", "convolve",
     "conv1d", "conv2d", "conv3d", "wgrad", "dgrad", "fprop", "winograd", "fft", "flash", "fmha", "attention", "attn",
-    "triton_tem",
+    "triton_tem", "scudnn", "1688cudnn", "884cudnn",
 )  # fmt: skip
 
 
@@ -52,6 +67,8 @@ class Span:
     in_framework: bool = False  # inside an optimizer's step() or a DataLoader's next batch
     synchronizes: bool = False  # a synchronizing CUDA call runs inside it
     in_scaler: bool = False  # inside GradScaler.step (labelled by profile_step)
+    host_wait: bool = False  # an operator the loop called (or torch.cuda.synchronize) that waits for the GPU, other
+    # than a read of a value (HOST_READ, counted as such)
 
     @property
     def duration_us(self) -> float:
@@ -87,6 +104,8 @@ def spans_of(prof) -> list[Span]:
         in_framework = any(a.startswith(FRAMEWORK_READS) for a in ancestors)
         in_scaler = SCALER_LABEL in ancestors
         synchronizes = event.name == HOST_READ and any(_calls(child, SYNCS) for child in event.cpu_children)
+        called = top_level or (event.name in WAITS and not any(a.startswith("aten::") for a in ancestors))
+        host_wait = called and _calls(event, WAITS) and not _calls(event, (HOST_READ,))
         spans.append(
             Span(
                 event.name,
@@ -97,6 +116,7 @@ def spans_of(prof) -> list[Span]:
                 in_framework,
                 synchronizes,
                 in_scaler,
+                host_wait,
             )
         )
     return spans

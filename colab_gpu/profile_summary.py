@@ -12,7 +12,16 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
-from .profile_events import HOST_READ, LAUNCHES, STEP_PREFIX, Span, _covered_us, _uncovered_us, kernel_shares
+from .profile_events import (
+    HOST_READ,
+    LAUNCHES,
+    LOADER_SPAN,
+    STEP_PREFIX,
+    Span,
+    _covered_us,
+    _uncovered_us,
+    kernel_shares,
+)
 from .regimes import Regime, regime_of
 from .timing import format_seconds
 
@@ -46,6 +55,8 @@ class ProfileSummary:
     kernel_shares: dict[str, float] = field(default_factory=dict)  # kind of kernel -> share of kernel time
     scaler_reads_per_step: float = 0.0  # of host_reads_per_step, those GradScaler.step made
     peak_precision: str | None = None  # the precision of peak_tflops ("fp32", "tf32", "fp16", "bf16")
+    host_ms: float | None = None  # the host's part of the unprofiled step: its time to queue one step (`compare_steps`)
+    host_waits: dict[str, float] = field(default_factory=dict)  # other waits for the GPU per step, by operator
 
     @property
     def share_of_peak(self) -> float | None:
@@ -111,6 +122,8 @@ class ProfileSummary:
         reads = f"  host reads of tensor values per step: {self.host_reads_per_step:g}"
         if self.scaler_reads_per_step >= 1:
             reads += f" ({self.scaler_reads_per_step:g} of them the GradScaler's)"
+        if self.host_waits:
+            reads += f" (waits for the GPU in {', '.join(f'{name} {n:g}' for name, n in self.host_waits.items())})"
         lines.append(reads)
         if self.ops_per_step:  # a step recorded from a lesson's printed figures has no count of its operators
             lines.append(f"  operator calls per step: {self.ops_per_step:,.0f}")
@@ -121,6 +134,9 @@ class ProfileSummary:
                 "" if self.launches_per_step is None else f"kernel launches per step: {self.launches_per_step:,.0f}; "
             )
             lines.append(f"  {launches}kernels {kernels} per step: GPU busy {self.gpu_busy:.0%} of the step{clamp}")
+            if self.host_ms is not None:
+                queued = format_seconds(self.host_ms / 1e3)
+                lines.append(f"  the host queues a step in {queued} (its part, timed without the profiler)")
             if self.kernel_shares:
                 kinds = ", ".join(f"{kind} {share:.0%}" for kind, share in self.kernel_shares.items())
                 lines.append(f"  the kernels' time: {kinds}")
@@ -144,6 +160,7 @@ def summarize_spans(
     peak_precision: str | None = None,
     unprofiled_step_ms: float | None = None,
     steps_per_sample: int | None = None,
+    unprofiled_host_ms: float | None = None,
 ) -> ProfileSummary:
     """The `ProfileSummary` of ``spans`` (`spans_of`), counting only what happened inside the profiled steps; with
     ``unprofiled_step_ms`` (the same step timed without the profiler) the busy share and TFLOP/s are against it."""
@@ -165,17 +182,24 @@ def summarize_spans(
     intervals = [(s.start_us, s.end_us) for s in kernels]
     on_gpu = bool(kernels) or any(s.name in LAUNCHES for s in inside)
     data = [(s.start_us, s.end_us) for s in inside if s.name == "data" and not s.on_device]
+    if not data and on_gpu:  # the usual learner's loop labels nothing: the DataLoader's own span is its data phase
+        data = [(s.start_us, s.end_us) for s in inside if s.name.startswith(LOADER_SPAN) and not s.on_device]
     count = len(steps)
     profiled_ms = step_us / count / 1e3
     step_ms = unprofiled_step_ms or profiled_ms
     kernel_ms = _covered_us(intervals) / count / 1e3 if on_gpu else None
     # On a GPU only reads that wait for it count; on a CPU, those that are not PyTorch's own reads of CPU values.
     reads = [s for s in inside if s.name == HOST_READ and (s.synchronizes if on_gpu else not s.in_framework)]
+    waits: dict[str, float] = {}
+    for span in inside:
+        if span.host_wait and not span.on_device:
+            waits[span.name] = waits.get(span.name, 0.0) + 1 / len(steps)
     return ProfileSummary(
         steps=count,
         step_ms=step_ms,
         shares={label: share for label, share in shares.items() if share > 0},
-        host_reads_per_step=len(reads) / count,
+        host_reads_per_step=len(reads) / count + sum(waits.values()),
+        host_waits=waits,
         ops_per_step=sum(s.top_level_op and not s.on_device for s in inside) / count,
         launches_per_step=sum(s.name in LAUNCHES for s in inside) / count if on_gpu else None,
         gpu_busy=min(kernel_ms / step_ms, 1.0) if on_gpu else None,
@@ -184,6 +208,7 @@ def summarize_spans(
         peak_tflops=peak_tflops,
         profiled_step_ms=profiled_ms if unprofiled_step_ms else None,
         steps_per_sample=steps_per_sample if unprofiled_step_ms else None,
+        host_ms=unprofiled_host_ms if unprofiled_step_ms and on_gpu else None,
         kernel_ms=kernel_ms,
         kernel_shares=kernel_shares(kernels),
         scaler_reads_per_step=sum(s.in_scaler for s in reads) / count,

@@ -53,6 +53,7 @@ def summarize_profile(
     peak_tflops: float | None = None,
     peak_precision: str | None = None,
     unprofiled_step_ms: float | None = None,
+    unprofiled_host_ms: float | None = None,
 ) -> ProfileSummary:
     """Reduce a finished ``torch.profiler.profile`` to a `ProfileSummary`. Taught in lesson 10.
 
@@ -61,6 +62,8 @@ def summarize_profile(
     ``peak_tflops`` (this GPU's measured matmul peak in the step's precision, named by ``peak_precision``) add the
     achieved TFLOP/s and its share of the peak. ``unprofiled_step_ms``, the same step timed without the profiler,
     is what the GPU's busy share divides by; without it, the profiled step (stretched by the profiler) is.
+    ``unprofiled_host_ms``, the host's time to queue one such step (the clock before the final synchronize), is the
+    host's part the regime rule weighs against the kernels' (`colab_gpu.step_parts`).
     """
     if not hasattr(prof, "events"):
         raise TypeError(
@@ -74,6 +77,7 @@ def summarize_profile(
         peak_tflops=peak_tflops,
         peak_precision=peak_precision,
         unprofiled_step_ms=unprofiled_step_ms,
+        unprofiled_host_ms=unprofiled_host_ms,
     )
 
 
@@ -131,6 +135,7 @@ def profile_step(
         peak_precision=peak_precision,
         unprofiled_step_ms=timing.median * 1e3,
         steps_per_sample=timing.steps_per_sample,
+        unprofiled_host_ms=timing.host_median * 1e3,
     )
     _keep_record(summary, step, device)
     return summary

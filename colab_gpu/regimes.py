@@ -6,16 +6,22 @@ element-wise chains, or many tiny kernels) or, on a CPU runtime, CPU-bound. `reg
 `colab_gpu.profiling.ProfileSummary` (``summary.regime``); lessons 04, 05, 10, 11, 12 and 14 print it to explain their
 own figures.
 
-Why these thresholds. In a loop that queues its work ahead (no host reads), a step costs about max(H, G): H the
-host's work (Python, dispatch, kernel launches, the batch), G the GPU's (its kernels, and a few microseconds between
-dependent kernels). The GPU-busy share, kernel time over the step timed *without* the profiler (the profiler
-stretches the host's side 1.1-2.5x, never the kernels), is then G / max(H, G). Below 1, the GPU waited for the
-host: a kernel lever (AMP, fusion, TF32) makes G smaller and the step no faster, while a host lever pays up to
-1 / busy. The gaps between queued kernels explain only a few percent of idle time, more (10-15%) for hundreds of tiny
-kernels. Hence: busy under 80% (the host's part at least 1.25x the GPU's) is launch-bound; from 80% up the kernels
-are the cost, and under 90% the host is close behind (a kernel lever pays only until the GPU's part falls to the
-host's). On the course's H100 (2026-11-26), divided by the unprofiled step: lesson 04's CNN 43% (launch-bound),
-lesson 10's busy MLP 93%, lesson 12's eager fp32 rung 104% (clamped to 100%), lesson 14's decode step about 88%.
+Why this rule. In a loop that queues its work ahead (no host reads), a step costs about max(H, G + n·g): H the
+host's part (Python, dispatch, kernel launches, the batch), G the kernels' time, n launches and g the few
+microseconds between two queued kernels. Both are measured: H is the host's time to queue one step, timed without
+the profiler (`colab_gpu.timing.compare_steps` reads the clock before its final synchronize; the profiler stretches
+the host 1.1-2.5x, never the kernels), G the kernels' time in the profile (`colab_gpu.step_parts`). The larger part
+is the cost: H > G + n·g is launch-bound (a host lever pays up to step / (G + n·g), a kernel lever nothing), else
+GPU-bound (a kernel lever pays up to step / H: "close behind" from H at 80% of the GPU's part). No fixed busy cut
+can say this: the busy share where the host starts to limit is k/(k+g) for kernels of k µs, 0.8 only for ~5 µs
+kernels; the course's own steps (15-230 µs kernels) are host-limited at 80-90% busy. With host reads the CPU and
+the GPU take turns: the step is G plus the host work the reads expose (the step less its kernels), named by the
+larger of the two; without the reads it would cost about that larger part, and fewer syncs comes first where that
+pays at least 1.1x. Where the host's part was not measured (a step recorded from a lesson's printed figures), or a
+full launch queue made the host wait for the GPU, the busy share decides as before: under 80% launch-bound, from
+80% GPU-bound, under 90% with the host close behind. On the course's H100 (2026-11-26), divided by the unprofiled
+step: lesson 04's CNN 43% (launch-bound), lesson 10's busy MLP 93%, lesson 12's eager fp32 rung 104% (clamped to
+100%), lesson 14's decode step about 88%.
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ from .levers import (
     SYNC_LEVER,
     Lever,
 )
-from .profile_events import ELEMENTWISE, MATMUL, TINY, TINY_KERNEL_US
+from .profile_events import ELEMENTWISE, MATMUL, TINY, TINY_KERNEL_US, WAIT_NAMES
+from .step_parts import HOST_CLOSE, StepParts, step_parts
 from .timing import format_seconds
 
 # The regime rule's thresholds (`ProfileSummary.regime`; the module's docstring derives them).
@@ -93,9 +100,10 @@ def regime_of(summary) -> Regime:  # a colab_gpu.profiling.ProfileSummary (which
     """What bounds this step: the course's one regime rule (lesson 10; the module's docstring derives it).
 
     Input-bound when the step waits for the "data" label >= 30% of its time (on a GPU: while no kernel runs;
-    data fetched while the GPU computes costs nothing); on a GPU, launch-bound when the kernels fill less than 80%
-    of the step timed without the profiler, else GPU-bound, with the levers of what the kernels are busy with; on
-    a CPU runtime, CPU-bound.
+    data fetched while the GPU computes costs nothing); on a GPU, launch-bound when the host's part of the step is
+    longer than the GPU's (`step_parts`; where the host's part was not measured, when the kernels fill less than
+    80% of the step timed without the profiler), else GPU-bound, with the levers of what the kernels are busy with;
+    on a CPU runtime, CPU-bound.
     """
     if not hasattr(summary, "gpu_busy"):
         raise TypeError(
@@ -118,7 +126,14 @@ def regime_of(summary) -> Regime:  # a colab_gpu.profiling.ProfileSummary (which
             CPU_LEVERS,
             CPU_USELESS,
         )
+    parts = step_parts(summary)
+    if parts is not None and summary.host_reads_per_step >= 1:
+        return _synced(summary, step, parts)
+    if parts is not None and not parts.queue_filled:
+        return _queued(summary, step, parts)
     busy = f"the GPU is busy {summary.gpu_busy:.0%} of each {step}"
+    if parts is not None:  # the host waited on a full launch queue: its time is the GPU's, the busy share decides
+        busy += f" (the launch queue filled: {parts.launches:,.0f} launches x K={summary.steps_per_sample})"
     if summary.gpu_busy < LAUNCH_BOUND_BUSY:
         launches = summary.launches_per_step or 0.0
         per_launch = f" ({summary.step_ms * 1e3 / launches:.0f} µs of step per launch)" if launches else ""
@@ -148,21 +163,32 @@ def _input_bound(summary, step: str) -> Regime:
     return _regime("input-bound", reason, levers, INPUT_USELESS)
 
 
-def _gpu_bound(summary, busy: str) -> Regime:
+def _gpu_bound(summary, busy: str, close_behind: str | None = None, synced: bool = False) -> Regime:
+    """A GPU-bound step's regime. ``synced``: ``busy`` already says what the host reads cost (`_synced`), and
+    fewer syncs comes first among the levers where it pays."""
     kind, what = _busy_with(summary)
     reason = f"{busy}, {what}"
     if summary.share_of_peak is not None:
         peak = f"{summary.peak_precision} matmul peak" if summary.peak_precision else "matmul peak"
         near = "" if summary.share_of_peak >= NEAR_PEAK else "only "
         reason += f", at {near}{summary.achieved_tflops:.3g} TFLOP/s, {summary.share_of_peak:.0%} of this GPU's {peak}"
-    if summary.gpu_busy < HOST_CLOSE_BUSY:
-        reason += "; the host is close behind: a faster kernel pays only until the GPU's part falls to the host's"
+    if close_behind is None and summary.gpu_busy < HOST_CLOSE_BUSY:
+        close_behind = "a faster kernel pays only until the GPU's part falls to the host's"
+    if close_behind:
+        reason += f"; the host is close behind: {close_behind}"
     if kind is None:  # kernels of unknown kinds (a recorded step without them): the levers of both big kinds
         levers, useless = KERNEL_LEVERS[MATMUL][:1] + KERNEL_LEVERS[ELEMENTWISE][:1], GPU_USELESS
     else:
         levers, useless = KERNEL_LEVERS[kind], KERNEL_USELESS[kind] + GPU_USELESS
+    if summary.peak_precision in SIXTEEN_BITS:  # a step already in 16 bits: that lever is spent
+        levers = tuple(entry for entry in levers if "16-bit" not in entry[0])
+        useless = ((("16-bit",), f"16-bit precision: the step already runs in {summary.peak_precision}"), *useless)
     # A busy GPU could have hidden the CPU's next step: each read makes them take turns.
-    if summary.host_reads_per_step >= 1:
+    if synced:
+        parts = step_parts(summary)
+        pays = parts.step / max(parts.host, parts.gpu)
+        levers = _sync_levers(summary) + levers if pays >= SYNC_PAYS else levers + _sync_levers(summary)
+    elif summary.host_reads_per_step >= 1:
         reason += _reads_text(summary, "leave the GPU idle while the CPU prepares the next step")
         levers = levers + _sync_levers(summary)
     return _regime("GPU-bound", reason + ".", levers, useless, kind)
@@ -191,8 +217,10 @@ def _reads_text(summary, effect: str) -> str:
     if reads < 1:
         return ""
     scaler = summary.scaler_reads_per_step
-    whose = f" ({scaler:g} of them the GradScaler's inf/NaN check)" if scaler >= 1 else ""
-    return f"; its {reads:g} host read(s) per step{whose} {effect}"
+    whose = [f"{scaler:g} of them the GradScaler's inf/NaN check"] if scaler >= 1 else []
+    whose += [f"{n:g} {WAIT_NAMES.get(name, name)}" for name, n in summary.host_waits.items()]
+    whose_text = f" ({'; '.join(whose)})" if whose else ""
+    return f"; its {reads:g} host read(s) per step{whose_text} {effect}"
 
 
 def _sync_levers(summary) -> tuple[Lever, ...]:
@@ -201,3 +229,64 @@ def _sync_levers(summary) -> tuple[Lever, ...]:
         return ()
     own = summary.host_reads_per_step - summary.scaler_reads_per_step
     return ((SYNC_LEVER,) if own >= 1 else ()) + ((SCALER_LEVER,) if summary.scaler_reads_per_step >= 1 else ())
+
+
+SIXTEEN_BITS = ("fp16", "bf16")  # a step measured in these precisions has no 16-bit lever left
+SYNC_PAYS = 1.1  # a synced loop's reads come first among the levers when removing them can pay this much
+
+
+def _queued(summary, step: str, parts: StepParts) -> Regime:
+    """A loop that queues its work ahead: the step costs about the larger part."""
+    if parts.host > parts.gpu:
+        return _regime(
+            "launch-bound",
+            f"{parts.text()} per {step}: the host takes longer to queue a step than the GPU takes to run it, so the "
+            f"GPU waits; a host lever pays up to {parts.step / parts.gpu:.2f}x, a kernel lever nothing.",
+            LAUNCH_LEVERS,
+            LAUNCH_USELESS,
+        )
+    close = None
+    if parts.host >= HOST_CLOSE * parts.gpu:
+        close = f"a faster kernel pays at most {parts.step / parts.host:.2f}x, then the host's part limits"
+    return _gpu_bound(summary, f"{parts.text()} per {step}: the GPU's part is the cost", close or "")
+
+
+def _synced(summary, step: str, parts: StepParts) -> Regime:
+    """A loop with host reads: the CPU and the GPU take turns, and the step is the kernels plus the host work the
+    reads expose; queued ahead instead, it would cost about the larger of the two."""
+    pays = parts.step / max(parts.host, parts.gpu)
+    reads = _reads_text(summary, "make the CPU and the GPU take turns")[2:]
+    reason = (
+        f"{reads}: each {step} is the kernels' {format_seconds(parts.gpu / 1e3)} plus "
+        f"{format_seconds(parts.host / 1e3)} of host work they expose; without the reads it would cost about the "
+        f"larger of the two (up to {pays:.2f}x faster)"
+    )
+    if parts.host > parts.gpu:
+        syncs = _sync_levers(summary)
+        levers = syncs + LAUNCH_LEVERS if pays >= SYNC_PAYS else LAUNCH_LEVERS + syncs
+        return _regime("launch-bound", reason + ".", levers, LAUNCH_USELESS)
+    return _gpu_bound(summary, reason + "; the GPU's part is the larger", "", synced=True)
+
+
+def rule_row(summary) -> str:
+    """The row of the regime rule this step's numbers fall in, said with its numbers (the hint of lesson 10's
+    exercise when the regime answered is not the step's)."""
+    if summary.input_wait >= INPUT_BOUND_SHARE:
+        return f"the step waits for its data {summary.input_wait:.0%} of its time, at least {INPUT_BOUND_SHARE:.0%}."
+    if summary.gpu_busy is None:
+        return "it ran on a CPU runtime: no GPU waits for anything, the CPU does the math."
+    parts = step_parts(summary)
+    if parts is not None and summary.host_reads_per_step >= 1:
+        larger = "the host's" if parts.host > parts.gpu else "the GPU's"
+        return (
+            f"with host reads the CPU and the GPU take turns: {parts.text()} per step, and {larger} part is the larger."
+        )
+    if parts is not None and not parts.queue_filled:
+        if parts.host > parts.gpu:
+            return f"{parts.text()} per step: the host's part is longer than the GPU's, so the GPU waits."
+        return f"{parts.text()} per step: the GPU's part is the longer, so the kernels are the cost."
+    busy = f"the GPU is busy {summary.gpu_busy:.0%} of the step timed without the profiler"
+    if summary.gpu_busy < LAUNCH_BOUND_BUSY:
+        return f"{busy}, under {LAUNCH_BOUND_BUSY:.0%}: the host's part of the step is longer than the kernels'."
+    close = " (the host is close behind)" if summary.gpu_busy < HOST_CLOSE_BUSY else ""
+    return f"{busy}, at least {LAUNCH_BOUND_BUSY:.0%}: the kernels are the cost{close}."

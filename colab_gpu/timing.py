@@ -29,6 +29,9 @@ class BenchResult:
 
     times: tuple[float, ...]
     steps_per_sample: int = 1  # K: each time is the mean of K calls between two synchronizations (`compare_steps`)
+    # Per sample, the host's time per call to queue its K calls: the clock read just before the final synchronize
+    # (`compare_steps`). On a GPU that is the step's host part H while the launch queue does not fill.
+    host_times: tuple[float, ...] = ()
 
     @property
     def median(self) -> float:
@@ -37,6 +40,11 @@ class BenchResult:
     @property
     def best(self) -> float:
         return min(self.times)
+
+    @property
+    def host_median(self) -> float | None:
+        """The median of `host_times` (seconds per call), or None where they were not measured."""
+        return statistics.median(self.host_times) if self.host_times else None
 
     @property
     def spread(self) -> float:
@@ -134,13 +142,16 @@ MIN_SAMPLES = 7
 # than the host (host 4 ms and GPU 20 ms, as predicted for lesson 10's T4 step: 1.17x of a true 1.20x, where K = 1
 # reads 1.00x; tests/test_regimes.py measures it on a simulated stream).
 MIN_QUEUED_STEPS = 8
+LONG_SAMPLE_SECONDS = 1.0  # the floor of K stops where K steps would take longer than this
 PROBE_CALLS = 3  # K comes from the median of these single calls: one slow outlier (a 50 ms hiccup) cannot set it
 LONG_WAIT_SECONDS = 10.0  # compare_steps says how long it will take when the timing itself takes longer than this
 
 
 def steps_per_sample(one_step: float, min_sample: float = MIN_SAMPLE_SECONDS, most: int = 1000, least: int = 1) -> int:
-    """K: how many calls of a step of ``one_step`` seconds make a sample last at least ``min_sample`` (and at least
-    ``least`` calls)."""
+    """K: how many calls of a step of ``one_step`` seconds make a sample last at least ``min_sample``, and at least
+    ``least`` calls while they take under `LONG_SAMPLE_SECONDS` (a 2 s generation queued 8 at a time made each
+    sample 16 s: a step that long runs ahead of nothing that matters)."""
+    least = max(1, min(least, math.floor(LONG_SAMPLE_SECONDS / max(one_step, 1e-9))))
     return max(least, min(most, math.ceil(min_sample / max(one_step, 1e-9))))
 
 
@@ -171,7 +182,9 @@ def compare_steps(
     of which the median counts. On a CPU runtime there is no queue (`can_queue`): K only makes samples long enough
     to time. A timing expected to last more than `LONG_WAIT_SECONDS` says so first, with its estimate.
 
-    Returns each side's `BenchResult`: seconds per call, one per sample, and its K (print it beside the figure).
+    Returns each side's `BenchResult`: seconds per call, one per sample, its K (print it beside the figure), and
+    per sample the host's time per call to queue the K calls (``host_times``: the clock just before the final
+    synchronize; on a GPU the step's host part, which the regime rule weighs against the kernels' time).
 
     Example:
         >>> x = torch.randn(64, 64)
@@ -210,6 +223,7 @@ def compare_steps(
     ks = {name: steps_per_sample(seconds, min_sample, least=least) for name, seconds in one.items()}
     _say_if_long(samples * sum(ks[name] * one[name] for name in steps), ks, samples)
     times: dict[str, list[float]] = {name: [] for name in steps}
+    queued: dict[str, list[float]] = {name: [] for name in steps}
     order = list(steps)
     for sample in range(samples):
         for name in order if sample % 2 == 0 else reversed(order):
@@ -217,9 +231,11 @@ def compare_steps(
             start = time.perf_counter()
             for _ in range(ks[name]):
                 steps[name]()
+            enqueued = time.perf_counter()  # the host's part: what it took to queue the K calls
             synchronize(device)  # once per sample: the K calls queue back to back
             times[name].append((time.perf_counter() - start) / ks[name])
-    return {name: BenchResult(tuple(values), ks[name]) for name, values in times.items()}
+            queued[name].append((enqueued - start) / ks[name])
+    return {name: BenchResult(tuple(values), ks[name], tuple(queued[name])) for name, values in times.items()}
 
 
 def _say_if_long(seconds: float, ks: dict[str, int], samples: int) -> None:

@@ -35,7 +35,7 @@
 # - to read a step's numbers yourself: name its regime, choose a lever, apply it, re-measure;
 # - why `nvidia-smi`'s "GPU utilisation" is not efficiency.
 #
-# **Time:** 75 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
+# **Time:** 80 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
 
 # %%
 # @title Setup: colab_gpu 0.43.1, the course's package (installed where missing; never torch)
@@ -215,24 +215,29 @@ print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://
 # The table has hundreds of rows; one question decides what to fix: what does each step
 # wait on? Which fixes can pay depends on the answer, the step's **regime**. On a GPU the CPU
 # queues kernels ahead, so in a loop without host reads a step costs about the *larger* of
-# two parts: the host's (Python, dispatch, launches, the batch) and the GPU's (its kernels).
-# The GPU's **busy share**, the kernels' time per step over the step's time, then says which
-# part is larger: below 100% the GPU waited for the host, and a cheaper kernel makes the step
-# no faster. The gaps between queued kernels explain only a few percent of idle time, so:
+# two parts: the host's (Python, dispatch, launches, the batch: the time it takes to *queue*
+# a step) and the GPU's (its kernels, plus a gap of a microsecond or two between queued
+# kernels). Measure both: the host's part is the clock read just before the final
+# `synchronize` of a few queued steps; the GPU's, the kernels' time in the profile. The
+# larger part is the cost. (The GPU's **busy share**, kernels over step, cannot decide it
+# alone: with kernels of 100 µs, 85% busy already means a host part 15% longer than the
+# GPU's.)
 #
 # - **input-bound**: "data" takes >= 30% of the step while the GPU has nothing to run. Helps:
 #   workers, pinned memory, the data on the GPU (lesson 05). Cannot help: a faster model.
-# - **launch-bound**: the GPU is busy < 80% of the step (the host's part is at least 1.25x the
-#   GPU's). Helps: fewer host syncs (lesson 03), a bigger batch, a fused or foreach optimizer
-#   (section 8), CUDA graphs of the whole step (lesson 11). Cannot help: default
+# - **launch-bound**: the host's part is longer than the GPU's: the GPU waits. Helps: fewer
+#   host syncs (lesson 03), a bigger batch, a fused or foreach optimizer (section 8), CUDA
+#   graphs of the whole step (lesson 11); at most step / GPU part. Cannot help: default
 #   `torch.compile`, AMP, TF32, channels_last, `cudnn.benchmark`: they make kernels cheaper.
-# - **GPU-bound**: the GPU is busy >= 80% of the step (under 90%, the host is close behind:
-#   a faster kernel pays only until the GPU's part falls to the host's). The lever depends on
+# - **GPU-bound**: the GPU's part is the longer (from a host part at 80% of it, the host is
+#   close behind: a faster kernel pays at most step / host part). The lever depends on
 #   what the kernels are busy with: **matmuls and convolutions** (cuBLAS, cuDNN: 16-bit
 #   precision, TF32, channels_last, lessons 04 and 06), **element-wise** chains,
 #   normalisations and reductions (fusion with default `torch.compile`, lesson 11; 16-bit
 #   tensors; a fused optimizer), or **tiny kernels** under 10 µs each, too little work to fill
 #   the GPU (a bigger batch; fewer kernels).
+# - **with a host read every step** (`.item()`), the CPU and the GPU take turns: the step is
+#   the kernels plus the host work the read exposes, and the larger of the two names it.
 # - **CPU-bound**: a CPU runtime, where the CPU does the math. Helps: a GPU runtime.
 #
 # One trap: **the profiler stretches the step**. It records every operator, which costs host
@@ -240,8 +245,8 @@ print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://
 # the *profiled* step reads too low. On the course's H100 run (2026-11-26) lesson 04's CNN step
 # took 6.6 ms under the profiler and 2.59 ms without it; its 1.12 ms of kernels read 17% busy
 # against the first and 43% against the second. Section 7's step read 73% (3.89 ms profiled)
-# where its kernels fill 93% of the real 3.04 ms step. So time the step without the profiler
-# too, and divide by that. The cell below does it from the profile's events, in plain
+# where its kernels fill 93% of the real 3.04 ms step. So time the step, and the host's part,
+# without the profiler. The cell below does it, and reads the profile's events, in plain
 # PyTorch: the steps (`ProfilerStep#N`), the time under "data", the kernels' time on the GPU
 # timeline, the kernel launches (`cudaLaunchKernel`) and the waits for the GPU
 # (`cudaStreamSynchronize`, what a host read such as `.item()` calls).
@@ -276,31 +281,34 @@ if on_gpu:
 start = time.perf_counter()
 for _ in range(timed):  # queued back to back, as in training: one synchronization at the end
     plain_step()
+queued = time.perf_counter()  # the host has queued every step: its part ends here
 if on_gpu:
     torch.cuda.synchronize(device)
 step_ms = (time.perf_counter() - start) / timed * 1e3
+host_ms = (queued - start) / timed * 1e3
 print(f"a step takes {step_ms:.1f} ms without the profiler, {profiled_ms:.1f} ms under it; "
       f"'data' {data_share:.0%} of the profiled step")
 if on_gpu:
     kernel_ms = sum(e.time_range.elapsed_us() for e in events if e.device_type != DeviceType.CPU) / len(steps) / 1e3
-    busy = min(kernel_ms / step_ms, 1.0)
     launches = sum(e.name.startswith(("cudaLaunchKernel", "cuLaunchKernel")) for e in events) / len(steps)
     waits = sum(e.name == "cudaStreamSynchronize" for e in events) / len(steps)
-    print(f"kernels {kernel_ms:.2f} ms per step: GPU busy {busy:.0%} of the real step "
-          f"({kernel_ms / profiled_ms:.0%} of the profiled one); per step: {launches:g} kernel launches, "
-          f"{waits:g} waits for the GPU")
+    gpu_ms = kernel_ms + launches * 0.002  # about 2 µs between two queued kernels
+    print(f"the host's part: {host_ms:.2f} ms per step; the GPU's: kernels {kernel_ms:.2f} ms + {launches:g} "
+          f"launch gaps = {gpu_ms:.2f} ms (busy {min(kernel_ms / step_ms, 1.0):.0%} of the real step, "
+          f"{kernel_ms / profiled_ms:.0%} of the profiled one); {waits:g} waits for the GPU per step")
 if data_share >= 0.3:
     regime = "input-bound"
 elif not on_gpu:
     regime = "CPU-bound"
 else:
-    regime = "launch-bound" if busy < 0.8 else "GPU-bound"
+    regime = "launch-bound" if host_ms > gpu_ms else "GPU-bound"
 print("regime:", regime)
 
 # %% [markdown]
-# `cg.summarize_profile` reads the same events; given the step's time without the profiler
-# (`unprofiled_step_ms=`), it divides by that (`cg.profile_step(step, device)` times any step
-# with `cg.compare_steps`, then profiles it, and does all of this for you). It adds the host
+# `cg.summarize_profile` reads the same events; given the step's time and the host's part
+# without the profiler (`unprofiled_step_ms=`, `unprofiled_host_ms=`), it weighs the two parts
+# as above (`cg.profile_step(step, device)` times any step with `cg.compare_steps`, which
+# reads both clocks, then profiles it, and does all of this for you). It adds the host
 # reads per step (`.item()`, `print(loss)`, `if loss < x:`), the operator calls per step, what
 # the kernels are busy with, and, given the step's floating-point work and this GPU's measured
 # matmul peak, the TFLOP/s it reaches (section 7). Its "data" rule counts only the time the
@@ -308,7 +316,7 @@ print("regime:", regime)
 # nothing. Then it names the regime, why, what helps and what cannot.
 
 # %%
-first = cg.summarize_profile(prof, unprofiled_step_ms=step_ms)
+first = cg.summarize_profile(prof, unprofiled_step_ms=step_ms, unprofiled_host_ms=host_ms)
 print(first)
 assert first.regime.name == regime
 
@@ -800,10 +808,11 @@ cg.checks.regime(small_step, my_regime, my_lever, my_step, device)
 # | the profile says | regime | the first lever |
 # |---|---|---|
 # | "data" >= 30% of the step while no kernel runs | input-bound | workers, pinned memory, data on the GPU |
-# | GPU busy < 80% of the unprofiled step | launch-bound | fewer syncs, a bigger batch, a fused optimizer |
-# | busy >= 80%, mostly matmuls and convolutions | GPU-bound | 16 bits or TF32, channels_last |
-# | busy >= 80%, mostly element-wise kernels | GPU-bound | fusion: default `torch.compile` |
-# | busy >= 80%, mostly kernels under 10 µs | GPU-bound | a bigger batch, fewer kernels |
+# | host part (time to queue a step) > GPU part | launch-bound | fewer syncs, a bigger batch, a fused optimizer |
+# | the GPU's part the larger, mostly matmuls and convolutions | GPU-bound | 16 bits or TF32, channels_last |
+# | the GPU's part the larger, mostly element-wise kernels | GPU-bound | fusion: default `torch.compile` |
+# | the GPU's part the larger, mostly kernels under 10 µs | GPU-bound | a bigger batch, fewer kernels |
+# | a host read every step | the larger of kernels and exposed host work | fewer syncs first, where it pays |
 #
 # - Profile before you fix: the suspect in plain sight is not always the cost.
 # - Profile a few steps, not a whole epoch: `profile(activities=[CPU, CUDA],

@@ -581,3 +581,59 @@ def test_label_coverage_is_that_of_a_typical_step_not_one_the_host_lost():
     assert sum(summarize_spans(spans, ("data", "forward")).shares.values()) < 0.2  # what the check read before
     assert label_coverage(typical + host_lost + step(1000, 400), ("data", "forward")) < 0.1  # most steps: say so
     assert label_coverage(typical, ("step",)) == 0 and label_coverage([], ("data",)) == 0
+
+
+def _nested(parent, *children):
+    """``parent`` with ``children`` as its events, each knowing its parent (what spans_of walks)."""
+    parent.cpu_children = list(children)
+    for child in children:
+        child.cpu_parent = parent
+    return parent
+
+
+def test_every_call_that_waits_for_the_gpu_is_a_host_wait_named_by_its_operator():
+    # Issue 64: .cpu(), boolean-mask indexing and torch.cuda.synchronize() stop the host as .item() does, and only
+    # .item() was counted. Each is a call of the loop's with a synchronizing CUDA call under it.
+    item = _nested(
+        event("aten::item", 10, 14), _nested(event(HOST_READ, 11, 14), event("cudaStreamSynchronize", 12, 14))
+    )
+    cpu_copy = _nested(event("aten::to", 20, 26), _nested(event("aten::_to_copy", 21, 26), event("cudaMemcpy", 22, 26)))
+    mask = _nested(event("aten::nonzero", 30, 34), event("cudaStreamSynchronize", 31, 34))
+    pinned = _nested(event("aten::to", 40, 42), event("cudaMemcpyAsync", 41, 42))  # non_blocking: no wait
+    events = [
+        event("ProfilerStep#1", 0, 100, annotation=True),
+        event("cudaLaunchKernel", 1, 2),
+        item,
+        *item.cpu_children,
+        *item.cpu_children[0].cpu_children,
+        cpu_copy,
+        *cpu_copy.cpu_children,
+        *cpu_copy.cpu_children[0].cpu_children,
+        mask,
+        *mask.cpu_children,
+        pinned,
+        *pinned.cpu_children,
+        event("cudaDeviceSynchronize", 50, 60),
+        event("sgemm", 2, 90, "cuda"),
+    ]
+    summary = cg.summarize_profile(SimpleNamespace(events=lambda: events))
+    assert summary.host_waits == {"aten::to": 1, "aten::nonzero": 1, "cudaDeviceSynchronize": 1}
+    assert summary.host_reads_per_step == 4  # the .item() and the three waits; the pinned copy waits for nothing
+    reason = summary.regime.reason
+    assert ".cpu() or .to('cpu') (aten::to)" in reason and "torch.cuda.synchronize()" in reason
+    assert "boolean-mask indexing or nonzero() (aten::nonzero)" in reason
+
+
+def test_an_unlabelled_dataloader_loop_on_a_gpu_reads_its_waits_for_data_from_the_loaders_own_span():
+    # Issue 64: the usual learner's loop labels nothing, and read launch-bound with "data on the GPU" declared
+    # useless, though the profile holds the DataLoader's own span around each batch.
+    events = [
+        event("ProfilerStep#1", 0, 100, annotation=True),
+        event("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 60),
+        event("cudaLaunchKernel", 61, 62),
+        event("sgemm", 62, 95, "cuda"),
+    ]
+    summary = cg.summarize_profile(SimpleNamespace(events=lambda: events))
+    assert summary.input_wait == pytest.approx(0.6) and summary.regime.name == "input-bound"
+    labelled = [*events, event("data", 0, 10)]  # a "data" label, where there is one, decides
+    assert cg.summarize_profile(SimpleNamespace(events=lambda: labelled)).input_wait == pytest.approx(0.1)

@@ -1,9 +1,9 @@
 """The regime rule (colab_gpu.regimes) on synthetic profiles of every regime, on the course's H100 steps recomputed,
 and on a simulated GPU stream whose host and GPU costs are known."""
 
+import dataclasses
 import json
 import re
-import time
 import types
 from pathlib import Path
 
@@ -12,7 +12,7 @@ import torch
 
 import colab_gpu as cg
 from colab_gpu.profile_events import COPIES, ELEMENTWISE, MATMUL, TINY, kernel_category
-from colab_gpu.profiling import ProfileSummary, Span, summarize_spans
+from colab_gpu.profiling import HOST_READ, ProfileSummary, Span, summarize_spans
 
 from .test_profiling import synthetic_steps
 
@@ -60,6 +60,9 @@ def test_the_cuda_graphs_lever_says_what_reduce_overhead_graphs_what_stays_eager
         ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl>", 40, ELEMENTWISE),
         ("triton_poi_fused_add_gelu_native_layer_norm_0", 25, ELEMENTWISE),
         ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>", 12, ELEMENTWISE),
+        ("volta_scudnn_128x64_relu_interior_nn_v1", 60, MATMUL),  # a T4's fp32 convolution (issue 64)
+        ("turing_fp16_s1688cudnn_fp16_256x128_ldg8_relu_f2f_exp_small_nhwc_tn_v1", 60, MATMUL),  # its fp16 one
+        ("volta_h884cudnn_256x64_ldg8_relu_exp_small_nhwc_tn_v1", 60, MATMUL),  # a V100's
         ("ampere_sgemm_32x32_sliced1x4_tn", 6, TINY),
         ("Memcpy HtoD (Pinned -> Device)", 3, COPIES),
     ],
@@ -160,30 +163,46 @@ class SimulatedStream:
     def synchronize(self, device=None):
         self.now = max(self.now, self.free_at)
 
-    def step(self, host, gpu, read=False):
-        """One training step: the host's part (Python, launches, the batch), one kernel, and maybe a .item()."""
+    def step(self, host, gpu, read=False, kernels=1):
+        """One training step: the host's part (Python, launches, the batch) spread over ``kernels`` launches of
+        equal kernels, and maybe a .item() at the end."""
 
         def run():
-            self.now += host
-            self.launch(gpu)
+            for _ in range(kernels):
+                self.now += host / kernels
+                self.launch(gpu / kernels)
             if read:
                 self.synchronize()  # .item(): the CPU waits for everything queued
 
         return run
 
-    def profile(self, host, gpu, steps=3):
+    def profile(self, host, gpu, steps=3, read=False, kernels=1):
         """The spans of ``steps`` steps as profile_step records them: synchronized after the last one."""
         self.synchronize()
         self.kernels.clear()
-        spans, run = [], self.step(host, gpu)
+        spans, run = [], self.step(host, gpu, read, kernels)
         for i in range(steps):
             start = self.now * 1e6
             run()
-            spans.append(Span("cudaLaunchKernel", False, start, start + 1))
+            spans += [Span("cudaLaunchKernel", False, start, start + 1)] * kernels
+            if read:
+                spans.append(Span(HOST_READ, False, self.now * 1e6 - 1, self.now * 1e6, True, synchronizes=True))
             if i == steps - 1:
                 self.synchronize()
             spans.append(Span("ProfilerStep*", False, start, self.now * 1e6))
         return spans + [Span("sgemm", True, start, end) for start, end in self.kernels]
+
+    def summary(self, host, gpu, stretched_host, read=False, kernels=1):
+        """The step timed without the profiler (`compare_steps`), then profiled with its host part stretched, as
+        `profile_step` measures it."""
+        timed = cg.compare_steps({"step": self.step(host, gpu, read, kernels)}, device="cuda")["step"]
+        spans = self.profile(stretched_host, gpu, read=read, kernels=kernels)
+        return summarize_spans(
+            spans,
+            unprofiled_step_ms=timed.median * 1e3,
+            steps_per_sample=timed.steps_per_sample,
+            unprofiled_host_ms=timed.host_median * 1e3,
+        )
 
 
 @pytest.fixture
@@ -275,7 +294,7 @@ def test_check_regime_passes_a_right_reading_of_a_recorded_step(capsys):
         (2, "GPU-bound", "workers", "cannot help this step: more DataLoader workers: the data is not what"),
         (0, "launch-bound", "bigger batch", "not launch-bound: the step waits for its data 61% of its time"),
         (0, "input-bound", "fewer syncs", "is not among the levers for what this step waits on"),
-        (0, "input bound", "workers", "answer one of 'input-bound', 'launch-bound'"),
+        (0, "input", "workers", "answer one of 'input-bound', 'launch-bound'"),
         (0, "input-bound", "compile", "answer one of 'workers', 'data on the GPU'"),
         (0, None, None, "set my_regime and my_lever"),
     ],
@@ -325,8 +344,11 @@ def test_check_regime_wants_the_lever_to_move_the_step_per_sample(monkeypatch, c
     launch_bound = synthetic_steps(busy=0.3, launches=40)
     monkeypatch.setattr(cg.checks.regimes, "profile_step", lambda step, device: launch_bound)
 
+    clock = types.SimpleNamespace(now=0.0)  # a simulated clock: a busy host's sleeps overshot (1.18x for no change)
+    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+
     def step(batch=64):
-        time.sleep(2e-3)  # the host's launches: the same whatever the batch
+        clock.now += 2e-3  # the host's launches: the same whatever the batch
         return batch
 
     assert cg.checks.regime(step, "launch-bound", "bigger batch", lambda: step(256), "cpu")
@@ -368,3 +390,98 @@ def test_every_step_a_gpu_run_profiled_gets_the_verdict_it_got_there(entry):
     """The regime rule replayed on real GPU profiles: a change of the rule that moves a verdict shows here."""
     summary = ProfileSummary.from_record(entry["record"])
     assert (summary.regime.name, summary.regime.kernels) == (entry["regime"], entry["kernels"]), entry["step"]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "host", "kernel_ms", "kernels"),
+    [  # the host's part longer than the GPU's, with the kernels the course's steps run (15-230 us each)
+        ("issue 64's step: 3.6 ms of host, 30 kernels of 100 us", 3.6e-3, 3.0e-3, 30),
+        ("T4-like, 200 kernels of 15 us", 3.6e-3, 3e-3, 200),
+        ("H100-like, 10 kernels of 230 us", 2.5e-3, 2.3e-3, 10),
+    ],
+)
+def test_a_host_limited_step_reads_launch_bound_whatever_its_busy_share(stream, gpu, host, kernel_ms, kernels):
+    summary = stream.summary(host, kernel_ms, stretched_host=2 * host, kernels=kernels)
+    assert summary.host_ms == pytest.approx(host * 1e3) and summary.kernel_ms == pytest.approx(kernel_ms * 1e3)
+    assert summary.gpu_busy >= 0.8, gpu  # the fixed busy cut called these GPU-bound: a kernel lever measured 1.00x
+    regime = summary.regime
+    assert regime.name == "launch-bound", (gpu, str(regime))
+    assert regime.lever_names[0] == "bigger batch" and "16-bit" in regime.useless_names
+    assert f"host {cg.format_seconds(host)}" in regime.reason and "a kernel lever nothing" in regime.reason
+
+
+def test_a_gpu_limited_step_reads_gpu_bound_and_says_when_the_host_is_close_behind(stream):
+    far = stream.summary(1e-3, 5e-3, stretched_host=3e-3, kernels=20).regime
+    assert far.name == "GPU-bound" and "close behind" not in far.reason
+    close = stream.summary(4.4e-3, 5e-3, stretched_host=9e-3, kernels=20).regime
+    assert close.name == "GPU-bound" and "the host is close behind: a faster kernel pays at most 1.14x" in close.reason
+
+
+def test_a_synced_loop_is_named_by_the_host_work_its_reads_expose(stream):
+    # Lesson 10 section 7's .item() loop on the H100: 2.83 ms of kernels in a 3.81 ms step. The host's 0.98 ms is
+    # what the read exposes, not "the host's work takes longer than the kernels".
+    item = stream.summary(0.98e-3, 2.83e-3, stretched_host=2e-3, read=True)
+    assert item.step_ms == pytest.approx(3.81, abs=0.01) and item.host_reads_per_step == 1
+    regime = item.regime
+    assert regime.name == "GPU-bound", str(regime)
+    assert "plus 980 µs of host work they expose" in regime.reason and "up to 1.3" in regime.reason
+    assert regime.lever_names[0] == "fewer syncs"  # 1.35x to gain: worth trying first
+    # a read per step after a long host part: the host's part is the larger, and the reads still come first
+    launchy = stream.summary(5e-3, 1e-3, stretched_host=9e-3, read=True, kernels=20).regime
+    assert launchy.name == "launch-bound" and launchy.lever_names[:2] == ("fewer syncs", "bigger batch")
+    # a read that exposes little: removing it cannot pay, the kernel levers come first
+    cheap = stream.summary(0.1e-3, 5e-3, stretched_host=0.3e-3, read=True, kernels=20).regime
+    assert cheap.name == "GPU-bound" and cheap.lever_names[-1] == "fewer syncs"
+
+
+def test_a_full_launch_queue_leaves_the_verdict_to_the_busy_share():
+    # 300 launches x K=8 queued: past CUDA's queue the host waits for the GPU, and its time is the GPU's.
+    summary = synthetic_steps(busy=0.97, launches=300, kernel="sgemm")
+    filled = dataclasses.replace(summary, host_ms=summary.step_ms, steps_per_sample=8)
+    assert filled.regime.name == "GPU-bound" and "the launch queue filled" in filled.regime.reason
+
+
+def test_check_regime_takes_an_answer_whatever_its_case_spaces_and_hyphens(capsys):
+    dataloader, cnn, _ = cg.recorded_steps()
+    assert cg.checks.regime(dataloader, "Input bound", "Workers")
+    assert cg.checks.regime(cnn, " launch_bound ", "Bigger-Batch")
+    assert not cg.checks.regime(cnn, "launch-bound", 3)
+    assert "my_lever is 3; answer one of 'workers'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_step_already_in_16_bits_is_not_told_to_use_16_bits(precision):
+    # Issue 64: an fp16 step was told "16-bit" first.
+    step = synthetic_steps(busy=0.97, kernel="sgemm", flops_per_step=4e9, peak_tflops=60.0, peak_precision=precision)
+    regime = step.regime
+    assert regime.name == "GPU-bound" and "16-bit" not in regime.lever_names and regime.lever_names[0] == "layouts"
+    assert regime.why_useless("16-bit") == f"16-bit precision: the step already runs in {precision}"
+    fp32 = synthetic_steps(busy=0.97, kernel="sgemm", flops_per_step=4e9, peak_tflops=60.0, peak_precision="fp32")
+    assert fp32.regime.lever_names[0] == "16-bit"
+
+
+def test_check_regime_wants_a_sample_count_from_both_sides_or_neither(monkeypatch, capsys):
+    # Issue 64: a side that returned a count beat one that did not (its samples per second against calls per second).
+    launch_bound = synthetic_steps(busy=0.3, launches=40)
+    monkeypatch.setattr(cg.checks.regimes, "profile_step", lambda step, device: launch_bound)
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+
+    def step(batch=64, count=True):
+        clock.now += 2e-3
+        return batch if count else None
+
+    assert not cg.checks.regime(lambda: step(count=False), "launch-bound", "bigger batch", lambda: step(256), "cpu")
+    out = capsys.readouterr().out
+    assert "my_step returns how many samples it trained on, the step you improve returns None" in out
+    assert not cg.checks.regime(step, "launch-bound", "bigger batch", lambda: step(256, count=False), "cpu")
+    assert (
+        "the step you improve returns how many samples it trained on, my_step returns None" in capsys.readouterr().out
+    )
+    assert cg.checks.regime(
+        lambda: step(count=False),
+        "launch-bound",
+        "fused optimizer",
+        lambda: clock.__setattr__("now", clock.now + 1e-3),
+        "cpu",
+    )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import torch
 
 from ..device import checked_device
 from ..profile_summary import ProfileSummary
 from ..profiling import profile_step
 from ..recorded import RecordedStep
-from ..regimes import HOST_CLOSE_BUSY, INPUT_BOUND_SHARE, LAUNCH_BOUND_BUSY, LEVER_NAMES
+from ..regimes import LEVER_NAMES, rule_row
 from ..timing import compare_steps
 from .core import CheckResult, fail, ok
 
@@ -42,16 +44,17 @@ def regime(
     device = checked_device(device, "cg.checks.regime")
     if my_regime is None or my_lever is None:
         return fail("set my_regime and my_lever to your answers (strings) and run the cell again.")
-    if my_regime not in REGIME_NAMES:
-        return fail(f"my_regime is {my_regime!r}; answer one of {', '.join(map(repr, REGIME_NAMES))}.")
-    if my_lever not in LEVER_NAMES:
-        return fail(f"my_lever is {my_lever!r}; answer one of {', '.join(map(repr, LEVER_NAMES))}.")
+    answered = {"my_regime": (my_regime, REGIME_NAMES), "my_lever": (my_lever, LEVER_NAMES)}
+    for name, (answer, names) in answered.items():
+        if _canonical(answer, names) is None:
+            return fail(f"{name} is {answer!r}; answer one of {', '.join(map(repr, names))}.")
+    my_regime, my_lever = _canonical(my_regime, REGIME_NAMES), _canonical(my_lever, LEVER_NAMES)
     summary = _summary_of(measured, device)
     if not isinstance(summary, ProfileSummary):
         return fail(summary)
     truth = summary.regime
     if my_regime != truth.name:
-        return fail(f"not {my_regime}: {_rule_for(summary)} Read the step's numbers against lesson 10's table.")
+        return fail(f"not {my_regime}: {rule_row(summary)} Read the step's numbers against lesson 10's table.")
     why_not = truth.why_useless(my_lever)
     if why_not is not None:
         return fail(f"{truth.name} is right, but {my_lever!r} cannot help this step: {why_not}.")
@@ -72,6 +75,18 @@ def regime(
     if my_step is None or not callable(my_step):
         return fail(f"{named}; now write my_step, the step with {my_lever!r} applied, and pass it.")
     return _lever_moved(measured, my_step, my_lever, device, at_least)
+
+
+def _canonical(answer: object, names: tuple[str, ...]) -> str | None:
+    """The name among ``names`` that ``answer`` spells, whatever its case, spaces, hyphens or underscores
+    ("Launch bound" is "launch-bound"), or None."""
+    if not isinstance(answer, str):
+        return None
+
+    def key(text: str) -> str:
+        return re.sub(r"[\s_-]+", " ", text).strip().lower()
+
+    return next((name for name in names if key(name) == key(answer)), None)
 
 
 def _samples_of(my_step: object) -> int | str:
@@ -103,19 +118,6 @@ def _summary_of(measured: object, device) -> ProfileSummary | str:
     return f"pass the step (a function), its summary or a recorded step, not a {type(measured).__name__}."
 
 
-def _rule_for(summary: ProfileSummary) -> str:
-    """The row of the regime rule this step's numbers fall in, said with its numbers."""
-    if summary.input_wait >= INPUT_BOUND_SHARE:
-        return f"the step waits for its data {summary.input_wait:.0%} of its time, at least {INPUT_BOUND_SHARE:.0%}."
-    if summary.gpu_busy is None:
-        return "it ran on a CPU runtime: no GPU waits for anything, the CPU does the math."
-    busy = f"the GPU is busy {summary.gpu_busy:.0%} of the step timed without the profiler"
-    if summary.gpu_busy < LAUNCH_BOUND_BUSY:
-        return f"{busy}, under {LAUNCH_BOUND_BUSY:.0%}: the host's part of the step is longer than the kernels'."
-    close = " (the host is close behind)" if summary.gpu_busy < HOST_CLOSE_BUSY else ""
-    return f"{busy}, at least {LAUNCH_BOUND_BUSY:.0%}: the kernels are the cost{close}."
-
-
 def _lever_moved(step, my_step, lever: str, device, at_least: float) -> CheckResult:
     """Whether ``my_step`` trains at least ``at_least`` times more samples per second than ``step``."""
     try:
@@ -124,7 +126,14 @@ def _lever_moved(step, my_step, lever: str, device, at_least: float) -> CheckRes
     except Exception as err:  # the learner's step: a hint, not a crash
         return fail(f"my_step raised {type(err).__name__}: {err}")
     count = {name: value if isinstance(value, int) and value > 0 else None for name, value in samples.items()}
-    before, yours = count["before"] or 1, count["yours"] or count["before"] or 1
+    if (count["yours"] is None) != (count["before"] is None):  # samples per second of one side, calls of the other
+        counted, other = ("my_step", "before") if count["yours"] else ("the step you improve", "yours")
+        uncounted = "the step you improve" if count["yours"] else "my_step"
+        return fail(
+            f"{counted} returns how many samples it trained on, {uncounted} returns {samples[other]!r}: return the "
+            "count from both (as small_step returns its batch), so that both are compared in samples per second."
+        )
+    before, yours = count["before"] or 1, count["yours"] or 1
     gain = (yours / timed["yours"].median) / (before / timed["before"].median)
     rates = f"{gain:.2f}x the samples per second (K={timed['yours'].steps_per_sample} steps per sample)"
     if gain >= at_least:

@@ -355,8 +355,9 @@ assert torch.equal(tokens, cg.generate(model, prompt, 8))
 # Each step without it runs the model on the whole sequence so far, with it on 1 token.
 # **Predict first:** will the two ways give the same tokens? (In fp32 here: in 16 bits they
 # round differently, and where two tokens are almost equally likely, greedy decoding may pick
-# the other one.) Timed as lesson 10 compares two ways, interleaved, 7 samples each (a whole
-# generation lasts longer than 20 ms, so K = 1 call per sample):
+# the other one.) Timed as lesson 10 compares two ways, interleaved, 7 samples each, each
+# printed with its K (calls per sample: 1 where a generation lasts longer than 20 ms on a CPU;
+# on a GPU at least 8 while 8 calls last under a second, else as many as fit in one):
 
 # %%
 batch, prompt_tokens, new_tokens = (16, 2048, 32) if on_gpu else (2, 96, 12)
