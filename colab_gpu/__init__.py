@@ -19,7 +19,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 09 errors: ``errors`` (shows_error), ``atlas`` (the errors learners meet), ``explain`` (cg.explain and
   ``%load_ext colab_gpu``);
 - 10 profiler: ``profiling`` (a step timed, then profiled), ``profile_summary`` (the profile reduced to its numbers),
-  ``regimes`` (the regime: input-, launch-, GPU- or CPU-bound, what helps and what cannot), ``profile_events``
+  ``regimes`` (the regime: input-, launch-, GPU- or CPU-bound, what helps and what cannot), ``step_parts`` (a GPU
+  step's host part and GPU part, measured, which the regime weighs), ``profile_events``
   (a profile's events as spans, kernels by kind), ``recorded`` (steps profiled on the course's GPUs),
   ``timing.compare_steps`` (two ways of running a step, timed against each other);
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);

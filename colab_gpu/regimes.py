@@ -185,9 +185,8 @@ def _gpu_bound(summary, busy: str, close_behind: str | None = None, synced: bool
         useless = ((("16-bit",), f"16-bit precision: the step already runs in {summary.peak_precision}"), *useless)
     # A busy GPU could have hidden the CPU's next step: each read makes them take turns.
     if synced:
-        parts = step_parts(summary)
-        pays = parts.step / max(parts.host, parts.gpu)
-        levers = _sync_levers(summary) + levers if pays >= SYNC_PAYS else levers + _sync_levers(summary)
+        syncs_pay = step_parts(summary).queued_gain >= SYNC_PAYS
+        levers = _sync_levers(summary) + levers if syncs_pay else levers + _sync_levers(summary)
     elif summary.host_reads_per_step >= 1:
         reason += _reads_text(summary, "leave the GPU idle while the CPU prepares the next step")
         levers = levers + _sync_levers(summary)
@@ -254,8 +253,8 @@ def _queued(summary, step: str, parts: StepParts) -> Regime:
 def _synced(summary, step: str, parts: StepParts) -> Regime:
     """A loop with host reads: the CPU and the GPU take turns, and the step is the kernels plus the host work the
     reads expose; queued ahead instead, it would cost about the larger of the two."""
-    pays = parts.step / max(parts.host, parts.gpu)
-    reads = _reads_text(summary, "make the CPU and the GPU take turns")[2:]
+    pays = parts.queued_gain
+    reads = _reads_text(summary, "make the CPU and the GPU take turns").removeprefix("; ")
     reason = (
         f"{reads}: each {step} is the kernels' {format_seconds(parts.gpu / 1e3)} plus "
         f"{format_seconds(parts.host / 1e3)} of host work they expose; without the reads it would cost about the "

@@ -29,6 +29,12 @@ class StepParts:
     step: float
     queue_filled: bool
 
+    @property
+    def queued_gain(self) -> float:
+        """How many times faster the step would be queued ahead, costing only its larger part (what removing a
+        synced loop's reads can pay at most)."""
+        return self.step / max(self.host, self.gpu)
+
     def text(self) -> str:
         gaps = f" + {self.launches:,.0f} launch gaps" if self.launches else ""
         return (
@@ -45,8 +51,8 @@ def step_parts(summary) -> StepParts | None:
     launches = summary.launches_per_step or 0.0
     gpu = summary.kernel_ms + launches * KERNEL_GAP_US / 1e3
     if summary.host_reads_per_step >= 1:  # the host and the GPU take turns: the step is the kernels plus the host
-        return StepParts(max(summary.step_ms - summary.kernel_ms, 0.0), gpu, summary.kernel_ms, launches,
-                         summary.step_ms, False)  # fmt: skip
+        exposed = max(summary.step_ms - summary.kernel_ms, 0.0)
+        return StepParts(exposed, gpu, summary.kernel_ms, launches, summary.step_ms, queue_filled=False)
     k = summary.steps_per_sample or 1
     # A full queue makes the host wait for the GPU: its time is then the step, and the GPU's part is too (within the
     # gaps' guess). Where the GPU's part is clearly shorter than the step, the GPU drained faster than the host

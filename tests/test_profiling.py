@@ -524,25 +524,6 @@ def _edited(function, old: str, new: str, folder):
     return getattr(module, function.__name__)
 
 
-def _mislabelled(steps, prof=None):
-    """Their loop with "backward" and "step" around each other's line."""
-    torch.manual_seed(0)
-    model = cg.mlp(20, hidden=16, classes=4)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    for _ in range(steps):
-        with record_function("data"):
-            inputs, targets = torch.randn(32, 20), torch.randint(0, 4, (32,))
-        with record_function("forward"):
-            loss = torch.nn.functional.cross_entropy(model(inputs), targets)
-        optimizer.zero_grad()
-        with record_function("step"):
-            loss.backward()
-        with record_function("backward"):
-            optimizer.step()
-        if prof is not None:
-            prof.step()
-
-
 def _profiled(loop):
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1)) as prof:
         loop(5, prof)
@@ -563,8 +544,15 @@ def test_profile_labels_names_a_line_the_labelling_changed(capsys, tmp_path):
     assert "lr=0.01)` where _their_loop has `optimizer = torch.optim.Adam(model.parameters(), lr=0.001)`" in out
 
 
-def test_profile_labels_names_a_label_around_another_phases_work(capsys):
-    assert not cg.checks.profile_labels(_profiled(_mislabelled), _mislabelled, _their_loop)
+def test_profile_labels_names_a_label_around_another_phases_work(capsys, tmp_path):
+    labels = (  # "backward" and "step" around each other's line, zero_grad outside both
+        '        with record_function("backward"):\n            optimizer.zero_grad()\n            loss.backward()\n'
+        '        with record_function("step"):\n            optimizer.step()\n',
+        '        optimizer.zero_grad()\n        with record_function("step"):\n            loss.backward()\n'
+        '        with record_function("backward"):\n            optimizer.step()\n',
+    )
+    mislabelled = _edited(_labelled, *labels, tmp_path)
+    assert not cg.checks.profile_labels(_profiled(mislabelled), mislabelled, _their_loop)
     assert 'your "backward" label holds none of its work (loss.backward())' in capsys.readouterr().out
 
 
