@@ -22,7 +22,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
   ``regimes`` (the regime: input-, launch-, GPU- or CPU-bound, what helps and what cannot), ``step_parts`` (a GPU
   step's host part and GPU part, measured, which the regime weighs), ``profile_events``
   (a profile's events as spans, kernels by kind), ``recorded`` (steps profiled on the course's GPUs),
-  ``timing.compare_steps`` (two ways of running a step, timed against each other);
+  ``timing.compare_steps`` (two ways of running a step, timed against each other) and ``timing.copy_gbps`` (the
+  memory bandwidth a memory-bound step is compared with);
 - 11 compile: ``compiling`` (whether this runtime compiles, compile or fall back to eager, counting graphs);
 - 12 capstone: ``speedrun_ladder`` (the rungs, each measured; ``speedrun_ladder.speedrun``, the last one),
   ``augment`` (crops and flips per image on the CPU or per batch on the device);
@@ -80,7 +81,7 @@ from .recorded import recorded_steps
 from .references import compare_with_references
 from .runtime import cpu_count, print_runtime_report, runtime_report
 from .speedrun_ladder import run_ladder, speedrun
-from .timing import benchmark, compare_steps, format_seconds, speedup
+from .timing import benchmark, compare_steps, copy_gbps, format_seconds, speedup
 from .tiny_lm import TinyDecoder, generate
 from .train import evaluate, predict, train_epoch, train_step
 from .workloads import time_conv_step_fresh, time_train_epoch, time_train_step
@@ -115,6 +116,7 @@ __all__ = [
     "compile_support",
     "copy_and_extract",
     "copy_bandwidth",
+    "copy_gbps",
     "count_parameters",
     "cpu_count",
     "cudnn_attention_first",

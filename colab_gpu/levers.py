@@ -5,7 +5,19 @@ picks among them; the facts behind them are COURSE_DESIGN.md's "Measuring on a G
 
 from __future__ import annotations
 
-from .profile_events import COPIES, ELEMENTWISE, MATMUL, TINY
+from .profile_events import (
+    AUGMENTATION,
+    CONVOLUTIONS,
+    COPIES,
+    ELEMENTWISE,
+    GROWN,
+    HIDDEN_INPUT,
+    MATMUL,
+    OPTIMIZER,
+    REPEATED,
+    TINY,
+    WAIT_NAMES,
+)
 
 Lever = tuple[tuple[str, ...], str]  # the short names of the levers a text speaks of, and the text
 
@@ -13,7 +25,7 @@ Lever = tuple[tuple[str, ...], str]  # the short names of the levers a text spea
 # of the levers it speaks of (lesson 10's exercise answers with one of them: `LEVER_NAMES`).
 INPUT_LEVERS: tuple[Lever, ...] = (
     (("workers",), "DataLoader workers and pinned memory (lesson 05)"),
-    (("data on the GPU",), "the whole data set on the GPU, cg.DeviceLoader (lesson 05)"),
+    (("data on the GPU",), "the whole data set on the GPU, decoded once, cg.DeviceLoader (lesson 05)"),
     (("augment on the GPU",), "augmentation per batch on the GPU (lesson 05)"),
 )
 INPUT_USELESS: tuple[Lever, ...] = (
@@ -25,6 +37,13 @@ INPUT_USELESS: tuple[Lever, ...] = (
 SYNC_LEVER: Lever = (
     ("fewer syncs",),
     "fewer host syncs: sum the loss on the device, read it once per epoch (lesson 03)",
+)
+# A step without an optimizer's step (inference, generation) reads no training loss: its reads are its own loop's
+# checks or a library's (generate() asks after each token whether every sequence has ended).
+LIBRARY_SYNC_LEVER: Lever = (
+    ("fewer syncs",),
+    "fewer host syncs: each read of a result (yours, or a library's check such as generate()'s end-of-sequence test "
+    "after every token) waits for the GPU; read results once at the end, or check every few steps",
 )
 SCALER_LEVER: Lever = (
     ("fused optimizer",),
@@ -38,12 +57,15 @@ LAUNCH_LEVERS: tuple[Lever, ...] = (
         "a fused or foreach optimizer, e.g. torch.optim.Adam(..., fused=True): a few launches for all parameters "
         "(lesson 10)",
     ),
-    (
-        ("CUDA graphs",),
-        'CUDA graphs of the whole step (lesson 11): torch.compile(mode="reduce-overhead") replays the compiled '
-        "model's forward and backward as one launch each, but the loss, the optimizer and the rest of the step stay "
-        "eager: on the course's H100 that measured 1.00x for a launch-bound MLP",
-    ),
+)
+# CUDA graphs are listed only where the course measured them to pay: for a training step whose optimizer stays
+# eager, reduce-overhead graphs only the model's forward and backward (1.00x on the H100); whole-step capture is
+# not measured in the course yet, so no step is offered it as a lever.
+GRAPHS_EAGER_OPTIMIZER: Lever = (
+    ("CUDA graphs",),
+    'CUDA graphs with torch.compile(mode="reduce-overhead") (lesson 11): it replays the compiled model\'s forward '
+    "and backward as one launch each, but the loss, the optimizer and the rest of the step stay eager: on the "
+    "course's H100 that measured 1.00x for a launch-bound MLP",
 )
 LAUNCH_USELESS: tuple[Lever, ...] = (
     (
@@ -51,6 +73,7 @@ LAUNCH_USELESS: tuple[Lever, ...] = (
         "default torch.compile, AMP, TF32, channels_last and cudnn.benchmark: they make kernels cheaper, "
         "and this step does not wait on kernels",
     ),
+    GRAPHS_EAGER_OPTIMIZER,
     (("workers", "data on the GPU"), "more DataLoader workers: the step does not wait for its data"),
 )
 # A GPU-bound step's levers by what its kernels are busy with (`colab_gpu.profile_events.kernel_category`).
@@ -60,11 +83,7 @@ KERNEL_LEVERS: dict[str, tuple[Lever, ...]] = {
             ("16-bit",),
             "16-bit matmuls: AMP in bf16 or fp16, TF32 for fp32 matmuls on compute capability 8.0 and up (lesson 06)",
         ),
-        (
-            ("layouts",),
-            "layouts the tensor cores like: channels_last and cudnn.benchmark for convolutions (lesson 04), sizes in "
-            "multiples of 8",
-        ),
+        (("layouts",), "layouts cuDNN's convolutions like: channels_last and cudnn.benchmark (lesson 04)"),
     ),
     ELEMENTWISE: (
         (("fusion",), "fusion: default torch.compile fuses chains of element-wise kernels into one (lesson 11)"),
@@ -79,10 +98,7 @@ KERNEL_LEVERS: dict[str, tuple[Lever, ...]] = {
             ("bigger batch",),
             "more work per kernel: a bigger batch (lesson 07 finds the largest that fits), more sequences at once",
         ),
-        (
-            ("fusion", "CUDA graphs"),
-            "fewer kernels: fusion with torch.compile (lesson 11); CUDA graphs also remove the gaps between them",
-        ),
+        (("fusion",), "fewer kernels: fusion with torch.compile (lesson 11)"),
     ),
     COPIES: ((("data on the GPU",), "pinned memory and non_blocking copies, or the data kept on the GPU (lesson 05)"),),
 }
@@ -100,7 +116,16 @@ KERNEL_USELESS: dict[str, tuple[Lever, ...]] = {
 GPU_USELESS: tuple[Lever, ...] = ((("workers",), "more DataLoader workers: the data is not what the step waits for"),)
 CPU_LEVERS: tuple[Lever, ...] = (
     (("GPU runtime",), "a GPU runtime (Colab: Runtime > Change runtime type > T4 GPU)"),
-    (("less work",), "less work per step: a smaller model, smaller inputs"),
+    (
+        ("bigger batch",),
+        "a bigger batch: Python's and the operators' fixed cost per call is spread over more samples, and bigger "
+        "matrices run the CPU's math libraries nearer their peak (lesson 10)",
+    ),
+    (
+        ("fused optimizer",),
+        "a foreach or fused optimizer, e.g. torch.optim.Adam(..., foreach=True): one operation over all "
+        "parameters instead of one per tensor (on a CPU, foreach is not the default)",
+    ),
 )
 CPU_USELESS: tuple[Lever, ...] = (
     (
@@ -108,6 +133,29 @@ CPU_USELESS: tuple[Lever, ...] = (
         "GPU levers: pinned memory, CUDA graphs, cudnn.benchmark, TF32 and AMP (the CPU has no tensor cores to feed)",
     ),
 )
+# A GPU-bound inference step in tiny or element-wise kernels (a decode step: each token reads the weights and the
+# whole cache, little math per byte) pays for moving fewer bytes and copying less per token (lesson 14).
+DECODE_LEVERS: tuple[Lever, ...] = (
+    (
+        ("cache in place",),
+        "a key/value cache allocated once and written in place (a slice assignment), not grown with torch.cat: "
+        "each cat copies the whole cache every token (lesson 14)",
+    ),
+    (
+        ("SDPA heads",),
+        "scaled_dot_product_attention(..., enable_gqa=True): the kernel pairs each query head with its shared "
+        "key/value head, where repeat_interleave copies the cache for every head every token (lesson 14)",
+    ),
+    (("16-bit",), "a 16-bit model and cache: each token reads half the bytes (lesson 14)"),
+)
+# Levers that need a part of the step (`colab_gpu.profile_events.parts_found`), and what to say where it is missing.
+NEEDS: dict[str, tuple[str, str]] = {
+    "fused optimizer": (OPTIMIZER, "a fused or foreach optimizer: this step runs no optimizer step"),
+    "layouts": (CONVOLUTIONS, "channels_last and cudnn.benchmark: this step runs no convolution"),
+    "augment on the GPU": (AUGMENTATION, "augmentation on the GPU: this step's data phase augments nothing"),
+    "cache in place": (GROWN, "a cache written in place: this step grows no tensor with torch.cat"),
+    "SDPA heads": (REPEATED, "SDPA pairing the heads: this step repeats no key/value heads (repeat_interleave)"),
+}
 #: Every lever's short name, as lesson 10's exercise (`cg.checks.regime`) takes an answer.
 LEVER_NAMES = (
     "workers",
@@ -121,5 +169,80 @@ LEVER_NAMES = (
     "16-bit",
     "layouts",
     "GPU runtime",
-    "less work",
+    "cache in place",
+    "SDPA heads",
 )
+FEW_CORES = 2  # a host with this many cores or fewer (Colab's 2 vCPUs): more DataLoader workers pay about 1x there
+FEW_CORES_FIRST = "data on the GPU"  # the input lever that pays first there (lesson 05)
+
+
+def input_levers(cores: int | None) -> tuple[tuple[Lever, ...], str]:
+    """The input-bound levers in the order they pay on a host of ``cores`` CPU cores (None: not recorded), and the
+    reason for that order, said where it differs from the usual one."""
+    if cores is None or cores > FEW_CORES:
+        return INPUT_LEVERS, ""
+    first = tuple(entry for entry in INPUT_LEVERS if FEW_CORES_FIRST in entry[0])
+    rest = tuple(entry for entry in INPUT_LEVERS if FEW_CORES_FIRST not in entry[0])
+    why = (
+        f"; with {cores} CPU core(s) more workers gain at most {cores}x (on Colab's 2 vCPUs, two threads of one "
+        "core, often about 1x: lesson 05), while the data decoded once and kept on the GPU removes the loading: it "
+        "comes first"
+    )
+    return first + rest, why
+
+
+def for_the_step(summary, levers: tuple[Lever, ...], useless: tuple[Lever, ...]):
+    """``levers`` and ``useless`` fitted to the step the summary profiled (`ProfileSummary.found`): a lever that
+    needs a part the step lacks (`NEEDS`) cannot help it, and reduce-overhead's CUDA graphs are said to be no help
+    only to a training step (whole-step capture is not measured in the course yet). A summary that did not record
+    the step's parts (None) keeps both as they are."""
+    found = summary.found
+    if found is None:
+        return levers, useless
+    kept, missing = [], []
+    for names, text in levers:
+        lacking = [name for name in names if name in NEEDS and not _has(found, name)]
+        missing += [((name,), NEEDS[name][1]) for name in lacking]
+        if not lacking:
+            kept.append((names, text))
+    if OPTIMIZER not in found:
+        useless = tuple(entry for entry in useless if entry is not GRAPHS_EAGER_OPTIMIZER)
+    return tuple(kept), tuple(useless) + tuple(missing)
+
+
+def _has(found: tuple[str, ...], lever: str) -> bool:
+    """Whether a step with the parts ``found`` has what ``lever`` needs: augmentation done in DataLoader workers
+    is out of the profile's sight, so there it may be."""
+    part = NEEDS[lever][0]
+    return part in found or (part == AUGMENTATION and HIDDEN_INPUT in found)
+
+
+def reads_text(summary, effect: str) -> str:
+    """ ", and N host read(s) per step <effect>", naming the GradScaler's reads apart from the loop's own."""
+    reads = summary.host_reads_per_step
+    if reads < 1:
+        return ""
+    scaler = summary.scaler_reads_per_step
+    whose = [f"{scaler:g} of them the GradScaler's inf/NaN check"] if scaler >= 1 else []
+    whose += [f"{n:g} {WAIT_NAMES.get(name, name)}" for name, n in summary.host_waits.items()]
+    whose_text = f" ({'; '.join(whose)})" if whose else ""
+    return f"; its {reads:g} host read(s) per step{whose_text} {effect}"
+
+
+def sync_levers(summary) -> tuple[Lever, ...]:
+    """The lever for each kind of host read the step makes: the loop's own, the GradScaler's."""
+    if summary.host_reads_per_step < 1:
+        return ()
+    own = summary.host_reads_per_step - summary.scaler_reads_per_step
+    loops = LIBRARY_SYNC_LEVER if summary.found is not None and OPTIMIZER not in summary.found else SYNC_LEVER
+    return ((loops,) if own >= 1 else ()) + ((SCALER_LEVER,) if summary.scaler_reads_per_step >= 1 else ())
+
+
+def decode_levers(summary, kind: str | None, levers: tuple[Lever, ...]) -> tuple[Lever, ...]:
+    """A GPU-bound step's kernel ``levers``, with `DECODE_LEVERS` first for an inference step (no optimizer step in
+    its profile) busy in tiny or element-wise kernels; a lever of both keeps the decode text."""
+    inference = summary.found is not None and OPTIMIZER not in summary.found
+    if not inference or kind not in (TINY, ELEMENTWISE):
+        return levers
+    decode = {name for names, _ in DECODE_LEVERS for name in names}
+    return DECODE_LEVERS + tuple(entry for entry in levers if not decode.intersection(entry[0]))

@@ -28,6 +28,22 @@ WAIT_NAMES = {  # what the learner wrote, for the operators a wait shows under
     "aten::index": "boolean-mask indexing (aten::index)",
     "cudaDeviceSynchronize": "torch.cuda.synchronize()",
 }
+# The parts of a step that some levers need (`colab_gpu.regimes`): an optimizer's step (a fused or foreach
+# optimizer), convolutions (channels_last, cudnn.benchmark), augmentation in the data phase (augmenting on the GPU).
+# A DataLoader with workers runs its dataset in other processes, out of the profile's sight: its augmentation is not
+# seen, so that lever is kept there (`HIDDEN_INPUT`).
+OPTIMIZER, CONVOLUTIONS, AUGMENTATION, HIDDEN_INPUT = "optimizer step", "convolutions", "augmentation", "input workers"
+# And the copies a decode step can do without (lesson 14): a cache grown with torch.cat copies all of it every token
+# (a cat is all the profile shows: it may be another one), and key/value heads repeated for the query heads.
+GROWN, REPEATED = "grown by cat", "repeated heads"
+OPTIMIZER_SPAN = "Optimizer.step#"  # "Optimizer.step#Adam.step": every torch.optim optimizer's step records it
+CONVOLUTION_OPS = ("aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::mkldnn_convolution")
+AUGMENT_LABEL = "augment"  # a record_function label the learner may put around their own augmentation
+AUGMENT_OPS = (  # what torchvision's v2 transforms and cg.random_crop / per_sample_flip run: flips, pads, warps
+    "aten::flip", "aten::roll", "aten::rot90", "aten::reflection_pad1d", "aten::reflection_pad2d",
+    "aten::replication_pad2d", "aten::grid_sampler_2d", "aten::affine_grid_generator", "aten::_upsample_bilinear2d_aa",
+    "aten::adjust_hue", "aten::rgb_to_grayscale",
+)  # fmt: skip
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 STEP_PREFIX = "ProfilerStep"  # "ProfilerStep#3" in a trace, "ProfilerStep*" in events()
 # `colab_gpu.profiling.profile_step` runs GradScaler.step under this label. With fp16, the scaler reads its inf/NaN
@@ -120,6 +136,27 @@ def spans_of(prof) -> list[Span]:
             )
         )
     return spans
+
+
+def parts_found(inside: list[Span], data_phase: list[tuple[float, float]]) -> tuple[str, ...]:
+    """Which of the parts some levers need (`OPTIMIZER`, `CONVOLUTIONS`, `AUGMENTATION`, `HIDDEN_INPUT`, `GROWN`,
+    `REPEATED`) the
+    profiled steps' CPU events ``inside`` hold; augmentation counts inside ``data_phase`` (or under its label)."""
+    names = {s.name for s in inside if not s.on_device}
+    augmenting = AUGMENT_LABEL in names or any(
+        s.name in AUGMENT_OPS and any(start <= s.start_us < end for start, end in data_phase)
+        for s in inside
+        if not s.on_device
+    )
+    found = {
+        OPTIMIZER: any(name.startswith(OPTIMIZER_SPAN) for name in names),
+        CONVOLUTIONS: bool(names.intersection(CONVOLUTION_OPS)),
+        AUGMENTATION: augmenting,
+        HIDDEN_INPUT: any(name.startswith(LOADER_SPAN) and "MultiProcessing" in name for name in names),
+        GROWN: any(s.name == "aten::cat" and s.top_level_op for s in inside),  # not torch.stack's own cat
+        REPEATED: "aten::repeat_interleave" in names,
+    }
+    return tuple(part for part, here in found.items() if here)
 
 
 def kernel_category(name: str, duration_us: float) -> str:

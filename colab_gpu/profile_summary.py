@@ -21,6 +21,7 @@ from .profile_events import (
     _covered_us,
     _uncovered_us,
     kernel_shares,
+    parts_found,
 )
 from .regimes import Regime, regime_of
 from .timing import format_seconds
@@ -57,6 +58,11 @@ class ProfileSummary:
     peak_precision: str | None = None  # the precision of peak_tflops ("fp32", "tf32", "fp16", "bf16")
     host_ms: float | None = None  # the host's part of the unprofiled step: its time to queue one step (`compare_steps`)
     host_waits: dict[str, float] = field(default_factory=dict)  # other waits for the GPU per step, by operator
+    input_from: str | None = None  # where input_wait was read: the "data" label, or the DataLoader's own span
+    host_cores: int | None = None  # the CPU cores the step's process could use (`profile_step`), where recorded
+    found: tuple[str, ...] | None = None  # the step's parts some levers need (`parts_found`); None: not recorded
+    achieved_gbps: float | None = None  # bytes the step moves per step / step time, when the bytes were given
+    peak_gbps: float | None = None  # this device's measured copy bandwidth (`copy_gbps`), as given by the caller
 
     @property
     def share_of_peak(self) -> float | None:
@@ -64,6 +70,14 @@ class ProfileSummary:
         if self.achieved_tflops is None or not self.peak_tflops:
             return None
         return self.achieved_tflops / self.peak_tflops
+
+    @property
+    def share_of_bandwidth(self) -> float | None:
+        """Achieved GB/s over the measured copy bandwidth, when both are known: how near its memory's limit a step
+        of element-wise work or tiny kernels (a decode step) runs."""
+        if self.achieved_gbps is None or not self.peak_gbps:
+            return None
+        return self.achieved_gbps / self.peak_gbps
 
     @property
     def busy_clamped(self) -> bool:
@@ -75,9 +89,10 @@ class ProfileSummary:
         """The measured numbers as plain JSON types (`from_record` rebuilds the summary): what a GPU run keeps of
         each step it profiled, so that the regime rule can be replayed on the CPU."""
         record = asdict(self)
-        for derived in ("gpu_busy", "achieved_tflops"):
+        for derived in ("gpu_busy", "achieved_tflops", "achieved_gbps"):
             del record[derived]
         record["flops_per_step"] = self.achieved_tflops * 1e12 * self.step_ms * 1e-3 if self.achieved_tflops else None
+        record["bytes_per_step"] = self.achieved_gbps * 1e9 * self.step_ms * 1e-3 if self.achieved_gbps else None
         return record
 
     @classmethod
@@ -85,10 +100,13 @@ class ProfileSummary:
         """The summary of a recorded step (`to_record`): the busy share and the TFLOP/s computed again from its
         kernels' time, step time and work, as `summarize_spans` computes them."""
         fields = dict(record)
-        flops = fields.pop("flops_per_step", None)
+        flops, moved = fields.pop("flops_per_step", None), fields.pop("bytes_per_step", None)
         kernel_ms, step_ms = fields.get("kernel_ms"), fields["step_ms"]
         fields["gpu_busy"] = min(kernel_ms / step_ms, 1.0) if kernel_ms is not None else None
         fields["achieved_tflops"] = flops / (step_ms * 1e-3) / 1e12 if flops else None
+        fields["achieved_gbps"] = moved / (step_ms * 1e-3) / 1e9 if moved else None
+        if fields.get("found") is not None:  # JSON has lists
+            fields["found"] = tuple(fields["found"])
         return cls(**fields)
 
     @property
@@ -140,14 +158,21 @@ class ProfileSummary:
             if self.kernel_shares:
                 kinds = ", ".join(f"{kind} {share:.0%}" for kind, share in self.kernel_shares.items())
                 lines.append(f"  the kernels' time: {kinds}")
-            if "data" in self.shares or self.input_wait:
-                lines.append(f"  the GPU waits for data {self.input_wait:.0%} of the step")
+            if self.input_from or self.input_wait:
+                source = f" (read from {self.input_from})" if self.input_from else ""
+                lines.append(f"  the GPU waits for data {self.input_wait:.0%} of the step{source}")
+            elif self.found is not None:  # profiled here, and no data phase found in it
+                lines.append("  no 'data' label and no DataLoader in the step: its wait for data was not measured")
         if self.achieved_tflops is not None:
             precision = f" {self.peak_precision}" if self.peak_precision else ""
             peak = ""
             if self.share_of_peak:
                 peak = f", {self.share_of_peak:.0%} of this GPU's measured{precision} matmul peak"
             lines.append(f"  {self.achieved_tflops:.3g} TFLOP/s{peak}")
+        if self.achieved_gbps is not None:
+            share = self.share_of_bandwidth
+            peak = f", {share:.0%} of this device's measured copy bandwidth" if share else ""
+            lines.append(f"  {self.achieved_gbps:.3g} GB/s moved{peak}")
         return lines
 
 
@@ -161,9 +186,16 @@ def summarize_spans(
     unprofiled_step_ms: float | None = None,
     steps_per_sample: int | None = None,
     unprofiled_host_ms: float | None = None,
+    host_cores: int | None = None,
+    bytes_per_step: float | None = None,
+    peak_gbps: float | None = None,
 ) -> ProfileSummary:
     """The `ProfileSummary` of ``spans`` (`spans_of`), counting only what happened inside the profiled steps; with
-    ``unprofiled_step_ms`` (the same step timed without the profiler) the busy share and TFLOP/s are against it."""
+    ``unprofiled_step_ms`` (the same step timed without the profiler) the busy share, the input wait and TFLOP/s are
+    against it (the input wait at most the GPU's idle share: the profiler stretches the host's fetching, never the
+    kernels). ``host_cores``: the CPU cores the step's process could use (the input levers' order depends on it).
+    ``bytes_per_step`` (what the step reads and writes: a decode step's weights and cache) and ``peak_gbps`` (the
+    measured copy bandwidth, `colab_gpu.timing.copy_gbps`) add the achieved GB/s and its share of that bandwidth."""
     steps = [s for s in spans if s.name.startswith(STEP_PREFIX) and not s.on_device]
     if not steps:
         raise ValueError(
@@ -181,13 +213,20 @@ def summarize_spans(
     kernels = [s for s in inside if s.on_device]
     intervals = [(s.start_us, s.end_us) for s in kernels]
     on_gpu = bool(kernels) or any(s.name in LAUNCHES for s in inside)
-    data = [(s.start_us, s.end_us) for s in inside if s.name == "data" and not s.on_device]
-    if not data and on_gpu:  # the usual learner's loop labels nothing: the DataLoader's own span is its data phase
-        data = [(s.start_us, s.end_us) for s in inside if s.name.startswith(LOADER_SPAN) and not s.on_device]
+    labelled = [(s.start_us, s.end_us) for s in inside if s.name == "data" and not s.on_device]
+    loader = [(s.start_us, s.end_us) for s in inside if s.name.startswith(LOADER_SPAN) and not s.on_device]
+    # The usual learner's loop labels nothing: the DataLoader's own span is then its data phase.
+    data, input_from = (labelled, "the 'data' label") if labelled else (loader, "the DataLoader's own span")
+    if not data:
+        input_from = None
     count = len(steps)
     profiled_ms = step_us / count / 1e3
     step_ms = unprofiled_step_ms or profiled_ms
     kernel_ms = _covered_us(intervals) / count / 1e3 if on_gpu else None
+    input_wait = _uncovered_us(data, intervals) / step_us
+    if on_gpu and unprofiled_step_ms:  # the wait against the step timed without the profiler, as the busy share is
+        idle = max(1 - kernel_ms / step_ms, 0.0)  # the GPU cannot wait for data longer than it idles
+        input_wait = min(_uncovered_us(data, intervals) / count / 1e3 / step_ms, idle)
     # On a GPU only reads that wait for it count; on a CPU, those that are not PyTorch's own reads of CPU values.
     reads = [s for s in inside if s.name == HOST_READ and (s.synchronizes if on_gpu else not s.in_framework)]
     waits: dict[str, float] = {}
@@ -203,7 +242,8 @@ def summarize_spans(
         ops_per_step=sum(s.top_level_op and not s.on_device for s in inside) / count,
         launches_per_step=sum(s.name in LAUNCHES for s in inside) / count if on_gpu else None,
         gpu_busy=min(kernel_ms / step_ms, 1.0) if on_gpu else None,
-        input_wait=_uncovered_us(data, intervals) / step_us,
+        input_wait=input_wait,
+        input_from=input_from,
         achieved_tflops=flops_per_step / (step_ms * 1e-3) / 1e12 if flops_per_step else None,
         peak_tflops=peak_tflops,
         profiled_step_ms=profiled_ms if unprofiled_step_ms else None,
@@ -213,6 +253,10 @@ def summarize_spans(
         kernel_shares=kernel_shares(kernels),
         scaler_reads_per_step=sum(s.in_scaler for s in reads) / count,
         peak_precision=peak_precision,
+        host_cores=host_cores,
+        found=parts_found(inside, labelled + loader),
+        achieved_gbps=bytes_per_step / (step_ms * 1e-3) / 1e9 if bytes_per_step else None,
+        peak_gbps=peak_gbps,
     )
 
 

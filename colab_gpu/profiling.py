@@ -37,6 +37,7 @@ from .profile_events import (  # noqa: F401 (the profile's vocabulary, read here
 )
 from .profile_summary import ProfileSummary, summarize_spans  # noqa: F401 (their public home is here too)
 from .regimes import INPUT_BOUND_SHARE, Regime, regime_of  # noqa: F401 (Regime: its public home is here too)
+from .runtime import cpu_count
 from .timing import compare_steps
 
 # When this names a file (the GPU suite sets it for each lesson and for the bench), `profile_step` appends each
@@ -54,6 +55,8 @@ def summarize_profile(
     peak_precision: str | None = None,
     unprofiled_step_ms: float | None = None,
     unprofiled_host_ms: float | None = None,
+    bytes_per_step: float | None = None,
+    peak_gbps: float | None = None,
 ) -> ProfileSummary:
     """Reduce a finished ``torch.profiler.profile`` to a `ProfileSummary`. Taught in lesson 10.
 
@@ -63,7 +66,8 @@ def summarize_profile(
     achieved TFLOP/s and its share of the peak. ``unprofiled_step_ms``, the same step timed without the profiler,
     is what the GPU's busy share divides by; without it, the profiled step (stretched by the profiler) is.
     ``unprofiled_host_ms``, the host's time to queue one such step (the clock before the final synchronize), is the
-    host's part the regime rule weighs against the kernels' (`colab_gpu.step_parts`).
+    host's part the regime rule weighs against the kernels' (`colab_gpu.step_parts`). ``bytes_per_step`` and
+    ``peak_gbps`` (``cg.copy_gbps``) add the GB/s a memory-bound step moves and its share of the copy bandwidth.
     """
     if not hasattr(prof, "events"):
         raise TypeError(
@@ -78,6 +82,9 @@ def summarize_profile(
         peak_precision=peak_precision,
         unprofiled_step_ms=unprofiled_step_ms,
         unprofiled_host_ms=unprofiled_host_ms,
+        host_cores=cpu_count(),  # the profile ran here: the input levers' order depends on this host's cores
+        bytes_per_step=bytes_per_step,
+        peak_gbps=peak_gbps,
     )
 
 
@@ -89,6 +96,8 @@ def profile_step(
     flops_per_step: float | None = None,
     peak_tflops: float | None = None,
     peak_precision: str | None = None,
+    bytes_per_step: float | None = None,
+    peak_gbps: float | None = None,
 ) -> ProfileSummary:
     """Time ``step`` without the profiler, then profile ``steps`` calls of it, and return their summary.
 
@@ -109,6 +118,9 @@ def profile_step(
             (lesson 10), for the achieved TFLOP/s.
         peak_tflops: this GPU's measured matmul peak in the step's precision (``cg.workloads.matmul_peak``).
         peak_precision: that precision's name, for the text ("fp32", "fp16" ...).
+        bytes_per_step: the bytes the step reads and writes (a decode step: its weights and its cache), for the
+            achieved GB/s (lesson 14).
+        peak_gbps: this device's measured copy bandwidth (``cg.copy_gbps``).
 
     Example:
         >>> layer = torch.nn.Linear(32, 32)
@@ -136,6 +148,9 @@ def profile_step(
         unprofiled_step_ms=timing.median * 1e3,
         steps_per_sample=timing.steps_per_sample,
         unprofiled_host_ms=timing.host_median * 1e3,
+        host_cores=cpu_count(),
+        bytes_per_step=bytes_per_step,
+        peak_gbps=peak_gbps,
     )
     _keep_record(summary, step, device)
     return summary

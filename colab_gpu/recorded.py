@@ -23,12 +23,17 @@ class RecordedStep:
     gpu: str
     source: str
     summary: ProfileSummary
+    profiled: tuple[str, ...] = ()  # the record's figures read from the profile; the rest were timed without it
 
     def __str__(self) -> str:
-        return f"{self.name}, on an {self.gpu}:\n{self.summary.measurements()}"
+        profiled = ", ".join(self.profiled) or "none"
+        return (
+            f"{self.name}, on an {self.gpu}:\n{self.summary.measurements()}\n"
+            f"  read from the profile: {profiled}; the rest timed without the profiler, counted or given"
+        )
 
 
-STEP_FIELDS = {"gpu": str, "source": str, "record": dict}
+STEP_FIELDS = {"gpu": str, "source": str, "profiled": list, "record": dict}
 
 
 def recorded_steps() -> list[RecordedStep]:
@@ -37,8 +42,14 @@ def recorded_steps() -> list[RecordedStep]:
     fix = "Reinstall colab_gpu (pip install --force-reinstall colab-gpu), or restore the file from git."
     data = parsed(text, "colab_gpu/recorded_steps.json", {"steps": dict}, fix)
     for name, step in data["steps"].items():
-        checked(step, f"colab_gpu/recorded_steps.json's step {name!r}", STEP_FIELDS, fix)
+        where = f"colab_gpu/recorded_steps.json's step {name!r}"
+        checked(step, where, STEP_FIELDS, fix)
+        unknown = sorted(set(step["profiled"]) - set(step["record"]))
+        if unknown:
+            raise ValueError(f"{where} lists {unknown} as profiled, which its record does not hold. {fix}")
     return [
-        RecordedStep(name, step["gpu"], step["source"], ProfileSummary.from_record(step["record"]))
+        RecordedStep(
+            name, step["gpu"], step["source"], ProfileSummary.from_record(step["record"]), tuple(step["profiled"])
+        )
         for name, step in data["steps"].items()
     ]

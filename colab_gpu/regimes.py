@@ -32,18 +32,19 @@ from .levers import (
     CPU_LEVERS,
     CPU_USELESS,
     GPU_USELESS,
-    INPUT_LEVERS,
     INPUT_USELESS,
     KERNEL_LEVERS,
     KERNEL_USELESS,
     LAUNCH_LEVERS,
     LAUNCH_USELESS,
     LEVER_NAMES,  # noqa: F401 (the exercise's vocabulary, read through this module too)
-    SCALER_LEVER,
-    SYNC_LEVER,
-    Lever,
+    decode_levers,
+    for_the_step,
+    input_levers,
+    reads_text,
+    sync_levers,
 )
-from .profile_events import ELEMENTWISE, MATMUL, TINY, TINY_KERNEL_US, WAIT_NAMES
+from .profile_events import ELEMENTWISE, MATMUL, TINY, TINY_KERNEL_US
 from .step_parts import HOST_CLOSE, StepParts, step_parts
 from .timing import format_seconds
 
@@ -86,12 +87,14 @@ class Regime:
         return next((text for names, text in self.useless_entries if lever in names), None)
 
 
-def _regime(name: str, reason: str, levers, useless, kernels: str | None = None) -> Regime:
-    """A `Regime` from lever entries: their texts, and their short names in order, each once."""
+def _regime(summary, name: str, reason: str, levers, useless, kernels: str | None = None) -> Regime:
+    """A `Regime` from lever entries fitted to the step (`for_the_step`): their texts, and their short names in
+    order, each once."""
 
     def names(entries) -> tuple[str, ...]:
         return tuple(dict.fromkeys(short for shorts, _ in entries for short in shorts))
 
+    levers, useless = for_the_step(summary, levers, useless)
     texts = tuple(text for _, text in levers), tuple(text for _, text in useless)
     return Regime(name, reason, *texts, kernels, names(levers), names(useless), tuple(useless))
 
@@ -121,6 +124,7 @@ def regime_of(summary) -> Regime:  # a colab_gpu.profiling.ProfileSummary (which
                 "stops the CPU until the GPU catches up (lesson 03)."
             )
         return _regime(
+            summary,
             "CPU-bound",
             f"a CPU runtime: the CPU itself runs the {summary.ops_per_step:,.0f} operators of each {step}.{reads}",
             CPU_LEVERS,
@@ -137,12 +141,13 @@ def regime_of(summary) -> Regime:  # a colab_gpu.profiling.ProfileSummary (which
     if summary.gpu_busy < LAUNCH_BOUND_BUSY:
         launches = summary.launches_per_step or 0.0
         per_launch = f" ({summary.step_ms * 1e3 / launches:.0f} µs of step per launch)" if launches else ""
-        reads = _reads_text(summary, "stop the CPU until the GPU catches up")
+        reads = reads_text(summary, "stop the CPU until the GPU catches up")
         return _regime(
+            summary,
             "launch-bound",
             f"{busy}: the host's work, {launches:,.0f} kernel launches per step{per_launch}, takes longer than the "
             f"kernels{reads}.",
-            _sync_levers(summary) + LAUNCH_LEVERS,
+            sync_levers(summary) + LAUNCH_LEVERS,
             LAUNCH_USELESS,
         )
     return _gpu_bound(summary, busy)
@@ -156,11 +161,12 @@ def _input_bound(summary, step: str) -> Regime:
             f"the GPU waits {summary.input_wait:.0%} of each {step} for the next batch (busy {summary.gpu_busy:.0%} "
             "of it)."
         )
-    levers = INPUT_LEVERS
+    levers, few_cores = input_levers(summary.host_cores)
+    reason = reason[:-1] + few_cores + "."
     if summary.gpu_busy is not None and summary.host_reads_per_step >= 1:
-        reason = reason[:-1] + _reads_text(summary, "keep the CPU from preparing it while the GPU computes") + "."
-        levers = _sync_levers(summary) + levers
-    return _regime("input-bound", reason, levers, INPUT_USELESS)
+        reason = reason[:-1] + reads_text(summary, "keep the CPU from preparing it while the GPU computes") + "."
+        levers = sync_levers(summary) + levers
+    return _regime(summary, "input-bound", reason, levers, INPUT_USELESS)
 
 
 def _gpu_bound(summary, busy: str, close_behind: str | None = None, synced: bool = False) -> Regime:
@@ -172,6 +178,11 @@ def _gpu_bound(summary, busy: str, close_behind: str | None = None, synced: bool
         peak = f"{summary.peak_precision} matmul peak" if summary.peak_precision else "matmul peak"
         near = "" if summary.share_of_peak >= NEAR_PEAK else "only "
         reason += f", at {near}{summary.achieved_tflops:.3g} TFLOP/s, {summary.share_of_peak:.0%} of this GPU's {peak}"
+    if summary.share_of_bandwidth is not None and kind != MATMUL:  # memory-bound work: bytes, not FLOP/s, say it
+        reason += (
+            f", moving {summary.achieved_gbps:.3g} GB/s, {summary.share_of_bandwidth:.0%} of this GPU's measured "
+            "copy bandwidth"
+        )
     if close_behind is None and summary.gpu_busy < HOST_CLOSE_BUSY:
         close_behind = "a faster kernel pays only until the GPU's part falls to the host's"
     if close_behind:
@@ -179,18 +190,18 @@ def _gpu_bound(summary, busy: str, close_behind: str | None = None, synced: bool
     if kind is None:  # kernels of unknown kinds (a recorded step without them): the levers of both big kinds
         levers, useless = KERNEL_LEVERS[MATMUL][:1] + KERNEL_LEVERS[ELEMENTWISE][:1], GPU_USELESS
     else:
-        levers, useless = KERNEL_LEVERS[kind], KERNEL_USELESS[kind] + GPU_USELESS
+        levers, useless = decode_levers(summary, kind, KERNEL_LEVERS[kind]), KERNEL_USELESS[kind] + GPU_USELESS
     if summary.peak_precision in SIXTEEN_BITS:  # a step already in 16 bits: that lever is spent
         levers = tuple(entry for entry in levers if "16-bit" not in entry[0])
         useless = ((("16-bit",), f"16-bit precision: the step already runs in {summary.peak_precision}"), *useless)
     # A busy GPU could have hidden the CPU's next step: each read makes them take turns.
     if synced:
         syncs_pay = step_parts(summary).queued_gain >= SYNC_PAYS
-        levers = _sync_levers(summary) + levers if syncs_pay else levers + _sync_levers(summary)
+        levers = sync_levers(summary) + levers if syncs_pay else levers + sync_levers(summary)
     elif summary.host_reads_per_step >= 1:
-        reason += _reads_text(summary, "leave the GPU idle while the CPU prepares the next step")
-        levers = levers + _sync_levers(summary)
-    return _regime("GPU-bound", reason + ".", levers, useless, kind)
+        reason += reads_text(summary, "leave the GPU idle while the CPU prepares the next step")
+        levers = levers + sync_levers(summary)
+    return _regime(summary, "GPU-bound", reason + ".", levers, useless, kind)
 
 
 def _busy_with(summary) -> tuple[str | None, str]:
@@ -210,26 +221,6 @@ def _busy_with(summary) -> tuple[str | None, str]:
     return None, "in kernels of kinds this profile did not record"
 
 
-def _reads_text(summary, effect: str) -> str:
-    """ ", and N host read(s) per step <effect>", naming the GradScaler's reads apart from the loop's own."""
-    reads = summary.host_reads_per_step
-    if reads < 1:
-        return ""
-    scaler = summary.scaler_reads_per_step
-    whose = [f"{scaler:g} of them the GradScaler's inf/NaN check"] if scaler >= 1 else []
-    whose += [f"{n:g} {WAIT_NAMES.get(name, name)}" for name, n in summary.host_waits.items()]
-    whose_text = f" ({'; '.join(whose)})" if whose else ""
-    return f"; its {reads:g} host read(s) per step{whose_text} {effect}"
-
-
-def _sync_levers(summary) -> tuple[Lever, ...]:
-    """The lever for each kind of host read the step makes: the loop's own, the GradScaler's."""
-    if summary.host_reads_per_step < 1:
-        return ()
-    own = summary.host_reads_per_step - summary.scaler_reads_per_step
-    return ((SYNC_LEVER,) if own >= 1 else ()) + ((SCALER_LEVER,) if summary.scaler_reads_per_step >= 1 else ())
-
-
 SIXTEEN_BITS = ("fp16", "bf16")  # a step measured in these precisions has no 16-bit lever left
 SYNC_PAYS = 1.1  # a synced loop's reads come first among the levers when removing them can pay this much
 
@@ -238,6 +229,7 @@ def _queued(summary, step: str, parts: StepParts) -> Regime:
     """A loop that queues its work ahead: the step costs about the larger part."""
     if parts.host > parts.gpu:
         return _regime(
+            summary,
             "launch-bound",
             f"{parts.text()} per {step}: the host takes longer to queue a step than the GPU takes to run it, so the "
             f"GPU waits; a host lever pays up to {parts.step / parts.gpu:.2f}x, a kernel lever nothing.",
@@ -254,16 +246,16 @@ def _synced(summary, step: str, parts: StepParts) -> Regime:
     """A loop with host reads: the CPU and the GPU take turns, and the step is the kernels plus the host work the
     reads expose; queued ahead instead, it would cost about the larger of the two."""
     pays = parts.queued_gain
-    reads = _reads_text(summary, "make the CPU and the GPU take turns").removeprefix("; ")
+    reads = reads_text(summary, "make the CPU and the GPU take turns").removeprefix("; ")
     reason = (
         f"{reads}: each {step} is the kernels' {format_seconds(parts.gpu / 1e3)} plus "
         f"{format_seconds(parts.host / 1e3)} of host work they expose; without the reads it would cost about the "
         f"larger of the two (up to {pays:.2f}x faster)"
     )
     if parts.host > parts.gpu:
-        syncs = _sync_levers(summary)
+        syncs = sync_levers(summary)
         levers = syncs + LAUNCH_LEVERS if pays >= SYNC_PAYS else LAUNCH_LEVERS + syncs
-        return _regime("launch-bound", reason + ".", levers, LAUNCH_USELESS)
+        return _regime(summary, "launch-bound", reason + ".", levers, LAUNCH_USELESS)
     return _gpu_bound(summary, reason + "; the GPU's part is the larger", "", synced=True)
 
 

@@ -2,7 +2,7 @@
 
 The measuring primitives of the course live here (lessons, the experiments in workloads.py and the bench all call
 them): `benchmark`, `compare_steps` (two ways of running a short step, K steps per sample, interleaved),
-`interleaved_medians`, `speedup`, `format_seconds`, `matmul_tflops`. This module imports nothing
+`interleaved_medians`, `speedup`, `format_seconds`, `matmul_tflops`, `copy_gbps`. This module imports nothing
 of colab_gpu but `device`: everything that times something builds on it, never the other way round.
 
 CUDA calls return as soon as the work is *queued*. ``time.time()`` around them measures the
@@ -269,3 +269,13 @@ def matmul_tflops(n: int, dtype: torch.dtype, device: torch.device, repeat: int 
     """Measured TFLOP/s of an n x n x n matrix product (2 n^3 floating-point operations)."""
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     return 2 * n**3 / benchmark(lambda: a @ b, device=device, repeat=repeat).median / 1e12
+
+
+def copy_gbps(device: str | torch.device, megabytes: int = 256, repeat: int = 10) -> float:
+    """Measured GB/s of a copy of ``megabytes`` within ``device``'s memory, counting the bytes read and written: the
+    bandwidth a memory-bound kernel (element-wise work, a decode step reading its weights and cache) can reach at
+    most. What ``cg.profile_step`` compares such a step's bytes per second with (lesson 14). Taught in lesson 10."""
+    device = checked_device(device, "cg.copy_gbps")
+    source = torch.empty(megabytes * 2**20 // 4, device=device)
+    target = torch.empty_like(source)
+    return 2 * source.nbytes / benchmark(lambda: target.copy_(source), device=device, repeat=repeat).median / 1e9

@@ -79,6 +79,7 @@ CALLS = {
     "cg.compile_model": lambda d: cg.compile_model(_model(), d, verbose=False),
     "cg.compile_support": lambda d: cg.compile_support(d),
     "cg.copy_bandwidth": lambda d: cg.copy_bandwidth(1, d, pinned=False, repeat=1),
+    "cg.copy_gbps": lambda d: cg.copy_gbps(d, megabytes=1, repeat=1),
     "cg.decode_jpegs": lambda d: cg.decode_jpegs([], d),
     "cg.evaluate": lambda d: cg.evaluate(_model(), _batches(), d),
     "cg.find_max_batch_size": lambda d: cg.find_max_batch_size(lambda n: torch.randn(n), d, limit=4),

@@ -19,16 +19,30 @@ def test_a_truncated_or_wrongly_shaped_file_is_refused_by_its_name_and_field():
         parsed('{"steps": "x"}', "steps.json", {"steps": dict}, "Restore it.")
 
 
+class PackageFiles:
+    """A stand-in for importlib.resources.files(package) whose one file holds ``text``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def joinpath(self, name):
+        return self
+
+    def read_text(self, encoding=None):
+        return self.text
+
+
 def test_a_damaged_recorded_steps_file_names_the_step_and_the_fix(monkeypatch):
-    class Damaged:
-        def joinpath(self, name):
-            return self
-
-        def read_text(self, encoding=None):
-            return json.dumps({"steps": {"lesson 04": {"gpu": "H100", "source": "a run"}}})  # no "record"
-
-    monkeypatch.setattr(recorded.resources, "files", lambda package: Damaged())
+    text = json.dumps({"steps": {"lesson 04": {"gpu": "H100", "source": "a run", "profiled": []}}})  # no record
+    monkeypatch.setattr(recorded.resources, "files", lambda package: PackageFiles(text))
     with pytest.raises(ValueError, match=r"step 'lesson 04': its field 'record' is NoneType, not dict. Reinstall"):
+        cg.recorded_steps()
+
+
+def test_a_recorded_step_that_names_a_profiled_figure_it_lacks_is_refused(monkeypatch):
+    step = {"gpu": "H100", "source": "a run", "profiled": ["kernel_ms"], "record": {"steps": 5, "step_ms": 2.0}}
+    monkeypatch.setattr(recorded.resources, "files", lambda package: PackageFiles(json.dumps({"steps": {"x": step}})))
+    with pytest.raises(ValueError, match=r"step 'x' lists \['kernel_ms'\] as profiled, which its record"):
         cg.recorded_steps()
 
 

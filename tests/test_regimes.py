@@ -14,7 +14,7 @@ import colab_gpu as cg
 from colab_gpu.profile_events import COPIES, ELEMENTWISE, MATMUL, TINY, kernel_category
 from colab_gpu.profiling import HOST_READ, ProfileSummary, Span, summarize_spans
 
-from .test_profiling import synthetic_steps
+from .test_profiling import CONVOLUTION, synthetic_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,6 @@ def test_a_gpu_idle_a_fifth_of_the_step_is_launch_bound_and_the_host_levers_come
         "fewer host syncs",
         "a bigger batch",
         "a fused or foreach optimizer, e.g. torch.optim.Adam(..., fused=True)",
-        "CUDA graphs of the whole step (lesson 11)",
     ]
     for useless in ("default torch.compile", "AMP", "TF32", "channels_last", "cudnn.benchmark"):
         assert useless in regime.useless[0]
@@ -40,13 +39,18 @@ def test_a_gpu_idle_a_fifth_of_the_step_is_launch_bound_and_the_host_levers_come
     assert synthetic_steps(busy=0.79).regime.name == "launch-bound"
 
 
-def test_the_cuda_graphs_lever_says_what_reduce_overhead_graphs_what_stays_eager_and_what_it_measured():
-    (graphs,) = [lever for lever in synthetic_steps(busy=0.05, launches=23).regime.levers if "CUDA graphs" in lever]
-    assert (
-        "forward and backward as one launch each" in graphs
-        and "the optimizer and the rest of the step stay eager" in graphs
-    )
+def test_cuda_graphs_are_no_lever_where_they_were_not_measured_to_pay():
+    # Issue 64: "CUDA graphs" was a launch-bound lever whose own text said it measured 1.00x.
+    training = synthetic_steps(busy=0.05, launches=23).regime
+    assert "CUDA graphs" not in training.lever_names
+    graphs = training.why_useless("CUDA graphs")
+    assert "forward and backward as one launch each" in graphs and "the rest of the step stay eager" in graphs
     assert "measured 1.00x" in graphs and 'mode="reduce-overhead"' in graphs
+    # an inference step (no optimizer): reduce-overhead would graph all of it, and the course has not measured that
+    inference = synthetic_steps(busy=0.05, launches=23, ops=()).regime
+    assert "CUDA graphs" not in inference.lever_names and inference.why_useless("CUDA graphs") is None
+    tiny = synthetic_steps(step_us=1600, busy=0.88, launches=300, kernel="sgemm", ops=()).regime
+    assert tiny.kernels == TINY and "CUDA graphs" not in tiny.lever_names + tiny.useless_names
 
 
 @pytest.mark.parametrize(
@@ -73,7 +77,9 @@ def test_each_kernel_is_named_by_what_it_is_busy_with(kernel, microseconds, kind
 
 def test_a_busy_gpu_in_matmuls_gets_precision_and_layouts_not_fusion():
     # 40 GFLOP in a 1 ms step: 40 TFLOP/s against a measured fp32 peak of 51 (the H100's)
-    summary = synthetic_steps(busy=0.95, kernel="sgemm", flops_per_step=40e9, peak_tflops=51.0, peak_precision="fp32")
+    summary = synthetic_steps(
+        busy=0.95, kernel="sgemm", flops_per_step=40e9, peak_tflops=51.0, peak_precision="fp32", ops=(CONVOLUTION,)
+    )
     assert summary.achieved_tflops == pytest.approx(40) and summary.share_of_peak == pytest.approx(40 / 51)
     regime = summary.regime
     assert regime.name == "GPU-bound" and regime.kernels == MATMUL
@@ -318,7 +324,9 @@ def test_check_regime_on_a_cpu_runtime_names_the_regime_and_says_the_gpu_levers_
         return 16
 
     assert cg.checks.regime(step, "CPU-bound", "GPU runtime", step, "cpu")
-    assert "rerun on a GPU runtime to measure one" in capsys.readouterr().out
+    assert "A GPU runtime cannot be measured from this one: rerun there, or apply a lever that pays here" in (
+        capsys.readouterr().out
+    )
     assert not cg.checks.regime(step, "launch-bound", "bigger batch", step, "cpu")
     assert "it ran on a CPU runtime" in capsys.readouterr().out
 
@@ -452,7 +460,9 @@ def test_check_regime_takes_an_answer_whatever_its_case_spaces_and_hyphens(capsy
 @pytest.mark.parametrize("precision", ["fp16", "bf16"])
 def test_a_step_already_in_16_bits_is_not_told_to_use_16_bits(precision):
     # Issue 64: an fp16 step was told "16-bit" first.
-    step = synthetic_steps(busy=0.97, kernel="sgemm", flops_per_step=4e9, peak_tflops=60.0, peak_precision=precision)
+    step = synthetic_steps(
+        busy=0.97, kernel="sgemm", flops_per_step=4e9, peak_tflops=60.0, peak_precision=precision, ops=(CONVOLUTION,)
+    )
     regime = step.regime
     assert regime.name == "GPU-bound" and "16-bit" not in regime.lever_names and regime.lever_names[0] == "layouts"
     assert regime.why_useless("16-bit") == f"16-bit precision: the step already runs in {precision}"
@@ -485,3 +495,73 @@ def test_check_regime_wants_a_sample_count_from_both_sides_or_neither(monkeypatc
         lambda: clock.__setattr__("now", clock.now + 1e-3),
         "cpu",
     )
+
+
+@pytest.fixture
+def cpu_clock(monkeypatch):
+    """compare_steps' clock made a simulated one (a busy host's sleeps overshoot): each step advances it."""
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    return clock
+
+
+def cpu_training(clock, per_call=2e-3, per_sample=2e-6):
+    """A step on a CPU runtime that really trains (its FLOPs are counted) and costs ``per_call`` plus ``per_sample``
+    per sample on the simulated clock: Python's and the operators' fixed cost, and the math."""
+    layer = torch.nn.Linear(16, 16)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.01)
+
+    def step(batch=64):
+        layer(torch.randn(batch, 16)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        clock.now += per_call + batch * per_sample
+        return batch
+
+    return step
+
+
+def test_on_a_cpu_runtime_a_bigger_batch_is_a_lever_and_my_step_is_measured(cpu_clock, capsys):
+    # Issue 64: on a CPU runtime my_step never ran, and "bigger batch" was rejected though it trained 2-5x the
+    # samples per second there.
+    step = cpu_training(cpu_clock)
+    assert cg.checks.regime(step, "CPU-bound", "bigger batch", lambda: step(1024), "cpu")
+    out = capsys.readouterr().out
+    gain = float(re.search(r"'bigger batch' applied: ([\d.]+)x", out).group(1))
+    assert 8.3 < gain < 8.5 and "the same work per sample, measured on cpu" in out  # (1024 / 4.048) / (64 / 2.128)
+    assert not cg.checks.regime(step, "CPU-bound", "bigger batch", step, "cpu")
+    assert "under 1.1x. Is the lever applied? Now: CPU-bound" in capsys.readouterr().out
+    assert "fused optimizer" in cg.profile_step(step, "cpu", steps=2).regime.lever_names
+
+
+@pytest.mark.parametrize(
+    ("fooling", "hint"),
+    [  # issue 64: each of these passed
+        ("does nothing", "my_step does 0 floating-point operations per sample, the step you improve 1,024"),
+        ("trains every other call", "my_step does 512 floating-point operations per sample"),
+        ("claims a bigger batch", "my_step does 64 floating-point operations per sample"),
+        ("is 1000x faster", "no lever of lesson 10 makes this step 100 times faster. Does it skip the work"),
+    ],
+)
+def test_check_regime_fails_a_my_step_that_does_not_do_the_work(cpu_clock, capsys, fooling, hint):
+    step = cpu_training(cpu_clock)
+    calls = []
+
+    def my_step():
+        calls.append(1)
+        if fooling == "does nothing":
+            cpu_clock.now += 1e-6
+        elif fooling == "trains every other call" and len(calls) % 2:
+            cpu_clock.now += 1e-6
+        elif fooling == "claims a bigger batch":
+            step(64)
+            return 1024
+        elif fooling == "is 1000x faster":
+            step(64)
+            cpu_clock.now -= (2e-3 + 64 * 2e-6) * 0.999
+        else:
+            step(64)
+        return 64
+
+    assert not cg.checks.regime(step, "CPU-bound", "bigger batch", my_step, "cpu")
+    assert hint in capsys.readouterr().out, fooling

@@ -27,7 +27,9 @@ def regime(
     at_least: float = 1.1,
 ) -> CheckResult:
     """Check a learner's reading of a step (lesson 10): the regime it is in and a lever that pays for it, and, given
-    ``my_step``, that the lever moved the step on this runtime's GPU.
+    ``my_step``, that the lever moved the step on this runtime (a GPU's or a CPU's): the same floating-point work
+    per sample (``FlopCounterMode``, two calls of each side), at least ``at_least`` times the samples per second,
+    and less than 100 times (no lever does that: the work was skipped).
 
     Args:
         measured: the step to read: a function (profiled here, on ``device``, with ``cg.profile_step``), its
@@ -35,9 +37,9 @@ def regime(
         my_regime: "input-bound", "launch-bound", "GPU-bound" or "CPU-bound".
         my_lever: one of ``cg.regimes.LEVER_NAMES`` ("bigger batch", "fused optimizer", "fusion", ...).
         my_step: the step with that lever applied (for a function measured here); each call may return how many
-            samples it trained on (a bigger batch), else it counts as many as ``measured``.
+            samples it trained on (a bigger batch), else it counts as many as ``measured`` (both or neither).
         device: the device the steps run on.
-        at_least: how many times more samples per second ``my_step`` must train on a GPU.
+        at_least: how many times more samples per second ``my_step`` must train.
 
     Taught in lesson 10.
     """
@@ -67,11 +69,15 @@ def regime(
     named = f"{truth.name}, and {my_lever!r} pays for it{first}"
     if not callable(measured):
         return ok(f"{named}: {truth.reason}")
-    if summary.gpu_busy is None:
+    if my_lever == "GPU runtime":  # the one lever a step on this runtime cannot apply
         counted = _samples_of(my_step) if callable(my_step) else None
         if isinstance(counted, str):
             return fail(counted)
-        return ok(f"{named}. On a CPU runtime there is no GPU lever to apply: rerun on a GPU runtime to measure one.")
+        here = [name for name in truth.lever_names if name != my_lever]
+        return ok(
+            f"{named}. A GPU runtime cannot be measured from this one: rerun there, or apply a lever that pays here "
+            f"({', '.join(map(repr, here))}) in my_step to measure it."
+        )
     if my_step is None or not callable(my_step):
         return fail(f"{named}; now write my_step, the step with {my_lever!r} applied, and pass it.")
     return _lever_moved(measured, my_step, my_lever, device, at_least)
@@ -118,25 +124,61 @@ def _summary_of(measured: object, device) -> ProfileSummary | str:
     return f"pass the step (a function), its summary or a recorded step, not a {type(measured).__name__}."
 
 
+SAME_WORK = 0.05  # the two sides' floating-point work per sample may differ by this share (rounding of the counts)
+WORK_CALLS = 2  # calls of each side counted: a step that trains on every other call does half the work per sample
+MOST_GAIN = 100.0  # no lever of lesson 10 makes a step this many times faster: the work was skipped
+
+
 def _lever_moved(step, my_step, lever: str, device, at_least: float) -> CheckResult:
-    """Whether ``my_step`` trains at least ``at_least`` times more samples per second than ``step``."""
+    """Whether ``my_step`` does the same work per sample as ``step`` and trains at least ``at_least`` times (and less
+    than `MOST_GAIN` times) more samples per second."""
     try:
-        samples = {"yours": my_step(), "before": step()}
+        work = {"yours": _work_of(my_step), "before": _work_of(step)}
         timed = compare_steps({"before": step, "yours": my_step}, device=device)
     except Exception as err:  # the learner's step: a hint, not a crash
         return fail(f"my_step raised {type(err).__name__}: {err}")
-    count = {name: value if isinstance(value, int) and value > 0 else None for name, value in samples.items()}
+    samples = {name: returned for name, (_, returned) in work.items()}
+    count = {name: _count(values) for name, values in samples.items()}
     if (count["yours"] is None) != (count["before"] is None):  # samples per second of one side, calls of the other
         counted, other = ("my_step", "before") if count["yours"] else ("the step you improve", "yours")
         uncounted = "the step you improve" if count["yours"] else "my_step"
         return fail(
-            f"{counted} returns how many samples it trained on, {uncounted} returns {samples[other]!r}: return the "
-            "count from both (as small_step returns its batch), so that both are compared in samples per second."
+            f"{counted} returns how many samples it trained on, {uncounted} returns {samples[other][0]!r}: return "
+            "the count from both (as small_step returns its batch), so that both are compared in samples per second."
         )
-    before, yours = count["before"] or 1, count["yours"] or 1
+    per_sample = {name: flops / (count[name] or WORK_CALLS) for name, (flops, _) in work.items()}
+    if per_sample["before"] and abs(per_sample["yours"] / per_sample["before"] - 1) > SAME_WORK:
+        return fail(
+            f"my_step does {per_sample['yours']:,.0f} floating-point operations per sample, the step you improve "
+            f"{per_sample['before']:,.0f} (FlopCounterMode, {WORK_CALLS} calls of each): a lever changes how fast "
+            "the same work runs, not the work. Does my_step train on every call, on as many samples as it returns?"
+        )
+    before, yours = (count["before"] or WORK_CALLS) / WORK_CALLS, (count["yours"] or WORK_CALLS) / WORK_CALLS
     gain = (yours / timed["yours"].median) / (before / timed["before"].median)
     rates = f"{gain:.2f}x the samples per second (K={timed['yours'].steps_per_sample} steps per sample)"
+    if gain >= MOST_GAIN:
+        return fail(
+            f"my_step trains {rates}: no lever of lesson 10 makes this step {MOST_GAIN:.0f} times faster. Does it "
+            "skip the work (a result kept from an earlier call, a return before the step)?"
+        )
     if gain >= at_least:
-        return ok(f"{lever!r} applied: {rates}, measured on {device}.")
+        return ok(f"{lever!r} applied: {rates}, the same work per sample, measured on {device}.")
     after = profile_step(my_step, device).regime
     return fail(f"with {lever!r} your step trains {rates}, under {at_least:g}x. Is the lever applied? Now: {after}")
+
+
+def _work_of(step) -> tuple[float, list[object]]:
+    """The floating-point operations of `WORK_CALLS` calls of ``step`` (``torch.utils.flop_counter``: matmuls,
+    convolutions and attention, compiled or eager) and what each call returned."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        returned = [step() for _ in range(WORK_CALLS)]
+    return counter.get_total_flops(), returned
+
+
+def _count(returned: list[object]) -> int | None:
+    """The samples the calls trained on, when every call returned a positive count, else None."""
+    if all(isinstance(value, int) and not isinstance(value, bool) and value > 0 for value in returned):
+        return sum(returned)
+    return None

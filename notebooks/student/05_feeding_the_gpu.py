@@ -344,11 +344,14 @@ assert all(matches)
 # minus the no-loading epoch's) can exceed the loader timed alone (on the course's H100 run
 # (2026-11-26): 0.50 s against 0.31 s at 767 batches/s): in an epoch, a copy from pageable
 # memory can wait for the GPU to finish the queued step, so the host no longer runs ahead. The
-# last two lines above name each step's regime on this runtime (lesson 10 teaches the rule). On
-# the course's H100 run (2026-11-26) the step fed by the DataLoader was input-bound (the GPU
-# waited 61% of it) and the one fed from the device launch-bound (busy 11%: this MLP is small);
-# expect the same on a T4 (a prediction). Use a GPU-resident loader whenever the data set fits
-# in GPU memory.
+# last two lines above name each step's regime on this runtime (lesson 10 teaches the rule):
+# the wait for data is divided by the step timed *without* the profiler, as the busy share is,
+# and is never more than the time the GPU idles. On the course's H100 run (2026-11-26) the step
+# fed by the DataLoader was input-bound (the GPU waited 61% of the profiled step, which that
+# run divided by) and the one fed from the device launch-bound (busy 11%: this MLP is small);
+# expect the same on a T4 (a prediction). With Colab's 2 vCPUs the regime line puts the data
+# on the GPU before more workers (section 2 measured why). Use a GPU-resident loader whenever
+# the data set fits in GPU memory.
 #
 # ## 5. Augment on the GPU with `torchvision.transforms.v2`
 #

@@ -229,21 +229,30 @@ print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://
 # GPU's.)
 #
 # - **input-bound**: "data" takes >= 30% of the step while the GPU has nothing to run. Helps:
-#   workers, pinned memory, the data on the GPU (lesson 05). Cannot help: a faster model.
+#   workers, pinned memory, the data on the GPU, augmentation on the GPU if the loader
+#   augments (lesson 05); with 2 CPU cores, the data on the GPU first (more workers only take
+#   turns on them). Cannot help: a faster model.
 # - **launch-bound**: the host's part is longer than the GPU's: the GPU waits. Helps: fewer
-#   host syncs (lesson 03), a bigger batch, a fused or foreach optimizer (section 8), CUDA
-#   graphs of the whole step (lesson 11); at most step / GPU part. Cannot help: default
-#   `torch.compile`, AMP, TF32, channels_last, `cudnn.benchmark`: they make kernels cheaper.
+#   host syncs (lesson 03), a bigger batch, a fused or foreach optimizer (section 8); at most
+#   step / GPU part. Cannot help: default `torch.compile`, AMP, TF32, channels_last,
+#   `cudnn.benchmark` (they make kernels cheaper), nor lesson 11's CUDA graphs, which leave
+#   the optimizer eager (1.00x measured).
 # - **GPU-bound**: the GPU's part is the longer (from a host part at 80% of it, the host is
 #   close behind: a faster kernel pays at most step / host part). The lever depends on
 #   what the kernels are busy with: **matmuls and convolutions** (cuBLAS, cuDNN: 16-bit
-#   precision, TF32, channels_last, lessons 04 and 06), **element-wise** chains,
+#   precision, TF32; channels_last for convolutions; lessons 04 and 06), **element-wise** chains,
 #   normalisations and reductions (fusion with default `torch.compile`, lesson 11; 16-bit
 #   tensors; a fused optimizer), or **tiny kernels** under 10 µs each, too little work to fill
-#   the GPU (a bigger batch; fewer kernels).
+#   the GPU (a bigger batch; fewer kernels). Element-wise work and a decode step do little math
+#   per byte: their gauge is GB/s against this GPU's copy bandwidth (`cg.copy_gbps`), and a
+#   decode step's levers move fewer bytes per token (lesson 14).
 # - **with a host read every step** (`.item()`), the CPU and the GPU take turns: the step is
 #   the kernels plus the host work the read exposes, and the larger of the two names it.
-# - **CPU-bound**: a CPU runtime, where the CPU does the math. Helps: a GPU runtime.
+# - **CPU-bound**: a CPU runtime, where the CPU does the math. Helps: a GPU runtime; on the
+#   CPU, a bigger batch (the fixed cost per call spread over more samples), a foreach
+#   optimizer.
+# - A lever needs its part of the step: no optimizer lever for a step without an optimizer
+#   (inference), no layouts without convolutions, no GPU augmentation without augmentation.
 #
 # One trap: **the profiler stretches the step**. It records every operator, which costs host
 # time (more per operator on Colab's 2 vCPUs), but not the kernels, so a busy share against
@@ -260,6 +269,8 @@ print(f"wrote {trace} ({trace.stat().st_size / 1e6:.1f} MB): open it in https://
 import time
 
 from torch.autograd import DeviceType  # CPU or CUDA: which timeline an event is on (section 3)
+
+from colab_gpu.step_parts import KERNEL_GAP_US
 
 events = [e for e in prof.events() if not (e.is_user_annotation and e.device_type != DeviceType.CPU)]
 steps = [e for e in events if e.name.startswith("ProfilerStep")]
@@ -297,7 +308,7 @@ if on_gpu:
     kernel_ms = sum(e.time_range.elapsed_us() for e in events if e.device_type != DeviceType.CPU) / len(steps) / 1e3
     launches = sum(e.name.startswith(("cudaLaunchKernel", "cuLaunchKernel")) for e in events) / len(steps)
     waits = sum(e.name == "cudaStreamSynchronize" for e in events) / len(steps)
-    gpu_ms = kernel_ms + launches * 0.002  # about 2 µs between two queued kernels
+    gpu_ms = kernel_ms + launches * KERNEL_GAP_US / 1e3  # about 2 µs between two queued kernels
     print(f"the host's part: {host_ms:.2f} ms per step; the GPU's: kernels {kernel_ms:.2f} ms + {launches:g} "
           f"launch gaps = {gpu_ms:.2f} ms (busy {min(kernel_ms / step_ms, 1.0):.0%} of the real step, "
           f"{kernel_ms / profiled_ms:.0%} of the profiled one); {waits:g} waits for the GPU per step")
@@ -709,8 +720,8 @@ for step, (my_regime, my_lever) in zip(recorded, my_readings, strict=True):
 # regime and a lever, and write `my_step`: the same training with that lever applied,
 # returning its number of samples. `cg.checks.regime` profiles `small_step`, checks your
 # reading, then times both (`cg.compare_steps`) and wants yours to train at least 1.1x the
-# samples per second. On a CPU runtime it checks the reading only: the levers that pay there
-# are not the GPU's.
+# samples per second, and the same floating-point work per sample (`FlopCounterMode`). On a
+# CPU runtime it measures `my_step` too: the levers of the CPU-bound row pay there.
 
 # %%
 from torch.nn import functional as F
@@ -749,12 +760,13 @@ cg.checks.regime(small_step, my_regime, my_lever, my_step, device)
 #
 # | the profile says | regime | the first lever |
 # |---|---|---|
-# | "data" >= 30% of the step while no kernel runs | input-bound | workers, pinned memory, data on the GPU |
+# | "data" >= 30% of the step, GPU idle | input-bound | workers, data on the GPU (first with 2 cores) |
 # | host part (time to queue a step) > GPU part | launch-bound | fewer syncs, a bigger batch, a fused optimizer |
-# | the GPU's part the larger, mostly matmuls and convolutions | GPU-bound | 16 bits or TF32, channels_last |
+# | the GPU's part the larger, mostly matmuls and convolutions | GPU-bound | 16 bits or TF32; channels_last (convs) |
 # | the GPU's part the larger, mostly element-wise kernels | GPU-bound | fusion: default `torch.compile` |
 # | the GPU's part the larger, mostly kernels under 10 µs | GPU-bound | a bigger batch, fewer kernels |
 # | a host read every step | the larger of kernels and exposed host work | fewer syncs first, where it pays |
+# | a CPU runtime | CPU-bound | a GPU runtime; on the CPU, a bigger batch |
 #
 # - Profile before you fix: the suspect in plain sight is not always the cost.
 # - Profile a few steps, not a whole epoch: `profile(activities=[CPU, CUDA],

@@ -385,20 +385,32 @@ print(f"the cache of {prompt.shape[1]} tokens: {cache_bytes / 1024:.0f} KiB, as 
 # and what its kernels are busy with. A step with the cache runs each of the model's operations
 # on one token per sequence: on a GPU, well over a hundred small kernels, matmuls of 16 rows and
 # attention over the cache, each too short to fill the GPU. On the course's H100 run
-# (2026-11-26) the 1.41 ms of kernels of such a step filled about 88% of its 1.6 ms step
-# (recomputed against the step timed without the profiler; it had read 43% against the
-# profiled 3.28 ms): GPU-bound in many small kernels, where more sequences per step (the batch below)
-# are the lever, not a faster kernel. The prompt pass runs the same operations on every prompt
-# token at once (a step without the cache is one of those):
+# (2026-11-26) the 1.41 ms of kernels of such a step filled about 88% of its 1.6 ms step (it
+# had read 43% against the profiled 3.28 ms); that run did not yet time the host's part, and
+# with ~300 kernels of under 5 µs each, 88% busy leaves the host's part about as long as the
+# GPU's. The line below prints the step's time and both parts, measured on this runtime, and
+# names the longer: in either case more sequences per step (the batch below) are the lever,
+# not a faster kernel (on a T4, a prediction: the host's part the longer, with Colab's 2
+# vCPUs). Such a step does little math per byte: its gauge is the bytes it reads per second
+# (every weight and the whole cache, once per token) against the most a copy gets from this
+# GPU's memory (`cg.copy_gbps`), and its levers move fewer bytes: a cache written in place
+# instead of grown with `torch.cat` (which copies all of it every token), the heads paired by
+# the attention kernel instead of repeated, 16 bits. The prompt pass runs the same operations
+# on every prompt token at once (a step without the cache is one of those):
 
 # %%
 
 with torch.inference_mode():
     _, cache = model(prompts, last_only=True)  # the prompts' cache, as generate builds it
     next_token = torch.zeros(batch, 1, dtype=torch.long, device=device)
-    decode = cg.profile_step(lambda: model(next_token, cache, last_only=True), device, steps=3)
+    # Each new token reads every weight and the whole cache once: the bytes a decode step moves, at the least.
+    read = memory.storage_bytes(model.parameters()) + memory.storage_bytes(memory.cache_tensors(cache))
+    bandwidth = cg.copy_gbps(device) if on_gpu else None  # the most GB/s this GPU's memory gives a copy
+    decode = cg.profile_step(lambda: model(next_token, cache, last_only=True), device, steps=3,
+                             bytes_per_step=read, peak_gbps=bandwidth)
     prefill = cg.profile_step(lambda: model.forward_unchecked(prompts, last_only=True), device, steps=3)  # ids: above
-print(f"one step with the cache, {batch} x 1 token: {decode.regime}")
+print(f"one step with the cache, {batch} x 1 token, reading {read / 2**20:.1f} MiB of weights and cache "
+      f"({decode.achieved_gbps:.3g} GB/s): {decode.regime}")
 print(f"the prompt pass, {batch} x {prompt_tokens:,} tokens: {prefill.regime}")
 
 # %% [markdown]
@@ -415,7 +427,7 @@ from functools import partial
 batches = {batch: torch.randint(0, shape.vocab, (batch, 32), device=device) for batch in (1, 4, 16)}
 runs = {batch: partial(cg.generate, model, prompts, 32) for batch, prompts in batches.items()}
 for batch, result in cg.compare_steps(runs, device=device, warmup=1).items():  # interleaved, 7 samples each
-    print(f"batch {batch:2}: {batch * 32 / result.median:8,.0f} tokens/s")
+    print(f"batch {batch:2}: {batch * 32 / result.median:8,.0f} tokens/s (K={result.steps_per_sample})")
 
 # %% [markdown]
 # Which 16-bit format to generate in? Lesson 06's rule holds here too: bf16 from compute
@@ -423,7 +435,8 @@ for batch, result in cg.compare_steps(runs, device=device, warmup=1).items():  #
 # there slowly (and attention falls back to the math kernel), although
 # `torch.cuda.is_bf16_supported()` answers True. An H100 runs both at the same tensor-core
 # rate, which only a step that keeps the GPU busy can show. On a GPU, one token at a time, a
-# model this small is launch-bound in any format, and so is a small prompt pass: in the first
+# model this small waits on tiny kernels and the host that launches them (the decode line
+# above), in any format, and so does a small prompt pass: in the first
 # H100 run, 16 prompts of 512 tokens (~60 GFLOP, under 0.2 ms at that GPU's measured bf16
 # matmul rate) took 3 ms a pass. Timed 5 single calls per format, fp16 first, the cell read
 # bf16 1.7x slower; a second run read them 4% apart. Both formats got cuDNN's attention
