@@ -118,7 +118,7 @@ def kernels_for(capability: tuple[int, int], arch_list: list[str]) -> bool | Non
     A GPU runs machine code built for its own major version and an equal or lower minor (sm_80 code
     on an sm_86 GPU), or PTX for an equal or lower capability, compiled when first used. None when
     the list is empty (some releases report nothing without a visible GPU): unknown, not "no".
-    Official cu128/cu130 wheels start at sm_75 (T4): a P100 (6.0) is visible to PyTorch but the
+    Official cu128/cu130 wheels start at sm_70 (torch 2.8-2.10's cu128) or sm_75 (T4): a P100 (6.0) is visible but the
     first kernel fails with "no kernel image is available for execution on the device". Lesson 01.
     """
     known = False

@@ -19,6 +19,10 @@ GIB = 1024**3
 #: A T4's memory as PyTorch reports it (``total_memory``; "14.75 GiB total capacity" in its out-of-memory errors), of
 #: its 16 GB; the CUDA context takes a few hundred MiB of that before the first tensor.
 T4_BYTES = int(14.75 * GIB)
+#: What the CUDA context takes of a GPU's memory before the first tensor (its kernels, cuBLAS's and cuDNN's handles):
+#: a few hundred MiB with recent PyTorch, loading modules lazily; about 400 MiB on a T4
+#: (prediction: t4 14.cuda_context). Lesson 14 gives `context_that_fits` a T4's memory less this.
+CUDA_CONTEXT_BYTES = 400 * 2**20
 #: Bytes per stored value. 4-bit formats (NF4, GPTQ, AWQ) pack two values per byte, plus small per-block scales.
 FORMATS = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0, "4-bit": 0.5}
 #: fp32 weights, fp32 gradients, Adam's exp_avg and exp_avg_sq in fp32.

@@ -168,7 +168,8 @@ else:
 # says True, PyTorch warns "... with CUDA capability sm_60 is not compatible with the current
 # PyTorch installation", and the first real operation fails with **"CUDA error: no kernel image
 # is available for execution on the device"**. That is what Kaggle's P100 (6.0) does with recent
-# PyTorch wheels (CUDA 12.8 and newer builds start at the T4's 7.5). The fix is a supported GPU
+# PyTorch wheels (their CUDA 12.8 and newer builds start at sm_70 or sm_75, by release: none
+# has the P100's 6.0). The fix is a supported GPU
 # (on Kaggle: GPU T4 x2), or a PyTorch build that still includes the old architecture.
 
 # %%

@@ -154,7 +154,7 @@ plt.show()
 # somewhere there; a worker also waits (handing its batch to the main process), so a few more
 # can fill those waits. On the course's H100 run (2026-11-26, 16 cores) it still rose past the
 # cores (32 workers: 14,092 samples/s, +23% over 16); on Colab's 2 vCPUs expect it to flatten
-# at 2 (a prediction). One worker can be slower than none (946 against 1,245 samples/s on that
+# at 2 (prediction: t4 05.workers_plateau). One worker can be slower than none (946 against 1,245 samples/s on that
 # run): it decodes what the main process would, and each batch must then travel to it. Before you measure,
 # `cg.suggest_num_workers()` follows a rule: one worker per core, at most 8. Given your sweep,
 # it picks the fewest workers within 10% of the fastest, where the plateau starts, never more
@@ -344,7 +344,7 @@ assert all(matches)
 # and is never more than the time the GPU idles. On the course's H100 run (2026-11-26) the step
 # fed by the DataLoader was input-bound (the GPU waited 61% of the profiled step, which that
 # run divided by) and the one fed from the device launch-bound (busy 11%: this MLP is small);
-# expect the same on a T4 (a prediction). With Colab's 2 vCPUs the regime line puts the data
+# expect the same on a T4 (prediction: t4 05.loader_regimes). With Colab's 2 vCPUs the regime line puts the data
 # on the GPU before more workers (section 2 measured why). Use a GPU-resident loader whenever
 # the data set fits in GPU memory.
 #
@@ -507,8 +507,8 @@ cg.checks.loader_speed(fast_loader, default_loader, device, samples=len(images_c
 #
 # - Measure the input pipeline on its own (`cg.measure_loader`): if it delivers fewer
 #   samples/s than the GPU trains, the GPU waits.
-# - CPU-heavy pipelines: `num_workers` where your sweep's plateau starts (2 on Colab's 2 vCPUs,
-#   a prediction; the course's 16-core H100 host still gained at 32), `persistent_workers=True`,
+# - CPU-heavy pipelines: `num_workers` where your sweep's plateau starts (2 on Colab's 2 vCPUs
+#   (prediction: t4 05.workers_plateau); the course's 16-core H100 host still gained at 32), `persistent_workers=True`,
 #   and `prefetch_factor` if batches arrive unevenly. Time a sweep over enough batches (ten per
 #   worker), not over one epoch of a small data set.
 # - `pin_memory=True` + `.to(device, non_blocking=True)`: faster, asynchronous copies.

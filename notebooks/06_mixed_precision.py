@@ -334,9 +334,10 @@ else:
 # (TF32 off for matmuls and convolutions). On a CPU runtime the sizes are small and we compare
 # float32 with bf16 autocast: whether bf16 is faster depends on the CPU (section 3), so the speed
 # claims are **not** asserted there. **Predict first:** how many times faster will mixed precision
-# train the MLP than float32 on a T4? On an H100? (The course's H100 run measured 10.4x; a T4's
-# fp16 tensor cores against its 8 TFLOP/s of float32 should give about 4-7x: a prediction until
-# a T4 run measures it.)
+# train the MLP than float32 on a T4? On an H100? (The course's H100 run measured 10.4x. On a T4,
+# PyTorch's fp16 matmuls reach 5-10x its float32 ones, about 24-42 against 4.3 TFLOP/s, not the
+# spec sheet's 65 against 8.1 (prediction: t4 fp16_matmul); the step's element-wise work gains
+# less, so expect about 3-6x (prediction: t4 06.amp_mlp_speedup).)
 
 # %%
 my_prediction = None  # your guess of the AMP speed-up over fp32 for the MLP, e.g. 2

@@ -274,7 +274,7 @@ plt.show()
 
 # %%
 memory = cg.llm_memory
-t4 = memory.T4_BYTES  # 14.75 GiB: a T4's 16 GB as PyTorch reports it
+t4 = memory.T4_BYTES - memory.CUDA_CONTEXT_BYTES  # a T4's 14.75 GiB as PyTorch reports it, less the CUDA context
 print("GiB of weights per format, GiB to train every weight with Adam, and the context beside fp16 weights:")
 print(f"{'model':14} {'params':>7} {'fp16':>7} {'int8':>7} {'4-bit':>7} {'train':>7}  context at fp16 on a T4")
 for model_shape in memory.MODELS:
@@ -290,7 +290,8 @@ assert memory.ADAM_TRAINING_BYTES_PER_PARAMETER * llama_1b.parameters > t4  # 1B
 # %% [markdown]
 # The contexts are what memory allows; each model also has a trained maximum (`max_position_embeddings`
 # in its config: 32,768 tokens for Qwen2.5, 131,072 for Llama 3.2), and a batch of 8 sequences
-# divides the context by 8; the CUDA context also takes a few hundred MiB first. A 7B model just
+# divides the context by 8. The table leaves about 400 MiB for the CUDA context, which takes
+# them before the first tensor (prediction: t4 14.cuda_context). A 7B model just
 # fits a T4 for inference in fp16; fine-tuning all of
 # a 1B model does not fit (18.4 GiB), which is why section 5 trains two small matrices instead.
 #
@@ -385,8 +386,8 @@ print(f"the cache of {prompt.shape[1]} tokens: {cache_bytes / 1024:.0f} KiB, as 
 # with ~300 kernels of under 5 µs each, 88% busy leaves the host's part about as long as the
 # GPU's. The line below prints the step's time and both parts, measured on this runtime, and
 # names the longer: in either case more sequences per step (the batch below) are the lever,
-# not a faster kernel (on a T4, a prediction: the host's part the longer, with Colab's 2
-# vCPUs). Such a step does little math per byte: its gauge is the bytes it reads per second
+# not a faster kernel (on a T4, the host's part the longer, with Colab's 2 vCPUs)
+# (prediction: t4 14.decode_parts). Such a step does little math per byte: its gauge is the bytes it reads per second
 # (every weight and the whole cache, once per token) against the most a copy gets from this
 # GPU's memory (`cg.copy_gbps`), and its levers move fewer bytes: a cache written in place
 # instead of grown with `torch.cat` (which copies all of it every token), the heads paired by
@@ -710,7 +711,7 @@ print(f"the cache of its {prompt_length}-token prompt: {cache_bytes / 1024:,.0f}
 # `generate` on one short prompt makes one token per step, and each step of a model this small
 # is dozens of small kernels per layer plus Python around them. The regime line above names
 # what such a step waits on, on this runtime; on a GPU expect launch-bound, the host launching
-# kernels that finish sooner than the next is launched (a prediction until a GPU run prints it).
+# kernels that finish sooner than the next is launched (prediction: t4 14.generate_launch_bound).
 # A faster GPU does not help there; more sequences per step (the batch of section 4) do.
 #
 # Your LoRA layer fits this model too: its attention projections are called `q_proj` and

@@ -51,7 +51,8 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "a compute-bound MLP trains at least 10x faster than on this machine's CPU",
                 at_least=10,
                 reason="69 GFLOP per step keeps any course GPU busy: the ratio is the two devices' fp32 arithmetic "
-                "(the H100's 51 TFLOP/s against a few on a 16-core host, 8 on a T4 against Colab's 2 vCPUs)",
+                "(the H100's 51 TFLOP/s against a few on a 16-core host; about 4.3 on a T4, not the spec sheet's 8.1 "
+                "(prediction: t4 fp32_matmul), against Colab's 2 vCPUs)",
             ),
         },
     ),
@@ -129,13 +130,13 @@ EXPERIMENTS: dict[str, Experiment] = {
                     "so the ratio measures the host as much as the GPU: it missed at 15.1x on a slower host",
                 ),
                 Target(
-                    "lesson 12's fastest rung trains at least 5x the images/s of its first on a T4 (a prediction)",
+                    "lesson 12's fastest rung trains at least 5x the images/s of its first on a T4 "
+                    "(prediction: t4 12.ladder_gain)",
                     at_least=5,
                     gpus=("T4",),
-                    predicted=True,
                     reason="no T4 run yet: rung 0's per-image transforms on Colab's 2 vCPUs and the fast rungs on the "
-                    "T4's fp16 tensor cores (about a seventh of an H100's dense fp16) predict 5-10x; below 5x the fast "
-                    "rungs are not feeding the T4",
+                    "T4's fp16 tensor cores, about an eighteenth of an H100's dense fp16 (prediction: t4 fp16_matmul), "
+                    "predict 5-10x; below 5x the fast rungs are not feeding the T4",
                 ),
             )
         },

@@ -29,8 +29,9 @@ class Row:
 class Target:
     """What the course promises for one bench row on a GPU, and why (the GPU suite's report lists each, met or not).
 
-    ``gpus`` names the GPUs it applies to (the course's labels: "T4", "L4", "A100", "H100"), none: every GPU. A
-    ``predicted`` target was written before any run of its GPUs measured the row: the first run judges the prediction.
+    ``gpus`` names the GPUs it applies to (the course's labels: "T4", "L4", "A100", "H100"), none: every GPU. Whether
+    it is still a prediction for a GPU is not written here but derived: until an imported run of that GPU's class has
+    measured the row (scripts/gpu/suite_report.py says so in each report).
     """
 
     promise: str
@@ -38,7 +39,6 @@ class Target:
     at_least: float | None = None
     at_most: float | None = None
     gpus: tuple[str, ...] = ()
-    predicted: bool = False
 
     def __post_init__(self) -> None:
         labels = tuple(REFERENCE_GPUS)

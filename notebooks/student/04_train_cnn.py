@@ -220,8 +220,8 @@ plt.show()
 # Read your numbers rather than a rule of thumb: on the course's H100 run (2026-11-26)
 # `channels_last` gained 11% in float32 (2.91 -> 2.59 ms): cuDNN runs float32 convolutions on
 # TF32 tensor cores there (`torch.backends.cudnn.allow_tf32`, on by default). A T4 has no TF32:
-# expect little or nothing in float32 there (a prediction); its gains come in fp16. Lesson 06
-# measures it with mixed precision.
+# expect no gain in float32 there, perhaps a loss; its gains come in fp16
+# (prediction: t4 04.channels_last_fp32). Lesson 06 measures it with mixed precision.
 #
 # ## 6. GPU vs CPU for convolutions
 #

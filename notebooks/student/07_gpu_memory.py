@@ -184,7 +184,7 @@ else:
 # allocator and keeps it for the life of the process: one per cuBLAS handle, and each thread that
 # multiplies has its own (this notebook's, and autograd's backward thread). A workspace is 32 MiB
 # on an H100 (65.0 MiB left here on the course's H100 run (2026-11-26)); expected on a T4: about
-# 16-17 MiB in all (a prediction).
+# 16-17 MiB in all (prediction: t4 07.cublas_workspace).
 # So a "back to baseline" check takes its baseline after a first matmul, as section 4 does.
 
 # %%
@@ -327,7 +327,7 @@ assert probes[-1]() is None
 # On a GPU the model here is narrower than section 2's (hidden width 1024, not 4096): it fills
 # the memory with activations for about a quarter of the compute, so the search takes seconds on
 # an H100 and about 20-30 s on a T4, whose edge should lie near 500,000 samples of this model
-# (both predictions): the doublings climb from 64 through a dozen full training steps, each
+# (prediction: t4 07.batch_edge): the doublings climb from 64 through a dozen full training steps, each
 # larger than the last.
 # On a CPU runtime there is no GPU to fill, so we **pretend**: the step below raises
 # `torch.OutOfMemoryError` when the estimated activations exceed a 64 MiB "GPU". On a GPU the

@@ -539,7 +539,7 @@ assert ratio["CNN"] > ratio["MLP"]
 # each process's share of the batch is much longer than one all-reduce of the gradients: the
 # speed-up is about `t(B) / (t(B/N) + the all-reduce DDP cannot hide behind the backward pass)`.
 #
-# **On Kaggle's T4 x2 (a prediction: no T4 pair has run this course yet).** Without peer-to-peer
+# **On Kaggle's T4 x2 (no T4 pair has run this course yet)** (prediction: t4 08.ddp_two_t4s). Without peer-to-peer
 # access, every all-reduce goes through host memory, at a few GB/s instead of the hundreds an
 # NVLink pair gives. Section 2's MLP on the digits stays launch-bound on a T4, so two processes
 # will be slower, as here. A ResNet-18 (11.7 million weights, 47 MB of float32 gradients)

@@ -142,8 +142,9 @@ print(support.reason)
 # - **GPU-bound**: the kernels take the time. Default `torch.compile` pays where they are
 #   chains of element-wise operations, which Inductor fuses into fewer kernels.
 # - **Launch-bound**: the GPU waits while the CPU dispatches and launches dozens of small
-#   kernels. Cheaper kernels cannot help; less host work per step can: `mode="reduce-overhead"`
-#   removes the model's launches, not the rest of the step's.
+#   kernels. Cheaper kernels cannot help; less host work per step, or more work per launch,
+#   can (a bigger batch, a fused optimizer). `mode="reduce-overhead"` removes only the model's
+#   launches, not the rest of the step's: section 3 measures what that leaves.
 #
 # `cg.workloads.compare_compiled(workload, device, modes, precision)` builds a fresh model per
 # side, times each compiled mode's first call, then times eager and compiled against each
@@ -196,7 +197,8 @@ cg.compare_with_references("11.compile_speedup_fusion", fused.speedup(), device,
 # says how far): its element-wise chains are most of its memory traffic. Fused, the step moves
 # about a third fewer bytes. On the course's H100 run (2026-11-26) the GPU was busy 99% of the
 # step at 3% of its matmul peak, and the compiled step ran 1.69x faster in bf16 (34.7 against
-# 20.6 ms). Expected on a T4: at least 1.3x (a prediction, the bench's "compile" row's target).
+# 20.6 ms). Expected on a T4: at least 1.3x, the bench's "compile" row's target
+# (prediction: t4 11.compile_speedup).
 # On a CPU the step is CPU-bound: Inductor's C++ fuses the same chains, and the figure above
 # says whether that pays on this CPU.
 #
@@ -247,8 +249,8 @@ for comparison in [fused] + ([graphs] if graphs else []):
 # Eager took 1.42 ms per step, default compile 1.89 ms (0.75x) and `reduce-overhead` 1.41 ms
 # (1.00x): the graphs saved about what compile's own wrapper costs (its guards, and the copies
 # of the inputs into the graphs' buffers), and the eager rest of the step still kept the GPU
-# waiting. Expected on a T4 (a prediction): launch-bound too, default compile about 1x or below,
-# `reduce-overhead` about 1x. The bench's "compile_graphs" row, on an even smaller model
+# waiting. Expected on a T4: launch-bound too, default compile about 1x or below,
+# `reduce-overhead` about 1x (prediction: t4 11.graphs). The bench's "compile_graphs" row, on an even smaller model
 # (eight layers of 64 on batches of 32), therefore promises only that the graphs cost nothing
 # (at least 0.95x): not measured on a GPU yet.
 #
@@ -256,7 +258,8 @@ for comparison in [fused] + ([graphs] if graphs else []):
 # the same launches with more work each. The cell below times the same MLP's step at batch 256
 # and at 1,024 against each other (`cg.compare_steps`) and compares samples per second.
 # **Predict first:** on a GPU, how many times more samples per second at 1,024? (On a CPU
-# runtime the CPU does four times the math, so expect about 1x there.)
+# runtime the CPU does four times the math: expect a little over 1x there, from the fixed
+# cost per call spread over more samples; lesson 10's batch of 64 gained more.)
 
 # %%
 from dataclasses import replace
@@ -277,12 +280,13 @@ cg.compare_with_references("11.bigger_batch_gain", batch_gain, device, predictio
 assert batch_gain > 0.75
 
 # %% [markdown]
-# Expected on a GPU (a prediction: not measured yet): 3-4x, since the step at 1,024 still waits
+# Expected on a T4 (not measured yet): 3-4x (prediction: t4 11.bigger_batch_gain), since the step at 1,024 still waits
 # mostly on the same launches (on a T4, 4 GFLOP of matmuls take well under the host's time per
 # step). A bigger batch changes the training too (fewer steps per epoch; lesson 12 raises the
 # learning rate with it), and it must fit in memory (lesson 07 finds the largest that fits).
 #
-# **Going further (not measured in the course yet).** To take the whole step off the host,
+# **Going further (not measured in the course yet, so the regime rule does not offer it as a
+# lever: `reduce-overhead` is listed as no help for a training step).** To take the whole step off the host,
 # capture forward, backward *and* the optimizer step in one CUDA graph: "whole-network
 # capture" with `torch.cuda.graph`, in PyTorch's notes on CUDA semantics (static tensors that
 # each step copies its batch into, then one `graph.replay()` per step; Adam needs
@@ -555,4 +559,4 @@ else:
 # (7,424 against 7,573 MiB; 12,396 against 12,841 MiB: 2-3% lower, too little to credit to
 # fewer saved intermediate results without counting them), and the compiled bf16 step was the
 # fastest of the four, with the casts fused into the kernels around them. Expected on a T4, in
-# fp16 (a prediction): the same order.
+# fp16: the same order (prediction: t4 11.compiled_fp16_order).

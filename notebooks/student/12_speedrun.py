@@ -97,10 +97,11 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # ## 1. The task and the rungs
 #
 # Small convolutional networks reach 94% CIFAR-10 test accuracy in a few seconds on one A100
-# (Keller Jordan's airbench: 3.29 s). They get there with techniques this course has taught one
-# by one: data that lives on the GPU, augmentation done there, channels_last, half precision,
-# large batches with a schedule stepped every batch, compiling, and a network and recipe tuned
-# for speed (label smoothing, averaging the predictions for each test image and its mirror).
+# (Keller Jordan's airbench94: 2.59 s; later records, about 2 s). They get there with
+# techniques this course has taught one by one: data that lives on the GPU, augmentation done
+# there, channels_last, half precision, large batches with a schedule stepped every batch,
+# compiling, and a network and recipe tuned for speed (label smoothing, averaging the
+# predictions for each test image and its mirror).
 # This lesson adds them up on one task, each rung the rung below plus one technique:
 
 # %%
@@ -180,7 +181,8 @@ plt.show()
 # %%
 # What every runtime guarantees: rung 0 pays for every image in Python on the CPU and waits on every step.
 # The last rung has no per-image Python and no per-step wait; its network is smaller on a CPU (width 16) and,
-# on a GPU, wider but in half precision on tensor cores (a T4's spec sheet: 65 TFLOPS fp16, 8.1 fp32).
+# on a GPU, wider but in half precision on tensor cores (a T4's spec sheet says 65 TFLOPS fp16 and
+# 8.1 fp32; PyTorch's matmuls reach about 24-42 and 4.3 there) (prediction: t4 fp16_matmul).
 # And every rung learned.
 speedup = base / ran[-1].seconds_per_epoch
 fastest = min(ran, key=lambda r: r.seconds_per_epoch)
@@ -233,12 +235,13 @@ for r in ran:
 # at 0.93x: neither lever paid there. The fp32 variant shows why: its 5.3 ms of kernels fill its
 # whole 5.2 ms step (GPU-bound); mixed precision cut them to
 # 3.6 ms, and the step then waited on the host: 65% busy, with 177 kernel launches per step.
-# A T4 has about a sixth of the float32 arithmetic the course's H100 measured (8 TFLOP/s at its
-# peak, against about 51), so a batch of 512 should keep it busy and both levers should pay (a
-# prediction: no T4 run yet). The next cell measures it where it matters, on the last rung's
-# step: the same recipe without `cudnn.benchmark` (rung 3 turns it on, and lesson 04 measured it
-# slower on this net on the H100: 2.91 -> 3.35 ms), then also without `torch.compile`, then also
-# without mixed precision, each profiled. The last rung has every lever on; it is not always the
+# A T4 has about a twelfth of the float32 arithmetic the course's H100 measured: PyTorch
+# reaches about 4.3 TFLOP/s there, against about 51 (prediction: t4 fp32_matmul). So a batch of
+# 512 should keep it busy and both levers should pay (prediction: t4 12.levers_pay). The next
+# cell measures it where it matters, on the last rung's step: the same recipe without
+# `cudnn.benchmark` (rung 3 turns it on, and lesson 04 measured it slower on this net on the
+# H100: 2.91 -> 3.35 ms), then also without `torch.compile`, then also without mixed
+# precision, each profiled. The last rung has every lever on; it is not always the
 # fastest variant (on that H100 run the fp32 eager one was: 0.50 against 0.55 s per epoch).
 
 # %%

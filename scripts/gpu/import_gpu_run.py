@@ -10,6 +10,8 @@ Importing it:
     show "on a T4: ..." beside the learner's own figure once the next release ships it;
   - fills the instructor guide's GPU column from every imported run: a lesson's T4 time where one ran (workshops run
     on Colab's free T4), else its newest time on another GPU, named in the cell;
+  - prints each prediction of reports/predictions.toml about the run's GPU beside the figure the run measured:
+    confirmed, refuted, not measured by this run, or read by hand (predictions.py);
 and the site (course/course_site.py) then shows a lesson's GPU outputs wherever a run of its current source exists.
 
 A CPU dry run, or a run whose manifest and report disagree on the commit, is refused with the reason.
@@ -28,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))  # scripts/common: what both systems share
 
 import guide_times
+import predictions
 import update_references
 from gpu_suite import slug
 from nbtools import lesson_sources
@@ -240,7 +243,16 @@ def import_run(source: Path, root: Path = ROOT, replace: bool = False) -> str:
     done.extend(window_lines(report))
     cells = guide_times.fill_gpu_from_reports(root / "reports" / "gpu", root / "docs" / "instructor_guide.md")
     done.append(f"filled the instructor guide's GPU column: {len(cells)} of {len(lesson_sources())} lessons measured")
+    done.extend(prediction_lines(root, report))
     return "\n".join(done)
+
+
+def prediction_lines(root: Path, report: dict) -> list[str]:
+    """Each prediction of the course's registry about this run's GPU, judged by the figures it measured."""
+    registry = root / "reports" / predictions.REGISTRY.name
+    if not registry.exists():
+        return [f"predictions: no reports/{registry.name} in this course to judge"]
+    return predictions.judgement(report, predictions.load(registry), update_references.gpu_label(report["gpu"]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,9 +23,15 @@ TIMES = Path(__file__).resolve().parent / "assets" / "gpu-suite-times.json"
 DEFAULT_SECONDS = {"tests": 120.0, "lesson": 60.0, "bench": 20.0}  # a part no run has timed yet
 RESERVE = 5.0  # seconds kept at the end of a budget for the report
 LESSON_TIMEOUT = {"gpu": 300, "cpu": 900}  # a lesson past this is broken, not slow (a CPU runs them 2-10x longer)
-# Slower GPU classes get more: lesson 12 on a T4 is estimated at 330-420 s (rung 0 on per-image CPU transforms, two
-# cold compiles, the fp32 variant at 4-5 TFLOP/s), a prediction until a T4 run; an L4 sits between.
-GPU_CLASS_TIMEOUT = {"T4": 600, "L4": 450}
+# Slower GPU classes get more. Lesson 12 on a T4, rebuilt from the H100's cells and the T4's rates as PyTorch reaches
+# them (rung 0 on per-image CPU transforms with 2 vCPUs, two cold compiles, rungs 1-2 and the fp32 variant GPU-bound
+# at about 4.3 TFLOP/s), is estimated at 430-760 s (prediction: t4 12.lesson_time): its timeout leaves that room
+# rather than trimming the T4's ladder. An L4 sits between.
+GPU_CLASS_TIMEOUT = {"T4": 900, "L4": 450}
+# Until a run of a GPU's class is imported, its parts are planned from the times in TIMES (the H100's) scaled by how
+# much slower that class is expected to be: a T4 has about a twelfth of the H100's fp32 matmul rate and an eighteenth
+# of its fp16, behind Colab's or Kaggle's few cores (prediction: t4 suite_times); a class not listed keeps them.
+CLASS_SLOWDOWN = {"T4": 3.0, "L4": 1.8, "A100": 1.3}
 
 
 def selected_lessons(numbers: list[str]) -> list[Path]:
@@ -51,19 +57,29 @@ def parts_of(sources: list[Path], bench: list[str], unit_tests: bool = True) -> 
 
 
 def estimates(reports: list[Path], gpu: str) -> dict[str, float]:
-    """Expected seconds per part: TIMES, then every report in ``reports`` of the same GPU (later ones win).
+    """Expected seconds per part: TIMES (scaled by `CLASS_SLOWDOWN` for another GPU class), then every report in
+    ``reports`` of the same GPU class ("Tesla T4" and "Tesla T4 x2"; later ones win): a part a run of this class
+    measured is planned by its own time, the others by the scaled ones.
 
     A report's passed parts give their time; a part that was cut or failed gives at least the time it ran."""
-    seconds = json.loads(TIMES.read_text())["seconds"] if TIMES.exists() else {}
-    for path in reports:
-        report = json.loads(path.read_text()) if path.exists() else {}
-        if report.get("gpu") != gpu:
-            continue
+    times = json.loads(TIMES.read_text()) if TIMES.exists() else {}
+    label = gpu_label(gpu)
+    same = [r for r in (json.loads(p.read_text()) for p in reports if p.exists()) if _same_class(r.get("gpu", ""), gpu)]
+    seconds = dict(times.get("seconds", {}))
+    if label != gpu_label(times.get("gpu", "")):
+        seconds = {name: value * CLASS_SLOWDOWN.get(label, 1.0) for name, value in seconds.items()}
+    for report in same:
         for name, part in report.get("parts", {}).items():
             if part.get("seconds") is not None:
                 ran = part["seconds"]
                 seconds[name] = ran if part["status"] == PASSED else max(ran, seconds.get(name, 0.0))
     return seconds
+
+
+def _same_class(report_gpu: str, gpu: str) -> bool:
+    """Whether a report's GPU is ``gpu`` or of its class (the course's label: an L40S is no L4)."""
+    label = gpu_label(gpu)
+    return report_gpu == gpu or (label is not None and gpu_label(report_gpu) == label)
 
 
 def measured(reports: list[Path], state: dict) -> set[str]:

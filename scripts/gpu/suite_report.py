@@ -14,13 +14,17 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from suite_runs import measured_on
+
 from colab_gpu.bench import TARGETS, Target
 from colab_gpu.bench.rows import target_for
+from colab_gpu.references import gpu_label
 
 PASSED, FAILED = "passed", "failed"
 NOT_RUN = "not run (budget)"  # the budget had no room for it: --resume runs it
 CUT = "cut (budget)"  # started, stopped when the budget ended: --resume runs it again
 ENDED = "cut (the run ended while it ran)"  # what a killed run leaves on the part it was running
+CPU_TITLE = "CPU dry run (no GPU)"  # what a report of a run without a GPU is named after (`gpu_title`)
 SLOW_LESSON = 60  # seconds on a GPU: a lesson above it names its slowest cells (issue 42's goal for an H100)
 # The course's own target, which the report checks (colab_gpu/bench/ holds the experiments' targets).
 COURSE_TARGET = Target(
@@ -48,13 +52,20 @@ def junit_rows(path: Path) -> list[tuple[str, str, float]]:
     return rows
 
 
-def evaluate_targets(bench_rows: list[dict], course_seconds: float | None, gpu: str = "") -> list[dict]:
+def evaluate_targets(
+    bench_rows: list[dict], course_seconds: float | None, gpu: str = "", measured: dict[str, set[str]] | None = None
+) -> list[dict]:
     """Every target (bench.TARGETS, then the course's) with its measured value and whether it was met.
 
     The bench rows carry their verdict (``met``, judged on the GPU that measured them, against the target for that
     GPU: `Target.gpus`); a target whose row is missing or skipped is listed as not measured, so a report never
-    silently drops a promise. A row whose targets are all for other GPUs is listed with none."""
+    silently drops a promise. A row whose targets are all for other GPUs is listed with none. A target is a
+    prediction for this GPU until an imported run of its class has measured the row (``measured``, by default
+    `measured_on` the course's imported runs): the report says so. The course's own target is about `make course`,
+    the lessons at the sizes a CPU runs them: a GPU run, which runs them at full size, lists its sum unjudged."""
     rows = {row["key"]: row for row in bench_rows if row.get("status") == "ok"}
+    measured = measured_on() if measured is None else measured
+    label, on_gpu = gpu_label(gpu), gpu not in ("", CPU_TITLE)
     results = []
     for key, targets in TARGETS.items():
         target = target_for(targets, gpu)
@@ -70,7 +81,10 @@ def evaluate_targets(bench_rows: list[dict], course_seconds: float | None, gpu: 
                 }
             )
             continue
-        promise = target.promise + (" (predicted)" if target.predicted and "prediction" not in target.promise else "")
+        promise = target.promise
+        if on_gpu and (label is None or label not in measured.get(key, set())):
+            run = f"{label} run" if label else "run of this GPU"
+            promise += f" (predicted: no {run} has measured it yet)"
         results.append(
             {
                 "key": key,
@@ -80,11 +94,14 @@ def evaluate_targets(bench_rows: list[dict], course_seconds: float | None, gpu: 
                 "met": rows.get(key, {}).get("met"),
             }
         )
-    met = None if course_seconds is None else COURSE_TARGET.met(course_seconds)
+    met = None if course_seconds is None or on_gpu else COURSE_TARGET.met(course_seconds)
+    course = COURSE_TARGET.promise
+    if on_gpu:
+        course += " (not judged here: this GPU run trains each lesson at full size, which `make course` does not)"
     return results + [
         {
             "key": "course",
-            "target": COURSE_TARGET.promise,
+            "target": course,
             "reason": COURSE_TARGET.reason,
             "value": course_seconds,
             "met": met,
@@ -96,7 +113,7 @@ def gpu_title(doctor: dict) -> str:
     """ "Tesla T4 x2" for two T4s, "NVIDIA H100 80GB HBM3" for one: what a report and its folder are named after."""
     names = [gpu["name"] for gpu in doctor["gpus"]]
     if not names:
-        return "CPU dry run (no GPU)"
+        return CPU_TITLE
     return names[0] + (f" x{len(names)}" if len(names) > 1 else "")
 
 

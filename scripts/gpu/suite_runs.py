@@ -1,13 +1,16 @@
 """A run folder's report.json, read back: the one reader for --resume and --merge, and the rule they share.
 
 `suite_report.py` writes the report; this reads it and checks that what would join a run (a second window, another
-folder's run) ran the same commit on the same GPU.
+folder's run) ran the same commit on the same GPU. It also reads the runs imported into the course (`measured_on`:
+which GPU classes measured each bench row, so that a report marks a target a prediction until one has).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+from colab_gpu.references import gpu_label
 
 
 def read_state(run: Path, option: str) -> dict:
@@ -45,3 +48,17 @@ def require_same_run(
                 f"{option} {run}: it ran {what} {shown[0]}, {against[key]} {shown[1]}: one report holds one commit on "
                 "one GPU. Start a new run, or use the same commit on the same GPU."
             )
+
+
+IMPORTED = Path(__file__).resolve().parents[2] / "reports" / "gpu"  # the runs imported into the course
+
+
+def measured_on(reports: Path = IMPORTED) -> dict[str, set[str]]:
+    """Each bench row's key -> the labels of the GPUs ("T4", "H100") whose imported runs measured it."""
+    labels: dict[str, set[str]] = {}
+    for path in sorted(reports.glob("*/report.json")):
+        report = json.loads(path.read_text())
+        for row in report.get("bench", []):
+            if row.get("status") == "ok":
+                labels.setdefault(row["key"], set()).add(gpu_label(report.get("gpu", "")))
+    return labels
