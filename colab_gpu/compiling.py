@@ -87,18 +87,24 @@ def _two_operations(x: torch.Tensor) -> torch.Tensor:
     return torch.sin(x) + 1
 
 
+def smoke_dtype(device: torch.device) -> torch.dtype:
+    """The dtype of the smoke test: on a GPU fp16, the precision a T4 compiles the lessons in (a float32 test passed
+    where fp16 kernels could still fail); float32 on a CPU, where the lessons compile in float32."""
+    return torch.float16 if device.type == "cuda" else torch.float32
+
+
 def _smoke_test(device: torch.device) -> str | None:
     """Compile and run a two-operation function on ``device``: the first error line, or None when it works."""
     from torch._inductor import config
 
-    key = (str(device), tuple(config.cpp.cxx))
+    key = (str(device), tuple(config.cpp.cxx))  # fp16 on a GPU: `smoke_dtype`
     if key not in _SMOKE_TESTED:
         # A CUDA build of torch on a machine without a GPU warns about CUDA_HOME the first time it builds C++;
         # that says nothing about the CPU code being compiled here.
         quiet = logging.getLogger("torch.utils.cpp_extension")
         level, quiet.level = quiet.level, logging.ERROR
         try:
-            example = [torch.ones(4, device=device)]
+            example = [torch.ones(4, device=device, dtype=smoke_dtype(device))]
             # Inductor itself, caches off: a cached kernel would pass without the compiler the model will need.
             with config.patch(fx_graph_cache=False):
                 torch._inductor.compile(torch.fx.symbolic_trace(_two_operations), example)(*example)

@@ -293,7 +293,7 @@ def speedrun(
 def run_without_levers(
     rung: Rung, data: ImageData, device: str | torch.device, *, epochs: int, width: int = 64
 ) -> list[RungResult]:
-    """Train `without_levers` of ``rung`` (cudnn.benchmark off, then compile, then mixed precision), each profiled,
+    """Train `without_levers` of ``rung`` (compile off, then mixed precision too), each profiled,
     and return their results: set beside ``rung``'s own, they show what each lever pays on its step. Empty where
     ``rung`` uses none (a CPU runtime skips the rungs that add them). Taught in lesson 12."""
     return [run_rung(v, data, device, epochs=epochs, width=width, profile=True) for v in without_levers(rung)]

@@ -174,14 +174,14 @@ def ladder(device: str | torch.device) -> list[Rung]:
 
 
 def without_levers(rung: Rung) -> list[Rung]:
-    """``rung`` with the levers that make kernels cheaper taken off one after the other: cuDNN's autotuning ("no
-    benchmark": lesson 04 measured it slower on this net on an H100, and rung 3, which adds it, slower than rung 2),
-    then compiling ("eager"), then mixed precision ("fp32"). Each comes back as a rung of the same number, its name
-    saying what it lacks; levers ``rung`` does not use are left out (a CPU's last rung uses none). Lesson 12 trains
-    them beside the ladder's last rung: what each lever pays on that step, and in which regime."""
+    """``rung`` with the levers that make kernels cheaper taken off one after the other: compiling ("eager"), then
+    mixed precision ("fp32"). Each comes back as a rung of the same number, its name saying what it lacks; levers
+    ``rung`` does not use are left out (a CPU's last rung uses none). Lesson 12 trains them beside the ladder's last
+    rung: what each lever pays on that step, and in which regime. Not cuDNN's autotuning: in the process that ran
+    the rung, cuDNN has already picked its plans for these shapes, and turning the flag off then measures nothing
+    (lesson 04's section 5 shows the trap); only a fresh process could time it."""
     variants, recipe, name = [], rung.recipe, rung.name
     for suffix, lever, off, used in (
-        ("no benchmark", "cudnn.benchmark", {"cudnn_benchmark": False}, recipe.cudnn_benchmark),
         ("eager", "torch.compile", {"compiled": False}, recipe.compiled),
         ("fp32", "mixed precision", {"precision": "fp32"}, recipe.precision != "fp32"),
     ):

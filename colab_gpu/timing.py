@@ -265,9 +265,19 @@ def _require_callable(fn: object, what: str, example: str) -> None:
         )
 
 
-def matmul_tflops(n: int, dtype: torch.dtype, device: torch.device, repeat: int = 10) -> float:
-    """Measured TFLOP/s of an n x n x n matrix product (2 n^3 floating-point operations)."""
+def matmul_tflops(
+    n: int, dtype: torch.dtype, device: torch.device, repeat: int = 10, *, warm_seconds: float = 0.0
+) -> float:
+    """Measured TFLOP/s of an n x n x n matrix product (2 n^3 floating-point operations). With ``warm_seconds``,
+    after that long of back-to-back products first: the rate a long step meets, once the GPU's clock has settled
+    under its power cap (a T4's 70 W: about 42 TFLOP/s of fp16 in short bursts, about 24 sustained, as reported
+    from outside measurements: prediction: t4 fp16_matmul), not the burst a cold GPU gives for a moment."""
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    started = time.perf_counter()
+    while time.perf_counter() - started < warm_seconds:
+        for _ in range(8):  # queued in groups: the loop's clock costs nothing beside them
+            a @ b
+        synchronize(device)
     return 2 * n**3 / benchmark(lambda: a @ b, device=device, repeat=repeat).median / 1e12
 
 

@@ -569,4 +569,7 @@ else:
 # (7,424 against 7,573 MiB; 12,396 against 12,841 MiB: 2-3% lower, too little to credit to
 # fewer saved intermediate results without counting them), and the compiled bf16 step was the
 # fastest of the four, with the casts fused into the kernels around them. Expected on a T4, in
-# fp16: the same order (prediction: t4 11.compiled_fp16_order).
+# fp16: the same order (prediction: t4 11.compiled_fp16_order). An Ampere recipe copied to a T4
+# (bf16 with `torch.compile`) compiles nothing there: Inductor warns "Tesla T4 does not support
+# bfloat16 compilation natively, skipping" once and runs the step eagerly, in bf16, which a T4
+# runs slowly. Choose the precision by the GPU (`cg.choose_precision`, lesson 06: fp16 there).

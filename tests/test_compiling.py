@@ -69,6 +69,12 @@ def test_a_toolchain_that_fails_anyway_is_caught_by_the_smoke_test(monkeypatch):
     assert not support and "did not compile" in support.reason and "C++ compiler" in support.reason
 
 
+def test_the_smoke_test_compiles_in_the_precision_the_lessons_compile_in():
+    # Issue 65: a float32 smoke test passed on a T4, which compiles the lessons in fp16.
+    assert compiling.smoke_dtype(torch.device("cuda")) == torch.float16
+    assert compiling.smoke_dtype(torch.device("cpu")) == torch.float32
+
+
 @pytest.mark.parametrize(
     "gpu,has_triton,expected",
     [

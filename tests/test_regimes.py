@@ -244,7 +244,7 @@ def test_on_a_simulated_stream_the_item_cost_and_the_verdict_come_out_right(stre
 def test_on_a_simulated_stream_one_step_per_sample_hides_the_reads_cost_and_the_profiled_step_misleads(
     stream, monkeypatch
 ):
-    host, kernel = 4e-3, 20e-3  # a T4's 20 ms step, as compare_steps timed it before the floor of 8 (K=1)
+    host, kernel = 4e-3, 20e-3  # a 20 ms step as predicted for a T4 (no T4 has run it), timed as before the floor of 8
     monkeypatch.setattr(cg.timing, "MIN_QUEUED_STEPS", 1)
     timings = cg.compare_steps(
         {"item": stream.step(host, kernel, read=True), "queued": stream.step(host, kernel)}, device="cuda"

@@ -239,10 +239,12 @@ for r in ran:
 # reaches about 4.3 TFLOP/s there, against about 51 (prediction: t4 fp32_matmul). So a batch of
 # 512 should keep it busy and both levers should pay (prediction: t4 12.levers_pay). The next
 # cell measures it where it matters, on the last rung's step: the same recipe without
-# `cudnn.benchmark` (rung 3 turns it on, and lesson 04 measured it slower on this net on the
-# H100: 2.91 -> 3.35 ms), then also without `torch.compile`, then also without mixed
-# precision, each profiled. The last rung has every lever on; it is not always the
-# fastest variant (on that H100 run the fp32 eager one was: 0.50 against 0.55 s per epoch).
+# `torch.compile`, then also without mixed precision, each profiled. Not without
+# `cudnn.benchmark`: in this process cuDNN has already picked its plans for these shapes, so
+# turning the flag off would time the same kernels (lesson 04's section 5 shows the trap; it
+# measured the flag slower on this net on the H100, 2.91 -> 3.35 ms). The last rung has every
+# lever on; it is not always the fastest variant (on that H100 run the fp32 eager one, then
+# also without `cudnn.benchmark`, was: 0.50 against 0.55 s per epoch).
 
 # %%
 last = ran[-1]

@@ -142,8 +142,8 @@ def test_report_lists_everything(tmp_path):
     assert data["lesson_figures"] == figures  # what scripts/gpu/update_references.py reads
     assert "compute capability 7.5" in text and "| unit tests | passed | 200 |" in text
     assert (
-        "| AMP MLP training reaches at least 50% of the measured half-precision matmul peak (predicted: no T4 run has "
-        "measured it yet) | 0.41 | NO |" in text
+        "| AMP MLP training reaches at least 50% of the measured half-precision matmul peak (sustained) (predicted: no "
+        "T4 run has measured it yet) | 0.41 | NO |" in text
     )
     assert "| resident | skipped | no GPU |" in text and "| tests::t | passed |" in text
     assert "| lesson 02_tensors_on_device | not run (budget) |  |  |  | expected 60 s, 20 s left |" in text
