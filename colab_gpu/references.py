@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def _shown(value: float) -> str:
     return text if "e" in text else text.rstrip(".")
 
 
-def _record(key: str, value: float, device: torch.device) -> None:
+def _record(key: str, value: float, device: torch.device, workload: Mapping[str, object] | None = None) -> None:
     path = os.environ.get(FIGURES_ENV)
     if not path:
         return
@@ -65,7 +66,7 @@ def _record(key: str, value: float, device: torch.device) -> None:
     fix = f"Delete it (the GPU suite gives each lesson a new one: {FIGURES_ENV})."
     figures = parsed(target.read_text(), str(target), {}, fix) if target.exists() else {}
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    figures[key] = {"value": value, "device": name}
+    figures[key] = {"value": value, "device": name} | ({"workload": dict(workload)} if workload else {})
     write_atomically(target, figures)
 
 
@@ -78,8 +79,13 @@ def compare_with_references(
     unit: str = "x",
     prediction: float | None = None,
     host_bound: bool = False,
+    workload: Mapping[str, object] | None = None,
 ) -> None:
     """Print the learner's prediction, this runtime's figure and the course GPUs' figures for ``what``.
+
+    ``workload`` says what the figure was measured on ({"images per epoch": 60000, "CPU cores": 2}): a course
+    figure measured on another workload, or on one its run did not record, is printed with what differs, since the
+    two figures then do not compare.
 
     ``value`` is None when this runtime cannot measure it (a GPU figure on a CPU runtime). ``host_bound``: a figure
     of a launch-bound step, which follows the CPU that launches the kernels: on a GPU one more line compares this
@@ -101,15 +107,36 @@ def compare_with_references(
         if close:  # a key one letter off would say "not measured yet" forever
             print(f"  (no course figure is named {key!r}: did you mean {close[0]!r}?)")
     else:
+        theirs = _shipped().get("workloads", {}).get(key, {})
         for label, figure in figures.items():
-            print(
-                f"  {label:>4} (course report): " + (f"{_shown(figure)} {unit}" if figure is not None else NOT_MEASURED)
-            )
+            if figure is None:
+                print(f"  {label:>4} (course report): {NOT_MEASURED}")
+            else:
+                note = workload_note(theirs.get(label), workload)
+                print(f"  {label:>4} (course report): {_shown(figure)} {unit}{note}")
     if host_bound and value is not None and device.type == "cuda":
         for line in host_notes(key, device):
             print(f"  {line}")
     if value is not None:
-        _record(key, value, device)
+        _record(key, value, device, workload)
+
+
+def workload_note(theirs: Mapping[str, object] | None, mine: Mapping[str, object] | None) -> str:
+    """What a course figure's workload has that the learner's has not, in words ("" where they match, or where the
+    lesson gives none)."""
+    if not mine or theirs == dict(mine):
+        return ""
+    if not theirs:
+        return " (its run did not record its workload: it may not compare with yours)"
+    differs = [name for name in {**theirs, **mine} if theirs.get(name) != mine.get(name)]
+    return f" (on {_described(theirs, differs)}; yours: {_described(mine, differs)}: not the same workload)"
+
+
+def _described(workload: Mapping[str, object], names: list[str]) -> str:
+    return ", ".join(
+        f"{name} {value:,}" if isinstance(value, int) else f"{name} {value}"
+        for name, value in ((name, workload.get(name, "?")) for name in names)
+    )
 
 
 def host_notes(key: str, device: torch.device) -> list[str]:

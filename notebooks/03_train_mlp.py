@@ -266,7 +266,7 @@ else:
 epoch_images = len(train_loader.dataset)
 cg.compare_with_references("03.mlp_epoch_gpu_vs_cpu", gain, device, prediction=my_prediction,
                            what=f"one MLP training epoch ({epoch_images:,} images), GPU speed-up over the CPU",
-                           host_bound=True)
+                           host_bound=True, workload={"images": epoch_images, "data": data.name})
 cg.bar_seconds({name: r.median for name, r in epoch_times.items()}, "one training epoch (median)")
 plt.show()
 

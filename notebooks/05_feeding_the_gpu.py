@@ -263,7 +263,8 @@ epoch_seconds = {name: result.median for name, result in timings.items()}
 resident_gain = epoch_seconds["DataLoader"] / epoch_seconds["DeviceLoader"]
 print(f"the GPU-resident loader makes the training epoch {resident_gain:.1f}x faster")
 cg.compare_with_references("05.resident_epoch_gain", resident_gain, device, prediction=my_prediction,
-                           what="one MLP epoch, DeviceLoader vs the default DataLoader, speed-up")
+                           what="one MLP epoch, DeviceLoader vs the default DataLoader, speed-up",
+                           workload={"samples per epoch": n})
 cg.bar_seconds({name: epoch_seconds[name] for name in ("DataLoader", "DeviceLoader")},
                f"one MLP epoch, {n:,} samples, {device}")
 plt.show()

@@ -389,7 +389,8 @@ else:
           f"{low_name} autocast ran at {amp_gain:.2f}x the fp32 speed here (it depends on the CPU's bf16 "
           "instructions); the course GPUs' figures are below.")
 cg.compare_with_references("06.amp_mlp_speedup", amp_gain if tensor_cores else None, device,
-                           prediction=my_prediction, what="MLP training step, mixed precision vs fp32, speed-up")
+                           prediction=my_prediction, what="MLP training step, mixed precision vs fp32, speed-up",
+                           workload={"precision": low_name})
 
 # %% [markdown]
 # **Reading the peaks.** The MLP's peak is weights, gradients and activations, and AMP's 16-bit

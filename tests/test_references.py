@@ -213,3 +213,42 @@ def test_a_figure_key_one_letter_off_is_named_with_the_key_it_resembles(capsys):
     )
     cg.compare_with_references("15.a_new_figure", 3.0, "cpu", what="new")  # a new figure: not measured yet, no guess
     assert "did you mean" not in capsys.readouterr().out
+
+
+def test_a_course_figure_of_another_workload_says_what_differs(capsys, monkeypatch, tmp_path):
+    # Issue 65: lesson 03 printed the H100's 1.38x, measured on 1,437 stand-in images, under a learner's 60,000.
+    monkeypatch.setattr(references, "reference_figures", lambda key: {"T4": 3.1, "L4": None, "A100": 2.0, "H100": 1.38})
+    shipped = {
+        "workloads": {
+            "03.x": {
+                "H100": {"images": 1437, "data": "digits (scikit-learn)"},
+                "T4": {"images": 60000, "data": "FashionMNIST"},
+            }
+        }
+    }
+    monkeypatch.setattr(references, "_shipped", lambda: shipped)
+    figures = tmp_path / "figures.json"
+    monkeypatch.setenv(references.FIGURES_ENV, str(figures))
+    cg.compare_with_references("03.x", 2.5, "cpu", what="epoch", workload={"images": 60000, "data": "FashionMNIST"})
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == "    T4 (course report): 3.10 x"  # the same workload: no note
+    assert (
+        out[4] == "  A100 (course report): 2.00 x (its run did not record its workload: it may not compare with yours)"
+    )
+    assert out[5] == (
+        "  H100 (course report): 1.38 x (on images 1,437, data digits (scikit-learn); yours: images 60,000, data "
+        "FashionMNIST: not the same workload)"
+    )
+    assert json.loads(figures.read_text())["03.x"]["workload"] == {"images": 60000, "data": "FashionMNIST"}
+    cg.compare_with_references("03.x", 2.5, "cpu", what="epoch")  # a lesson that gives no workload: no notes
+    assert "workload" not in capsys.readouterr().out
+
+
+def test_update_references_keeps_each_figures_workload_from_its_run(tmp_path):
+    run = tmp_path / "reports" / "gpu" / "2026-12-01-tesla-t4"
+    run.mkdir(parents=True)
+    figure = {"value": 3.1, "device": "Tesla T4", "workload": {"images": 60000, "data": "FashionMNIST"}}
+    report = {"gpu": "Tesla T4", "date": "2026-12-01", "lesson_figures": {"03.mlp_epoch_gpu_vs_cpu": figure}}
+    (run / "report.json").write_text(json.dumps(report))
+    data = update_references.collect(tmp_path / "reports" / "gpu", shown={"03.mlp_epoch_gpu_vs_cpu"})
+    assert data["workloads"] == {"03.mlp_epoch_gpu_vs_cpu": {"T4": {"images": 60000, "data": "FashionMNIST"}}}

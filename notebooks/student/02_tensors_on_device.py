@@ -268,7 +268,9 @@ assert 0.25 < pytorch_timer.median / correct.median < 4
 # %% [markdown]
 # Now the same product on the CPU, side by side. **Predict first:** how many times faster than
 # the CPU will a GPU run it? Write your guess below, then run the cell: it prints your figure,
-# this runtime's, and the figures measured on the course's GPUs (from the committed GPU reports).
+# this runtime's, and the figures measured on the course's GPUs (from the committed GPU reports),
+# each with what differs where it was measured on another workload: this ratio divides by the
+# CPU, and a 16-core host is not Colab's 2 vCPUs.
 
 # %%
 my_prediction = None  # your guess of the GPU's speed-up over the CPU, e.g. 10
@@ -285,8 +287,10 @@ if device.type == "cuda":
 else:
     gain = None  # no GPU to compare with here
     print(f"{n}x{n} matmul on the CPU: {on_cpu}. On a GPU runtime this cell adds the GPU and the speedup.")
+# The ratio divides by this machine's CPU (its threads): a 16-core host and Colab's 2 vCPUs give two for one GPU.
 cg.compare_with_references("02.matmul_gpu_vs_cpu", gain, device, prediction=my_prediction,
-                           what="float32 matmul (4096x4096 on a GPU), GPU speed-up over the CPU")
+                           what=f"float32 matmul ({n}x{n}), GPU speed-up over the CPU",
+                           workload={"size": f"{n}x{n}", "CPU threads": torch.get_num_threads()})
 tflops = {name: 2 * n**3 / seconds / 1e12 for name, seconds in times.items()}
 print("throughput:", {name: f"{value:.2f} TFLOP/s" for name, value in tflops.items()})
 

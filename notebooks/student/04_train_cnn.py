@@ -253,7 +253,7 @@ else:
     print("CPU runtime: the GPU side of this comparison runs on a GPU runtime.")
 cg.compare_with_references("04.conv_step_gpu_vs_cpu", gain, device, prediction=my_prediction,
                            what=f"one CNN training step (batch of {step_shape[0]}), GPU speed-up over the CPU",
-                           host_bound=True)
+                           host_bound=True, workload={"batch": step_shape[0], "CPU threads": torch.get_num_threads()})
 cg.bar_seconds(device_times, "CNN training step (median)", log=True)
 plt.show()
 

@@ -190,7 +190,7 @@ print_regime(fusion, fusion_profile)
 fused = cg.workloads.compare_compiled(fusion, device, precision=chosen)
 print(fused)
 cg.compare_with_references("11.compile_speedup_fusion", fused.speedup(), device,
-                           what=f"{fusion.name}: compiled step vs eager, speed-up")
+                           what=f"{fusion.name}: compiled step vs eager, speed-up", workload={"precision": chosen.name})
 
 # %% [markdown]
 # What to expect: on a GPU this step is GPU-bound, far below the matmul peak (the regime line

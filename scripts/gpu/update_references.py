@@ -40,7 +40,8 @@ def lesson_figure_keys(lessons: list[Path] | None = None) -> set[str]:
 
 
 def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
-    """{"figures": {key: {label: value}}, "sources": {key: {label: run}}, "hosts": {run: host}} from every report.
+    """{"figures": {key: {label: value}}, "workloads": {key: {label: workload}}, "sources": {key: {label: run}},
+    "hosts": {run: host}} from every report (a workload where the lesson recorded what its figure was measured on).
 
     For each figure and GPU the newest run wins, by when the run started (two runs of one day are ordered by their
     clocks, not by their folders' names); ``sources`` names the run each figure came from, and ``hosts`` the host
@@ -49,6 +50,7 @@ def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
     """
     shown = lesson_figure_keys() if shown is None else shown
     figures: dict[str, dict[str, float]] = {}
+    workloads: dict[str, dict[str, dict]] = {}  # what each figure was measured on, where the run recorded it
     sources: dict[str, dict[str, str]] = {}
     hosts: dict[str, dict] = {}
     unshown: set[str] = set()
@@ -64,6 +66,11 @@ def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
         for key, value in kept.items():
             figures.setdefault(key, {})[label] = value
             sources.setdefault(key, {})[label] = report.parent.name
+            workload = data["lesson_figures"][key].get("workload")
+            if workload:
+                workloads.setdefault(key, {})[label] = workload
+            else:  # a newer run without one: the older run's workload is not this figure's
+                workloads.get(key, {}).pop(label, None)
         if kept and data.get("runtime", {}).get("host"):
             hosts[report.parent.name] = data["runtime"]["host"]
     if unshown:
@@ -72,6 +79,7 @@ def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
     return {
         "about": ABOUT,
         "figures": figures,
+        "workloads": {key: by_label for key, by_label in workloads.items() if by_label},
         "sources": sources,
         "hosts": {run: host for run, host in hosts.items() if run in used},
     }
