@@ -205,9 +205,14 @@ def for_the_step(summary, levers: tuple[Lever, ...], useless: tuple[Lever, ...])
         missing += [((name,), NEEDS[name][1]) for name in lacking]
         if not lacking:
             kept.append((names, text))
-    if OPTIMIZER not in found:
+    if inference(summary):
         useless = tuple(entry for entry in useless if entry is not GRAPHS_EAGER_OPTIMIZER)
     return tuple(kept), tuple(useless) + tuple(missing)
+
+
+def inference(summary) -> bool:
+    """Whether the profiled step runs no optimizer step (inference, generation), as far as the profile recorded."""
+    return summary.found is not None and OPTIMIZER not in summary.found
 
 
 def _has(found: tuple[str, ...], lever: str) -> bool:
@@ -234,15 +239,14 @@ def sync_levers(summary) -> tuple[Lever, ...]:
     if summary.host_reads_per_step < 1:
         return ()
     own = summary.host_reads_per_step - summary.scaler_reads_per_step
-    loops = LIBRARY_SYNC_LEVER if summary.found is not None and OPTIMIZER not in summary.found else SYNC_LEVER
+    loops = LIBRARY_SYNC_LEVER if inference(summary) else SYNC_LEVER
     return ((loops,) if own >= 1 else ()) + ((SCALER_LEVER,) if summary.scaler_reads_per_step >= 1 else ())
 
 
 def decode_levers(summary, kind: str | None, levers: tuple[Lever, ...]) -> tuple[Lever, ...]:
     """A GPU-bound step's kernel ``levers``, with `DECODE_LEVERS` first for an inference step (no optimizer step in
     its profile) busy in tiny or element-wise kernels; a lever of both keeps the decode text."""
-    inference = summary.found is not None and OPTIMIZER not in summary.found
-    if not inference or kind not in (TINY, ELEMENTWISE):
+    if not inference(summary) or kind not in (TINY, ELEMENTWISE):
         return levers
     decode = {name for names, _ in DECODE_LEVERS for name in names}
     return DECODE_LEVERS + tuple(entry for entry in levers if not decode.intersection(entry[0]))

@@ -42,7 +42,6 @@ AUGMENT_LABEL = "augment"  # a record_function label the learner may put around 
 AUGMENT_OPS = (  # what torchvision's v2 transforms and cg.random_crop / per_sample_flip run: flips, pads, warps
     "aten::flip", "aten::roll", "aten::rot90", "aten::reflection_pad1d", "aten::reflection_pad2d",
     "aten::replication_pad2d", "aten::grid_sampler_2d", "aten::affine_grid_generator", "aten::_upsample_bilinear2d_aa",
-    "aten::adjust_hue", "aten::rgb_to_grayscale",
 )  # fmt: skip
 LAUNCHES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 STEP_PREFIX = "ProfilerStep"  # "ProfilerStep#3" in a trace, "ProfilerStep*" in events()
@@ -140,8 +139,8 @@ def spans_of(prof) -> list[Span]:
 
 def parts_found(inside: list[Span], data_phase: list[tuple[float, float]]) -> tuple[str, ...]:
     """Which of the parts some levers need (`OPTIMIZER`, `CONVOLUTIONS`, `AUGMENTATION`, `HIDDEN_INPUT`, `GROWN`,
-    `REPEATED`) the
-    profiled steps' CPU events ``inside`` hold; augmentation counts inside ``data_phase`` (or under its label)."""
+    `REPEATED`) the profiled steps' CPU events ``inside`` hold; augmentation counts inside ``data_phase`` (or under
+    its label)."""
     names = {s.name for s in inside if not s.on_device}
     augmenting = AUGMENT_LABEL in names or any(
         s.name in AUGMENT_OPS and any(start <= s.start_us < end for start, end in data_phase)

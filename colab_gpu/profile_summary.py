@@ -223,10 +223,11 @@ def summarize_spans(
     profiled_ms = step_us / count / 1e3
     step_ms = unprofiled_step_ms or profiled_ms
     kernel_ms = _covered_us(intervals) / count / 1e3 if on_gpu else None
-    input_wait = _uncovered_us(data, intervals) / step_us
+    waited_us = _uncovered_us(data, intervals)  # fetching data while no kernel ran
+    input_wait = waited_us / step_us
     if on_gpu and unprofiled_step_ms:  # the wait against the step timed without the profiler, as the busy share is
         idle = max(1 - kernel_ms / step_ms, 0.0)  # the GPU cannot wait for data longer than it idles
-        input_wait = min(_uncovered_us(data, intervals) / count / 1e3 / step_ms, idle)
+        input_wait = min(waited_us / count / 1e3 / step_ms, idle)
     # On a GPU only reads that wait for it count; on a CPU, those that are not PyTorch's own reads of CPU values.
     reads = [s for s in inside if s.name == HOST_READ and (s.synchronizes if on_gpu else not s.in_framework)]
     waits: dict[str, float] = {}

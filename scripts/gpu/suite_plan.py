@@ -30,7 +30,8 @@ LESSON_TIMEOUT = {"gpu": 300, "cpu": 900}  # a lesson past this is broken, not s
 GPU_CLASS_TIMEOUT = {"T4": 900, "L4": 450}
 # Until a run of a GPU's class is imported, its parts are planned from the times in TIMES (the H100's) scaled by how
 # much slower that class is expected to be: a T4 has about a twelfth of the H100's fp32 matmul rate and an eighteenth
-# of its fp16, behind Colab's or Kaggle's few cores (prediction: t4 suite_times); a class not listed keeps them.
+# of its fp16, behind Colab's or Kaggle's few cores (prediction: t4 suite_times); an L4 and an A100 sit between
+# (prediction: l4 suite_times) (prediction: a100 suite_times); a class not listed keeps them.
 CLASS_SLOWDOWN = {"T4": 3.0, "L4": 1.8, "A100": 1.3}
 
 
