@@ -43,13 +43,30 @@ def _shipped() -> dict:
     return parsed(text, "colab_gpu/references.json", {"figures": dict}, fix)
 
 
+def reference_title(label: str, runtime: Mapping[str, object] | None) -> str:
+    """The name a course figure is shown with: its GPU and the platform of the run that measured it ("T4 on Colab, 2
+    CPU cores", "T4 x2 on Kaggle, 4 CPU cores", "H100 on a server, 16 CPU cores"). Colab's T4 and Kaggle's T4 x2 are
+    different hosts, and a launch-bound figure follows the host: each platform keeps its own figure. A run that did
+    not record its platform: the GPU's label alone."""
+    if not runtime or not runtime.get("platform"):
+        return label
+    gpus, cores = runtime.get("gpu_count") or 1, runtime.get("cpu_count")
+    where = runtime["platform"] if runtime["platform"] in ("Colab", "Kaggle") else "a server"
+    return f"{label}{f' x{gpus}' if gpus > 1 else ''} on {where}" + (f", {cores} CPU cores" if cores else "")
+
+
 def reference_figures(key: str) -> dict[str, float | None]:
-    """The figure ``key`` measured on each GPU the course names (None where no report has it yet).
+    """The figure ``key`` measured on each course run, by its `reference_title` ("T4 on Colab, 2 CPU cores": 2.3), in
+    the order of the GPUs the course names; a GPU no report has it for yet: its label, with None.
 
     Taught in lesson 02.
     """
     measured = _shipped().get("figures", {}).get(key, {})
-    return {label: measured.get(label) for label in REFERENCE_GPUS}
+    figures: dict[str, float | None] = {}
+    for label in REFERENCE_GPUS:
+        titles = sorted(title for title in measured if gpu_label(title) == label)
+        figures.update({title: measured[title] for title in titles} if titles else {label: None})
+    return figures
 
 
 def _shown(value: float) -> str:
@@ -108,12 +125,12 @@ def compare_with_references(
             print(f"  (no course figure is named {key!r}: did you mean {close[0]!r}?)")
     else:
         theirs = _shipped().get("workloads", {}).get(key, {})
-        for label, figure in figures.items():
+        for title, figure in figures.items():
             if figure is None:
-                print(f"  {label:>4} (course report): {NOT_MEASURED}")
+                print(f"  {title:>4} (course report): {NOT_MEASURED}")
             else:
-                note = workload_note(theirs.get(label), workload)
-                print(f"  {label:>4} (course report): {_shown(figure)} {unit}{note}")
+                note = workload_note(theirs.get(title), workload)
+                print(f"  {title:>4} (course report): {_shown(figure)} {unit}{note}")
     if host_bound and value is not None and device.type == "cuda":
         for line in host_notes(key, device):
             print(f"  {line}")

@@ -139,7 +139,7 @@ MIN_SAMPLES = 7
 # step is not hidden behind the GPU's work, so a loop that queues ahead reads (H + K G) / K per step where it costs
 # max(H, G): at K = 1 the CPU and the GPU take turns by construction, and a host read (`.item()`) costs 1.00x
 # whatever it really costs. At K = 8 the error is at most H / (8 G), a few percent for a GPU busy a few times longer
-# than the host (host 4 ms and GPU 20 ms, as predicted for lesson 10's T4 step: 1.17x of a true 1.20x, where K = 1
+# than the host (host 4 ms and GPU 20 ms: a read that costs a true 1.20x reads 1.17x, where K = 1
 # reads 1.00x; tests/test_regimes.py measures it on a simulated stream).
 MIN_QUEUED_STEPS = 8
 LONG_SAMPLE_SECONDS = 1.0  # the floor of K stops where K steps would take longer than this
@@ -176,7 +176,7 @@ def compare_steps(
     on an H100 the same MLP step read 0.82 and 1.02 ms in one notebook. Here each sample times K calls between two
     synchronizations, so the CPU queues ahead of the GPU as a real training loop does. Each side's K makes its
     sample last ``min_sample`` (20 ms), from the median of 3 single calls, and on a GPU it is at least 8
-    (`MIN_QUEUED_STEPS`: a 25 ms T4 step is still queued 8 at a time). Each side has its own K: one K for all, set
+    (`MIN_QUEUED_STEPS`: a 25 ms step is still queued 8 at a time). Each side has its own K: one K for all, set
     by the fastest, made a 1 ms step beside a no-op run 1000 times per sample (7 s). The sides are interleaved, in
     alternating order, so a drift (clocks, heat, a busy neighbour) hits all alike; and there are at least 7 samples,
     of which the median counts. On a CPU runtime there is no queue (`can_queue`): K only makes samples long enough

@@ -228,7 +228,8 @@ else:
           "clock again, so there is no queue to hide the work. On a GPU, time.time() reads only the launch:")
     assert naive > 0.3 * correct.median  # synchronous: the naive clock cannot miss most of the work (noise aside)
 cg.compare_with_references("02.naive_timing_share", 100 * naive / correct.median, device,
-                           unit="% of the real time", what="what time.time() saw of one product")
+                           unit="% of the real time", what="what time.time() saw of one product",
+                           workload={"size": f"{n}x{n}"})
 
 # %% [markdown]
 # `cg.benchmark` is a few lines you can write in any project. In plain PyTorch, three ways:

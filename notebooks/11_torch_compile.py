@@ -229,7 +229,7 @@ else:
           "the operators run on the CPU itself: there are no kernel launches to save).")
 cg.compare_with_references("11.graphs_speedup_mlp", None if graphs is None else graphs.speedup("reduce-overhead"),
                            device, what=f"{mlp_step.name}: reduce-overhead vs eager, speed-up",
-                           host_bound=True)
+                           host_bound=True, workload={"step": mlp_step.name})
 
 # %%
 # The first call costs many steps' worth of time on every runtime (tens to thousands of steps), so compiling
@@ -269,7 +269,8 @@ for name, result in by_batch.items():
 per_sample = [result.median / size for result, size in zip(by_batch.values(), batches, strict=True)]
 batch_gain = per_sample[0] / per_sample[1]
 cg.compare_with_references("11.bigger_batch_gain", batch_gain, device, prediction=my_prediction,
-                           what="samples per second at batch 1,024 / at 256, lesson 03's MLP", host_bound=True)
+                           what="samples per second at batch 1,024 / at 256, lesson 03's MLP", host_bound=True,
+                           workload={"step": mlp_step.name})
 # Four times the samples never take more than about four times as long (the same operators, each on more rows):
 # on any runtime the rate per sample does not fall, up to noise. How much it rises is the regime's answer: printed.
 assert batch_gain > 0.75

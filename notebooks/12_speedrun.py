@@ -141,10 +141,11 @@ my_prediction = None  # the last rung's speed-up per epoch over rung 0, e.g. 5
 my_best_rung = None  # the rung that gains the most over the rung below it, e.g. 4
 
 # %% [markdown]
-# Each rung's line grows as it trains: each epoch's seconds as it ends (rung 0 takes a few
-# minutes on a T4), then the rung's figures. After its epochs, each rung profiles five more of
-# its steps (`profile=True`, lesson 10's `cg.profile_step`): its line ends with what bounds that
-# step here.
+# Each rung's line grows as it trains: each epoch's seconds as it ends (rung 0 took 42 s on
+# the course's H100 run, whose host prepares images faster than Colab's; expect one to three
+# minutes on a T4 (prediction: t4 12.rung0_minutes)), then the rung's figures. After its
+# epochs, each rung profiles five more of its steps (`profile=True`, lesson 10's
+# `cg.profile_step`): its line ends with what bounds that step here.
 
 # %%
 results = cg.run_ladder(data, device, profile=True)

@@ -208,10 +208,11 @@ data_root = Path(MY_FOLDER) if MY_FOLDER else extracted  # a folder on this mach
 # %% [markdown]
 # **Phone photos: shrink them once, after extracting.** A 12-megapixel JPEG costs about 230 ms
 # to decode and augment on one core (measured on the course's CPU runner with a synthetic
-# 4000x3000 JPEG, against 3 ms at 512x384): on Colab's 2 vCPUs a T4 would wait for the photos
-# most of every epoch. So shrink the extracted copy once, to about twice the training size:
-# `Image.draft` asks the JPEG decoder for a reduced size directly (1/2, 1/4 or 1/8), then
-# `thumbnail` brings the longest side down, after `exif_transpose` has turned the photo upright.
+# 4000x3000 JPEG, against 3 ms at 512x384): Colab's 2 vCPUs would prepare fewer than ten such
+# photos a second, and the GPU would wait for them most of every epoch. So shrink the extracted
+# copy once, to about twice the training size: `Image.draft` asks the JPEG decoder for a reduced
+# size directly (1/2, 1/4 or 1/8), then `thumbnail` brings the longest side down, after
+# `exif_transpose` has turned the photo upright.
 # It rewrites the files in place, so it runs on the extracted copy only, never on a folder of
 # yours (`MY_FOLDER`: copy it first). The stand-in's images are already small: nothing changes.
 
@@ -452,7 +453,9 @@ print(f"images/s per epoch: {head_history.last['samples_per_s']:,.0f} with the b
       f"{history.last['samples_per_s']:,.0f} training every layer; the loader alone: {pipeline:,.0f}")
 frozen_gain = head_history.last["samples_per_s"] / history.last["samples_per_s"]
 cg.compare_with_references("13.frozen_epoch_gain", frozen_gain, device, prediction=my_prediction,
-                           what="one fine-tuning epoch, backbone frozen vs every layer, speed-up")
+                           what="one fine-tuning epoch, backbone frozen vs every layer, speed-up",
+                           workload={"data": data_name, "training images": len(split.train),
+                                     "pixels": size, "weights": "pretrained" if pretrained else "random"})
 print(f"validation accuracy: {head_history.last['test_acc']:.1%} with the head alone, "
       f"{history.last['test_acc']:.1%} after fine-tuning every layer "
       f"({'pretrained' if pretrained else 'random weights: download the weights for the real figures'})")
@@ -645,6 +648,7 @@ if encoded:
     else:
         print("decoding on the GPU needs a CUDA runtime: run this cell on Colab's T4 to compare")
     cg.compare_with_references("13.gpu_decode_gain", gpu_gain, device,
-                               what="decoding JPEG files, GPU vs one CPU process, speed-up")
+                               what="decoding JPEG files, GPU vs one CPU process, speed-up",
+                               workload={"data": data_name, "JPEG files": len(encoded)})
 else:
     print("no JPEG files among these images: the decoding comparison needs some")

@@ -252,3 +252,58 @@ def test_update_references_keeps_each_figures_workload_from_its_run(tmp_path):
     (run / "report.json").write_text(json.dumps(report))
     data = update_references.collect(tmp_path / "reports" / "gpu", shown={"03.mlp_epoch_gpu_vs_cpu"})
     assert data["workloads"] == {"03.mlp_epoch_gpu_vs_cpu": {"T4": {"images": 60000, "data": "FashionMNIST"}}}
+
+
+def test_colab_and_kaggle_t4_runs_each_keep_their_figure_named_by_platform(tmp_path, capsys, monkeypatch):
+    # Colab's T4 (2 vCPUs) and Kaggle's T4 x2 are different hosts: both used to be filed as "T4", the newest winning.
+    reports = tmp_path / "reports"
+    reports.mkdir()
+
+    def report(name, runtime, value):
+        (reports / name).mkdir()
+        figures = {"03.x": {"value": value, "device": "Tesla T4", "workload": {"images": 60000}}}
+        (reports / name / "report.json").write_text(json.dumps({"runtime": runtime, "lesson_figures": figures}))
+
+    colab = {"platform": "Colab", "gpu_count": 1, "cpu_count": 2, "gpus": [{"name": "Tesla T4"}]}
+    kaggle = {"platform": "Kaggle", "gpu_count": 2, "cpu_count": 4, "gpus": [{"name": "Tesla T4"}] * 2}
+    report("2026-12-01-colab", colab, 2.5)
+    report("2026-12-02-kaggle", kaggle, 3.5)
+    report("2026-12-03-colab", colab, 2.4)  # the same platform again: the newer run wins
+    data = update_references.collect(reports, shown={"03.x"})
+    assert data["figures"] == {"03.x": {"T4 on Colab, 2 CPU cores": 2.4, "T4 x2 on Kaggle, 4 CPU cores": 3.5}}
+    monkeypatch.setattr(references, "_shipped", lambda: data)
+    assert list(references.reference_figures("03.x")) == [
+        "T4 on Colab, 2 CPU cores",
+        "T4 x2 on Kaggle, 4 CPU cores",
+        "L4",
+        "A100",
+        "H100",
+    ]
+    cg.compare_with_references("03.x", 1.2, "cpu", what="epoch speed-up", workload={"images": 60000})
+    out = capsys.readouterr().out.splitlines()
+    assert out[2:4] == [
+        "  T4 on Colab, 2 CPU cores (course report): 2.40 x",
+        "  T4 x2 on Kaggle, 4 CPU cores (course report): 3.50 x",
+    ]
+    assert references.reference_title("H100", {"platform": "local", "gpu_count": 1, "cpu_count": 16}) == (
+        "H100 on a server, 16 CPU cores"
+    )
+    assert references.reference_title("T4", {"gpus": [{"name": "Tesla T4"}]}) == "T4"  # a run from before platforms
+
+
+def test_every_figure_a_lesson_compares_says_what_it_was_measured_on():
+    # A course figure is printed beside the learner's only as the same workload, or with what differs (issue 65): a
+    # comparison without `workload=` would print an H100's figure of another size under the learner's heading.
+    import ast
+
+    from nbtools import lesson_sources
+
+    calls = [
+        (source.name, node)
+        for source in lesson_sources()
+        for node in ast.walk(ast.parse(source.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "compare_with_references"
+    ]
+    assert len(calls) >= 13
+    without = [(name, node.lineno) for name, node in calls if "workload" not in {kw.arg for kw in node.keywords}]
+    assert not without, f"compare_with_references without workload= (lesson, line): {without}"

@@ -168,7 +168,7 @@ def test_steps_per_sample_is_bounded():
 
 def test_the_floor_of_8_queued_steps_stops_where_a_sample_would_last_over_a_second(monkeypatch):
     # Issue 64: lesson 14's generation (seconds per call) queued 8 at a time made a comparison 5-8x longer.
-    assert cg.timing.steps_per_sample(0.025, least=8) == 8  # a 25 ms T4 step: still 8 (200 ms a sample)
+    assert cg.timing.steps_per_sample(0.025, least=8) == 8  # a 25 ms step: still 8 (200 ms a sample)
     assert cg.timing.steps_per_sample(0.3, least=8) == 3  # 3 steps make 0.9 s
     assert cg.timing.steps_per_sample(2.0, least=8) == 1  # a 2 s generation: one call per sample
     clock = fake_clock(monkeypatch)

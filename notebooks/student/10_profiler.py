@@ -364,7 +364,8 @@ for name, summary in (("JPEG DataLoader", slow), ("DeviceLoader", fast)):
     print(f"{name:>15}: {summary.step_ms:7.2f} ms per step, data {summary.shares.get('data', 0):.0%} of it; "
           f"{summary.regime.name}")
 cg.compare_with_references("10.data_share_after_fix", 100 * fast.shares.get("data", 0), device,
-                           prediction=my_prediction, unit="% of the step", what="the data share after the fix")
+                           prediction=my_prediction, unit="% of the step", what="the data share after the fix",
+                           workload={"data": data.name, "images": len(images), "batch": resident.batch_size})
 # Decoding 128 JPEGs costs far more than slicing a tensor that is already there, on any runtime. (The step
 # times are printed, not asserted: three steps each, on a machine that may be busy with something else.)
 assert fast.shares.get("data", 0) < slow.shares["data"]
@@ -434,7 +435,8 @@ for name, result in timings.items():
     print(f"  {name:<23} {result}")
 item_cost = with_item.median / on_device.median
 cg.compare_with_references("10.item_cost_busy_gpu", item_cost, device, prediction=my_prediction,
-                           what="time per step with loss.item() every step, relative to summing on the device")
+                           what="time per step with loss.item() every step, relative to summing on the device",
+                           workload={"MLP width": width, "batch": batch})
 # A read never makes a loop faster: only noise can (a busy neighbour on a shared machine), so the medians get a 25%
 # allowance. How much slower it makes the loop depends on how much CPU work a busy GPU could hide: printed.
 assert item_cost > 0.75

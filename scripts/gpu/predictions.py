@@ -3,7 +3,8 @@
 A figure the course states for a GPU it did not measure is a prediction, and a lesson cites it by its key where it
 makes it: "(prediction: t4 11.compile_speedup)". `reports/predictions.toml` holds one table per key: the GPU it is
 about (a `colab_gpu.references.gpu_label`: "T4"), the claim in words, where a run's report measures it (``figure``:
-a lesson figure that `cg.compare_with_references` recorded, or a bench row's key) and the range predicted (``low``,
+a lesson figure that `cg.compare_with_references` recorded, a bench row's key, or "seconds.<lesson>": the seconds
+the suite took to run a lesson, "seconds.12_speedrun") and the range predicted (``low``,
 ``high``, either may be left out); an entry without a figure (a regime, a behaviour) is read by hand from the run's
 notebooks. ``status`` is "open" until a run has judged it; a refuted entry whose sentence has been corrected says
 "refuted: <what changed>".
@@ -91,8 +92,16 @@ def load(path: Path = REGISTRY) -> dict[str, Prediction]:
     return registry
 
 
+LESSON_SECONDS = "seconds."  # "seconds.12_speedrun": how long the suite took to run that lesson
+
+
 def measured_figure(report: dict, figure: str) -> float | None:
-    """The value of ``figure`` in a run's report: a lesson figure, else a bench row's ratio (None: not measured)."""
+    """The value of ``figure`` in a run's report: a lesson's seconds ("seconds.12_speedrun", a lesson that ran to its
+    end), a lesson figure, else a bench row's ratio (None: not measured)."""
+    if figure.startswith(LESSON_SECONDS):
+        ran = (report.get("lessons", {}).get("lessons") or {}).get(figure.removeprefix(LESSON_SECONDS))
+        ok = isinstance(ran, dict) and ran.get("status") == "ok" and isinstance(ran.get("seconds"), (int, float))
+        return float(ran["seconds"]) if ok else None
     lesson = report.get("lesson_figures", {}).get(figure)
     if isinstance(lesson, dict) and isinstance(lesson.get("value"), (int, float)):
         return float(lesson["value"])

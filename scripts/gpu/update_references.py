@@ -1,11 +1,12 @@
 """Copy the lesson figures of the committed GPU runs into colab_gpu/references.json (shipped with the package).
 
 Usage: python scripts/gpu/update_references.py   (`make import-gpu-run` runs it; then release)
-Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the
-newest run (by its start time) wins, and each figure keeps its run and that run's host. Runs without lesson figures
-are skipped, and so is a figure measured on another device than its run's GPU (a unit test of the run that recorded a
-CPU figure), and a figure no lesson shows any more (an older run's figure of a comparison a lesson dropped): each
-such figure is named.
+Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the newest
+run (by its start time) wins, and each figure keeps its run and that run's host. A GPU on two platforms (Colab's T4
+with 2 vCPUs, Kaggle's T4 x2) keeps a figure for each, named by `colab_gpu.references.reference_title`. Runs without
+lesson figures are skipped, and so is a figure measured on another device than its run's GPU (a unit test of the run
+that recorded a CPU figure), and a figure no lesson shows any more (an older run's figure of a comparison a lesson
+dropped): each such figure is named.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from nbtools import lesson_sources
 from paths import ROOT  # scripts/ is on the path: run as `python scripts/gpu/update_references.py`
 
 sys.path.insert(0, str(ROOT))
-from colab_gpu.references import gpu_label  # noqa: E402
+from colab_gpu.references import gpu_label, reference_title  # noqa: E402
 
 REPORTS = ROOT / "reports" / "gpu"
 TARGET = ROOT / "colab_gpu" / "references.json"
@@ -40,11 +41,12 @@ def lesson_figure_keys(lessons: list[Path] | None = None) -> set[str]:
 
 
 def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
-    """{"figures": {key: {label: value}}, "workloads": {key: {label: workload}}, "sources": {key: {label: run}},
-    "hosts": {run: host}} from every report (a workload where the lesson recorded what its figure was measured on).
+    """{"figures": {key: {title: value}}, "workloads": {key: {title: workload}}, "sources": {key: {title: run}},
+    "hosts": {run: host}} from every report (a workload where the lesson recorded what its figure was measured on;
+    a title names the GPU and the platform, `reference_title`).
 
-    For each figure and GPU the newest run wins, by when the run started (two runs of one day are ordered by their
-    clocks, not by their folders' names); ``sources`` names the run each figure came from, and ``hosts`` the host
+    For each figure, GPU and platform the newest run wins, by when the run started (two runs of one day are ordered by
+    their clocks, not by their folders' names); ``sources`` names the run each figure came from, and ``hosts`` the host
     each of those runs recorded (CPU, clock and dispatch probe, `colab_gpu.host`), which a learner's host is compared
     with. Only the figures of ``shown`` (default: the keys the lessons show, `lesson_figure_keys`) are kept.
     """
@@ -60,17 +62,18 @@ def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
         if label is None:
             continue
         run = report.parent.relative_to(reports.parent.parent)  # reports/gpu/<date>-<gpu>
+        title = reference_title(label, data.get("runtime"))
         kept = figures_measured_on(label, data.get("lesson_figures") or {}, run)
         unshown.update(key for key in kept if key not in shown)
         kept = {key: value for key, value in kept.items() if key in shown}
         for key, value in kept.items():
-            figures.setdefault(key, {})[label] = value
-            sources.setdefault(key, {})[label] = report.parent.name
+            figures.setdefault(key, {})[title] = value
+            sources.setdefault(key, {})[title] = report.parent.name
             workload = data["lesson_figures"][key].get("workload")
             if workload:
-                workloads.setdefault(key, {})[label] = workload
+                workloads.setdefault(key, {})[title] = workload
             else:  # a newer run without one: the older run's workload is not this figure's
-                workloads.get(key, {}).pop(label, None)
+                workloads.get(key, {}).pop(title, None)
         if kept and data.get("runtime", {}).get("host"):
             hosts[report.parent.name] = data["runtime"]["host"]
     if unshown:

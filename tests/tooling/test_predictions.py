@@ -71,7 +71,7 @@ def test_no_imported_run_refutes_a_prediction_still_open():
 
 def t4_report(**figures):
     """A T4 run's report with ``figures``: lesson figures by key, and bench rows for the bench's keys."""
-    bench = {"matmul_fp32", "matmul_half"}
+    bench = {"matmul_fp32", "matmul_half", "speedrun"}
     return {
         "gpu": "Tesla T4 x2",
         "lesson_figures": {key: {"value": v, "device": "Tesla T4"} for key, v in figures.items() if key not in bench},
@@ -95,6 +95,18 @@ def test_a_t4_run_confirms_refutes_or_leaves_each_prediction():
         for line in lines
     )
     assert "1 confirmed, 1 refuted" in lines[-2] and "fails tests/tooling/test_predictions.py" in lines[-1]
+
+
+def test_a_lessons_time_is_judged_only_when_the_lesson_ran_to_its_end():
+    registry = predictions.load()
+    report = t4_report(speedrun=6.2)
+    report["lessons"] = {"lessons": {"12_speedrun": {"seconds": 512.0, "status": "ok"}}}
+    verdicts = {p.key: (value, verdict) for p, value, verdict in predictions.judge(report, registry, "T4")}
+    assert verdicts["t4 12.lesson_time"] == (512.0, predictions.CONFIRMED)
+    assert verdicts["t4 12.ladder_gain"] == (6.2, predictions.CONFIRMED)  # the bench's speedrun row
+    report["lessons"]["lessons"]["12_speedrun"] = {"seconds": 900.0, "status": "timeout"}  # stopped: no figure
+    verdicts = {p.key: (value, verdict) for p, value, verdict in predictions.judge(report, registry, "T4")}
+    assert verdicts["t4 12.lesson_time"] == (None, predictions.UNMEASURED)
 
 
 def test_importing_a_t4_run_prints_its_predictions(run_folder, course):
