@@ -13,7 +13,7 @@ ENTRIES = (
         "The runtime has no GPU attached (Colab's default runtime, or CUDA_VISIBLE_DEVICES hides it), yet "
         "the code asked for 'cuda'.",
         "Runtime > Change runtime type > T4 GPU, then run from the top; in code use cg.get_device().",
-        "lesson 01, section 1; lesson 09, setup",
+        "lesson 01, section 1; lesson 09, section 1",
         reproduced=False,
     ),
     entry(
@@ -24,7 +24,7 @@ ENTRIES = (
         "A CUDA build of PyTorch on a machine without an NVIDIA driver: a CPU runtime on Colab or Kaggle.",
         "Switch the runtime to a GPU (Colab: Runtime > Change runtime type; Kaggle: Settings > Accelerator), "
         "or let cg.get_device() fall back to the CPU.",
-        "lesson 01; lesson 09, setup",
+        "lesson 01; lesson 09, section 1",
         reproduced=False,
     ),
     entry(
@@ -35,7 +35,7 @@ ENTRIES = (
         "This PyTorch is a CPU-only build (pip's default on Windows and macOS), so it cannot use any GPU.",
         "Install a CUDA build with the command from pytorch.org's 'Get started' selector; on Colab and Kaggle "
         "do not reinstall torch.",
-        "lesson 01; lesson 09, setup",
+        "lesson 01; lesson 09, section 1",
         reproduced=False,
     ),
     entry(
@@ -57,7 +57,7 @@ ENTRIES = (
         r"invalid device ordinal",
         "The code names a GPU index that does not exist, such as 'cuda:1' on a one-GPU T4.",
         "Use 'cuda' or 'cuda:0', or check torch.cuda.device_count(); cg.get_device('cuda:1') says what exists.",
-        "lesson 09, setup",
+        "lesson 09, section 1",
         reproduced=False,
     ),
     entry(
@@ -76,23 +76,26 @@ ENTRIES = (
         "same-device",
         "devices",
         "Expected all tensors to be on the same device",
-        r"Expected all tensors to be on the same device|Expected .* to be on .* same device",
-        "One input of an operation is on another device: usually the batch was not moved where the model is.",
+        r"Expected all tensors to be on the same device|Expected .* to be on .* same device|"
+        r"Tensor on device \S+ is not on the expected device",
+        "One input of an operation is on another device: usually the batch was not moved where the model is (with "
+        "the meta device as a CPU runtime's stand-in for a GPU, PyTorch words it 'Tensor on device meta is not on "
+        "the expected device cpu', or the reverse).",
         "Move every batch inside the loop: x = x.to(device, non_blocking=True); check a model with "
         "next(model.parameters()).device.",
         "lesson 02, section 4",
-        reproduced=False,
     ),
     entry(
         "shapes-multiplied",
         "devices",
         "mat1 and mat2 shapes cannot be multiplied",
         r"mat1 and mat2 shapes cannot be multiplied",
-        "A Linear layer's in_features differs from the features the input has (e.g. 28x28=784 expected, a "
-        "32x32x3=3072 CIFAR-10 image given).",
-        "Make in_features equal to the flattened input size (print "
+        "A Linear layer's in_features differs from the features the input has: most often an image batch "
+        "(N, C, H, W) reaches the first Linear unflattened (784 expected, '112x28' given for 4 FashionMNIST "
+        "images), or the images are another size (a 32x32x3=3072 CIFAR-10 image to a 784 MLP).",
+        "Put nn.Flatten() before the first Linear; then make in_features equal to the flattened size (print "
         "x.shape just before the layer), or use nn.LazyLinear.",
-        "lesson 03; lesson 09, devices",
+        "lesson 03; lesson 09, section 2",
     ),
     entry(
         "same-dtype",
@@ -103,18 +106,18 @@ ENTRIES = (
         "model outside autocast.",
         "Convert the input: x.float() (NumPy arrays are float64), or use autocast "
         "for mixed precision instead of casting by hand.",
-        "lesson 06; lesson 09, devices",
+        "lesson 06; lesson 09, section 2",
     ),
     entry(
         "input-weight-type",
         "devices",
-        "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same",
+        "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same",
         r"Input type \(.*\) and (weight|bias) type \(.*\) should be the same",
-        "A convolution's input and weights differ in device or dtype: a torch.cuda input with torch.FloatTensor "
-        "weights means the model is still on the CPU; a torch.FloatTensor input with torch.cuda weights means the "
-        "batch was not moved to the GPU.",
+        "A convolution's input and weights differ in device or dtype: a torch.FloatTensor input with torch.cuda "
+        "weights means the batch was not moved to the GPU (the common case); a torch.cuda input with "
+        "torch.FloatTensor weights, that the model is still on the CPU; two dtypes, that one is float64 or half.",
         "model.to(device) once, and every batch .to(device); inputs as float32 (or under autocast).",
-        "lesson 04; lesson 09, devices",
+        "lesson 04; lesson 09, section 2",
     ),
     entry(
         "numpy-device",
@@ -123,7 +126,7 @@ ENTRIES = (
         r"can't convert .* device type tensor to numpy",
         "NumPy only reads CPU memory; the tensor lives on the GPU.",
         "tensor.detach().cpu().numpy(), once per epoch rather than per step (each copy waits for the GPU).",
-        "lesson 02; lesson 09, devices",
+        "lesson 02; lesson 09, section 2",
     ),
     entry(
         "numpy-grad",
@@ -132,7 +135,7 @@ ENTRIES = (
         r"Can't call numpy\(\) on Tensor that requires grad",
         "The tensor is part of the autograd graph; NumPy would silently drop its gradient history.",
         "tensor.detach().cpu().numpy(), or compute it under torch.no_grad().",
-        "lesson 09, devices",
+        "lesson 09, section 2",
     ),
     entry(
         "view-stride",
@@ -141,7 +144,7 @@ ENTRIES = (
         r"view size is not compatible with input tensor's size and stride",
         "view() needs contiguous memory; a transposed or channels_last tensor is not.",
         "Use .reshape(...) (copies only when it must), or nn.Flatten.",
-        "lesson 04; lesson 09, devices",
+        "lesson 04; lesson 09, section 2",
     ),
     entry(
         "no-grad-fn",
@@ -152,7 +155,7 @@ ENTRIES = (
         "or with all parameters frozen.",
         "Compute the training loss outside no_grad, from the model's output "
         "(not .detach() or .item()), and check requires_grad of the parameters.",
-        "lesson 03; lesson 09, training",
+        "lesson 03; lesson 09, section 3",
     ),
     entry(
         "backward-twice",
@@ -162,7 +165,7 @@ ENTRIES = (
         "A second backward() reused a graph whose saved tensors the first one freed: usually a tensor "
         "carried over from the previous step (a running loss, an RNN hidden state).",
         "Build a new graph every step; detach what you carry over (total += loss.detach()).",
-        "lesson 03; lesson 09, training",
+        "lesson 03; lesson 09, section 3",
     ),
     entry(
         "inplace-modified",
@@ -172,17 +175,21 @@ ENTRIES = (
         "An in-place operation (x += 1, relu_(), mul_) overwrote a value autograd saved for the backward pass.",
         "Use the out-of-place form (x = x + 1, nn.ReLU() without inplace=True); "
         "torch.autograd.set_detect_anomaly(True) names the operation.",
-        "lesson 09, training",
+        "lesson 09, section 3",
     ),
     entry(
         "target-dtype",
         "training",
         "expected target dtype to be Long or Byte, but got Float",
-        r"expected target dtype to be Long|expected scalar type Long but found Float|"
-        r"nll_loss\w*\" not implemented for 'Float'",
-        "cross_entropy takes class indices as integers (int64); the labels are floats.",
-        "labels.long() in the Dataset or before the loss (float targets mean class probabilities).",
-        "lesson 03, common mistakes",
+        r"expected target dtype to be Long|expected scalar type Long but found \w+|"
+        r"nll_loss\w*\" not implemented for '\w+'",
+        "cross_entropy takes class indices as int64 (torch.long), and the labels have another dtype, which the "
+        "message names: Float or Double (labels read from a CSV file or a NumPy float array), Int (int32, from "
+        "NumPy on Windows or a reader that packs them). Older releases say 'expected scalar type Long but found "
+        "Float'; a GPU says '\"nll_loss..._index\" not implemented for 'Float''.",
+        "labels.long() in the Dataset or before the loss (float targets of the input's shape mean class "
+        "probabilities).",
+        "lesson 03, section 4",
     ),
     entry(
         "multi-target",
@@ -191,7 +198,7 @@ ENTRIES = (
         r"0D or 1D target tensor expected",
         "The labels have shape (batch, 1) instead of (batch,).",
         "labels.view(-1) (or squeeze(1)) before cross_entropy.",
-        "lesson 03; lesson 09, training",
+        "lesson 03; lesson 09, section 3",
     ),
     entry(
         "device-assert",
@@ -202,7 +209,7 @@ ENTRIES = (
         "is out of bounds'). CUDA reports it late and the runtime is unusable afterwards.",
         "Check labels.min() and labels.max() against the number of classes; restart the runtime; rerun on the "
         "CPU (or with CUDA_LAUNCH_BLOCKING=1) to see the line.",
-        "lesson 09, training",
+        "lesson 09, section 3",
     ),
     entry(
         "ambiguous-bool",
@@ -211,7 +218,7 @@ ENTRIES = (
         r"Boolean value of Tensor with more than one value is ambiguous",
         "An if or and/or on a tensor of several values: Python needs one True or False.",
         "Reduce it first: if (x > 0).all(), .any(), or compare a scalar (loss.item() < 0.1, once per epoch).",
-        "lesson 09, training",
+        "lesson 09, section 3",
     ),
     entry(
         "stack-sizes",
@@ -222,7 +229,7 @@ ENTRIES = (
         "The DataLoader stacks a batch from samples of different shapes (images of different "
         "sizes, or with and without a colour channel).",
         "Resize in the transform (v2.Resize + v2.CenterCrop), convert every image to RGB, or write a collate_fn.",
-        "lesson 05; lesson 09, data",
+        "lesson 05; lesson 09, section 4",
     ),
     entry(
         "worker-exited",
@@ -233,7 +240,7 @@ ENTRIES = (
         "or an error inside the worker printed above this line.",
         "Read the worker's own traceback first; "
         "fewer workers or smaller batches; in Docker --shm-size=8g; num_workers=0 to debug.",
-        "lesson 05; lesson 09, data",
+        "lesson 05; lesson 09, section 4",
         reproduced=False,
     ),
     entry(
@@ -257,6 +264,6 @@ ENTRIES = (
         "CUDA was initialised in the parent, then a forked child (a DataLoader worker) touched the GPU.",
         "Keep workers on the CPU (return CPU tensors; move batches in the training loop), or use the 'spawn' "
         "start method.",
-        "lesson 05; lesson 09, data",
+        "lesson 05; lesson 09, section 4",
     ),
 )

@@ -18,7 +18,7 @@ ENTRIES = (
         "expandable_segments:True before CUDA starts (torch 2.10's message names PYTORCH_ALLOC_CONF, which "
         "torch 2.9.x ignores for this key). While generating text, the KV cache grows with tokens x batch: "
         "compute it before (cg.llm_memory.kv_cache_bytes) and cap the length or the batch.",
-        "lesson 07; lesson 09, memory; lesson 14, sections 3-4",
+        "lesson 07; lesson 09, section 5; lesson 14, sections 3-4",
     ),
     entry(
         "cuda-not-started",
@@ -49,7 +49,7 @@ ENTRIES = (
         r"torch\.cuda\.amp\.(GradScaler|autocast)\(args\.\.\.\)`? is deprecated",
         "Old tutorials use the CUDA-specific AMP names; PyTorch 2.4 moved them to torch.amp.",
         "torch.amp.GradScaler('cuda') and torch.autocast('cuda', dtype=...).",
-        "lesson 06; lesson 09, precision",
+        "lesson 06; lesson 09, section 6",
     ),
     entry(
         "bf16-numpy",
@@ -58,7 +58,7 @@ ENTRIES = (
         r"unsupported ScalarType BFloat16",
         "NumPy has no bfloat16, so a bf16 tensor (an output under bf16 autocast) cannot become an array.",
         "tensor.float().cpu().numpy().",
-        "lesson 06; lesson 09, precision",
+        "lesson 06; lesson 09, section 6",
     ),
     entry(
         "half-overflow",
@@ -67,7 +67,7 @@ ENTRIES = (
         r"cannot be converted to type (at|c10)::Half without overflow",
         "float16 holds at most 65,504: a constant (a mask value of -1e9, a large fill) does not fit.",
         "Use torch.finfo(x.dtype).min for masks, or bf16 (float32's range).",
-        "lesson 06; lesson 09, precision",
+        "lesson 06; lesson 09, section 6",
     ),
     entry(
         "unscale-fp16",
@@ -78,7 +78,7 @@ ENTRIES = (
         "The model itself was converted with model.half(), so its gradients are float16 and "
         "GradScaler cannot unscale them.",
         "Keep the model in float32 and use autocast: mixed precision casts per operation.",
-        "lesson 06; lesson 09, precision",
+        "lesson 06; lesson 09, section 6",
     ),
     entry(
         "tf32-mixed-api",
@@ -124,7 +124,7 @@ ENTRIES = (
         "Since PyTorch 2.6 torch.load(weights_only=True) by default, and the file holds more than tensors "
         "(NumPy arrays, your own classes).",
         "Save state_dicts of tensors; for a file you trust, torch.load(path, weights_only=False).",
-        "lesson 03, checkpoints; lesson 09, saving",
+        "lesson 03, section 8; lesson 09, section 7",
     ),
     entry(
         "deserialize-cuda",
@@ -133,7 +133,7 @@ ENTRIES = (
         r"Attempting to deserialize object on a CUDA device",
         "The checkpoint was saved from GPU tensors and this runtime has no GPU.",
         "torch.load(path, map_location='cpu') (cg.checkpoint.load_checkpoint does it).",
-        "lesson 03, checkpoints",
+        "lesson 03, section 8",
         reproduced=False,
     ),
     entry(
@@ -153,7 +153,7 @@ ENTRIES = (
         r"size mismatch for .*: copying a param with shape",
         "The checkpoint belongs to a model of other sizes (another width, number of classes or input size).",
         "Build the model with the same arguments it was saved with (save them in the checkpoint).",
-        "lesson 09, saving",
+        "lesson 09, section 7",
     ),
     entry(
         "weights-not-initialized",
@@ -194,7 +194,7 @@ ENTRIES = (
         r"address already in use|EADDRINUSE",
         "The rendezvous port is taken, usually by a previous run that is still alive.",
         "Wait for (or kill) the old processes, or pick another port: torchrun --master_port=29501.",
-        "lesson 08; lesson 09, multi-GPU",
+        "lesson 08; lesson 09, section 8",
     ),
     entry(
         "unused-parameters",

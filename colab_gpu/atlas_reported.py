@@ -116,7 +116,7 @@ ENTRIES = (
         "process: small in Docker containers and some Kaggle images.",
         "Fewer workers or smaller batches; num_workers=0 to confirm; "
         "torch.multiprocessing.set_sharing_strategy('file_system'); or keep the data on the GPU (lesson 05).",
-        "lesson 05; lesson 09, data",
+        "lesson 05; lesson 09, section 4",
         reproduced=False,
     ),
     entry(
@@ -141,7 +141,7 @@ ENTRIES = (
         "reports it late, at a later call, and the runtime is unusable afterwards.",
         "Restart the runtime; rerun with CUDA_LAUNCH_BLOCKING=1, or on the CPU, to get the line and a clear "
         "IndexError; check ids against the embedding's num_embeddings.",
-        "lesson 09, training",
+        "lesson 09, section 3",
         reproduced=False,
     ),
 )

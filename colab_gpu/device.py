@@ -209,8 +209,9 @@ def checked_device(name: object, what: str, *, also: tuple[str, ...] = ()) -> to
         return device
     if device.type == "cuda":
         return ensure_cuda_started(_check_cuda(device, what))
+    why = " (its GPU sections measure CUDA: lesson 01, section 3)" if device.type == "mps" else ""
     raise DeviceNameError(
-        f"{what} was given the device {str(device)!r}, which this course does not use. "
+        f"{what} was given the device {str(device)!r}, which this course does not use{why}. "
         f"Use {DEVICE_WORDS}; available here: {_describe_available()}."
     )
 

@@ -156,22 +156,24 @@ NEEDS: dict[str, tuple[str, str]] = {
     "cache in place": (GROWN, "a cache written in place: this step grows no tensor with torch.cat"),
     "SDPA heads": (REPEATED, "SDPA pairing the heads: this step repeats no key/value heads (repeat_interleave)"),
 }
-#: Every lever's short name, as lesson 10's exercise (`cg.checks.regime`) takes an answer.
-LEVER_NAMES = (
-    "workers",
-    "data on the GPU",
-    "augment on the GPU",
-    "fewer syncs",
-    "bigger batch",
-    "fused optimizer",
-    "CUDA graphs",
-    "fusion",
-    "16-bit",
-    "layouts",
-    "GPU runtime",
-    "cache in place",
-    "SDPA heads",
-)
+#: Every lever's short name, with what it does in a line: lesson 10's exercise prints it as a glossary (a learner in
+#: a workshop has met two or three of them), and `cg.checks.regime` takes an answer by its name.
+LEVER_MEANINGS = {
+    "workers": "DataLoader workers prepare batches on other CPU cores (lesson 05)",
+    "data on the GPU": "the data set decoded once and kept on the GPU: no loader, no copies (lesson 05)",
+    "augment on the GPU": "augmentation per batch on the GPU, not per image on the CPU (lesson 05)",
+    "fewer syncs": "no .item() or print(loss) per step: the CPU runs ahead of the GPU (lesson 03)",
+    "bigger batch": "the same launches, each doing more work (lesson 07 finds the largest batch that fits)",
+    "fused optimizer": "one optimizer kernel for all parameters, not several per tensor (fused=True)",
+    "CUDA graphs": "a recorded sequence of kernels replayed with one launch (lesson 11)",
+    "fusion": "torch.compile merges chains of element-wise kernels into one (lesson 11)",
+    "16-bit": "AMP (bf16 or fp16) or TF32: tensor cores, half the bytes (lesson 06)",
+    "layouts": "channels_last and cudnn.benchmark for convolutions (lesson 04)",
+    "GPU runtime": "a GPU instead of the CPU (lesson 01)",
+    "cache in place": "a key/value cache written in place, not grown with torch.cat (lesson 14)",
+    "SDPA heads": "scaled_dot_product_attention pairs the heads, not repeat_interleave (lesson 14)",
+}
+LEVER_NAMES = tuple(LEVER_MEANINGS)
 FEW_CORES = 2  # a host with this many cores or fewer (Colab's 2 vCPUs): more DataLoader workers pay about 1x there
 FEW_CORES_FIRST = "data on the GPU"  # the input lever that pays first there (lesson 05)
 

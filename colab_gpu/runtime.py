@@ -50,6 +50,21 @@ def tpu_hint() -> str | None:
     return None
 
 
+def apple_gpu_available() -> bool:
+    """True on an Apple-silicon Mac whose PyTorch can use its GPU (the ``mps`` device), which the course does not use:
+    its GPU sections measure CUDA (pinned memory, CUDA events and graphs, fp16 with a GradScaler, Triton)."""
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps and mps.is_available())
+
+
+MPS_ADVICE = (
+    "This Mac's Apple GPU (PyTorch's 'mps' device) is not used by the course: its GPU sections measure CUDA "
+    "(pinned memory, CUDA events and graphs, fp16 with a GradScaler, Triton kernels for torch.compile), so every "
+    "lesson computes on the CPU here, at the CPU sizes. In your own code, torch.device('mps') runs most "
+    "operators on the Apple GPU."
+)
+
+
 def cpu_count() -> int:
     """CPU cores this process may use (the affinity mask, not the host's total). Taught in lesson 05."""
     if hasattr(os, "sched_getaffinity"):
@@ -185,6 +200,7 @@ def runtime_report() -> dict[str, Any]:
         "cpu_mhz": cpu_mhz(),
         "ram_gib": round(ram, 1) if ram is not None else None,
         "tpu_hint": tpu_hint(),
+        "apple_gpu": apple_gpu_available(),
     }
 
 
@@ -195,6 +211,8 @@ def advice(report: dict[str, Any]) -> list[str]:
         tips.append(report["tpu_hint"])
     if not report["cuda_available"]:
         tips.append(f"No CUDA GPU is visible: lessons run on the CPU, slowly. {ENABLE_GPU_HINT}")
+        if report.get("apple_gpu"):
+            tips.append(MPS_ADVICE)
     for gpu in report["gpus"]:
         gpu_name = f"{gpu['name']} (compute capability {gpu['compute_capability']})"
         if gpu.get("kernels_in_this_torch") is False:

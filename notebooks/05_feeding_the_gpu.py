@@ -29,6 +29,9 @@
 # - two classic mistakes: CUDA inside worker processes, and more workers than cores.
 #
 # **Time:** 45 minutes. **Prerequisites:** lessons 03 and 04.
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %%
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -76,6 +79,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}")
@@ -240,7 +246,6 @@ else:
 my_prediction = None  # your guess of the epoch speed-up from a GPU-resident loader, e.g. 2
 
 # %%
-
 from torch.utils.data import DataLoader, TensorDataset
 
 n = cg.feeding.epoch_samples(device)  # FashionMNIST's 60,000 on a GPU, fewer on a CPU (the bench's size)
@@ -252,6 +257,7 @@ resident_loader = cg.DeviceLoader(images_cpu, labels_cpu, batch_size=256, device
 print(f"on the device: {resident_loader.inputs.device}, {resident_loader.inputs.nbytes / 1e6:.0f} MB")
 no_loading = [next(iter(resident_loader))] * len(resident_loader)  # one batch on the device, every step
 
+# %%
 # A fresh lesson-03 MLP per loader, a warm-up epoch each, then 7 epochs each, the loaders taking turns
 # (the bench's "resident_epoch" row): the gain and its bound below come from their medians
 timings = cg.time_loader_epochs(
@@ -269,6 +275,11 @@ cg.bar_seconds({name: epoch_seconds[name] for name in ("DataLoader", "DeviceLoad
                f"one MLP epoch, {n:,} samples, {device}")
 plt.show()
 
+# %% [markdown]
+# Why does the epoch gain less than the loaders differ? The loaders alone first, then the
+# epoch split into loading and training steps, then each step's regime (lesson 10's rule).
+
+# %%
 # The loaders alone, without training: batches per second delivered to the device (best of 3).
 batches_per_s = {name: max(cg.measure_loader(loader, device) for _ in range(3)) * len(resident_loader) / n
                  for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader))}
@@ -282,10 +293,14 @@ print(f"the DataLoader's epoch: {load_s:.2f} s of loading + {train_s:.2f} s of t
       f"the steps, so the epoch gains at most (load + train) / train = {(load_s + train_s) / train_s:.1f}x")
 if on_gpu:
     assert resident_gain > 1, "on a GPU the input pipeline is a large part of a small model's epoch"
+
+# %%
+# Each step's regime, fed by each loader (profiled, so this cell takes a few seconds).
 for name, loader in (("DataLoader", default_loader), ("DeviceLoader", resident_loader)):
     print(f"a step fed by the {name}: {cg.profile_step(cg.feeding.training_step(loader, device), device).regime}")
 
 
+# %%
 # The work each loader does. Timings swing with whatever else runs on the machine; this does not.
 class CountingDataset(torch.utils.data.Dataset):
     """``fake``, counting the per-sample calls that a DataLoader makes."""
@@ -340,7 +355,8 @@ assert all(matches)
 # minus the no-loading epoch's) can exceed the loader timed alone (on the course's H100 run
 # (2026-11-26): 0.50 s against 0.31 s at 767 batches/s): in an epoch, a copy from pageable
 # memory can wait for the GPU to finish the queued step, so the host no longer runs ahead. The
-# last two lines above name each step's regime on this runtime (lesson 10 teaches the rule):
+# regime cell above (the two lines "a step fed by the ...") names each step's regime on this
+# runtime (lesson 10 teaches the rule):
 # the wait for data is divided by the step timed *without* the profiler, as the busy share is,
 # and is never more than the time the GPU idles. On the course's H100 run (2026-11-26) the step
 # fed by the DataLoader was input-bound (the GPU waited 61% of the profiled step, which that

@@ -28,6 +28,9 @@
 # - the classic mistakes: deprecated `torch.cuda.amp`, a scaler with bf16, `step` without `update`.
 #
 # **Time:** 45 minutes. **Prerequisites:** lessons 01 (compute capability) and 03 (training loop).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %%
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -75,6 +78,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}")
@@ -535,9 +541,10 @@ cg.checks.amp_step(amp_step, device)
 #   `scale(loss).backward()`, `step(optimizer)`, `update()`. Never `torch.cuda.amp.*`.
 # - Only the forward pass and the loss go inside `autocast`; with a scaler, `scaler.unscale_(optimizer)`
 #   before `clip_grad_norm_`.
-# - TF32 (`torch.backends.cuda.matmul.allow_tf32 = True` and `torch.backends.cudnn.allow_tf32 = True`)
-#   speeds up float32 matmuls on CC >= 8.0 and does nothing on a T4. Not the newer `fp32_precision`
-#   alone: `torch.compile` then fails on PyTorch 2.9-2.10. It is process-wide: change it in
+# - TF32 (`torch.set_float32_matmul_precision("high")` and `torch.backends.cudnn.allow_tf32 = True`,
+#   section 5's two lines) speeds up float32 matmuls on CC >= 8.0 and does nothing on a T4. Not the
+#   legacy `torch.backends.cuda.matmul.allow_tf32` after them, nor the newer `fp32_precision` alone:
+#   mixed, reading the state raises and `torch.compile` fails. It is process-wide: change it in
 #   `with cg.tf32_mode(...)`.
 # - Measure: this runtime's speedups and memory savings are printed above.
 #

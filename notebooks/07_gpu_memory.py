@@ -28,7 +28,10 @@
 # - recovering from `torch.OutOfMemoryError` without restarting, and finding the largest batch
 #   that fits; gradient accumulation, activation checkpointing, `expandable_segments`, snapshots.
 #
-# **Time:** 45 minutes. **Prerequisites:** lessons 03 and 06.
+# **Time:** 48 minutes. **Prerequisites:** lessons 03 and 06.
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %%
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -79,6 +82,9 @@ import weakref
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}")
@@ -525,8 +531,9 @@ if on_gpu:
     assert held_before + max(timeline) <= torch.cuda.max_memory_allocated(device)
     print("wrote memory_snapshot.pickle: open it at https://pytorch.org/memory_viz")
 else:
-    print("CPU runtime: snapshots record the CUDA caching allocator. On a GPU runtime this cell plots the memory "
-          "held by tensors over one training step.")
+    print("CPU runtime: snapshots record the CUDA caching allocator, so here is the shape they show (a sketch). "
+          "On a GPU runtime this cell plots the measured one.")
+    cg.show_figure("step_memory")
 
 # %% [markdown]
 # ## Exercise

@@ -36,6 +36,9 @@
 # - why `nvidia-smi`'s "GPU utilisation" is not efficiency.
 #
 # **Time:** 80 minutes. **Prerequisites:** lessons 03 (the training loop) and 05 (feeding the GPU).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %%
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -83,6 +86,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 on_gpu = device.type == "cuda"
@@ -464,8 +470,9 @@ if on_gpu:  # each loss read waits for the GPU
 # %% [markdown]
 # `cg.profile_step` times each loop's step without the profiler, profiles it and names its
 # regime. Give it the step's floating-point work and this GPU's matmul peak, measured as
-# lesson 06 measures it, in the step's precision (float32 here; an AMP step's is the 16-bit
-# peak), and it also says how near the peak the step runs.
+# lesson 02 times a matrix product (2n³ operations over the median time of one n x n product),
+# in the step's precision (float32 here; an AMP step's is the 16-bit peak), and it also says how
+# near the peak the step runs.
 #
 # **Count the work, don't guess it.** "6 per weight per sample" (2 forward, 4 backward) holds
 # for dense layers only, and not even exactly: the first layer computes no gradient for its
@@ -737,19 +744,22 @@ cg.checks.bottleneck_fix(their_steps, my_steps, device)
 # The regime rule is a skill: read a step's numbers, name the row of the summary's table it
 # falls in, choose a lever of that row, apply it, and measure again. No helper prints the
 # verdict here: `.measurements()` prints a summary's numbers without it, and
-# `cg.checks.regime` checks your reading. The levers go by short names (printed below).
+# `cg.checks.regime` checks your reading. The levers go by short names, printed below with
+# what each does in a line.
 #
 # **Part 1: three steps the course profiled on an H100** (any runtime: a CPU runtime can
 # only ever say "CPU-bound", so these are recorded, as numbers). For each, set its pair in
 # `my_readings` to (regime, lever).
 
 # %%
-from colab_gpu.levers import LEVER_NAMES
+from colab_gpu.levers import LEVER_MEANINGS
 
 recorded = cg.recorded_steps()
 for number, step in enumerate(recorded):
     print(f"step {number}: {step}\n")
-print("lever names:", ", ".join(LEVER_NAMES))
+print("the levers, by the short name an answer takes:")
+for lever, meaning in LEVER_MEANINGS.items():
+    print(f"  {lever:>18}: {meaning}")
 
 my_readings = [(None, None), (None, None), (None, None)]  # (regime, lever) for steps 0, 1 and 2
 

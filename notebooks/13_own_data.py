@@ -36,6 +36,9 @@
 #
 # **Time:** 55 minutes. **Prerequisites:** lessons 03 (`fit`, checkpoints), 05 (loaders and
 # v2 transforms) and 06 (mixed precision).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %%
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -83,6 +86,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 on_gpu = device.type == "cuda"
@@ -515,14 +521,15 @@ print(f"saved to {weights_path} ({weights_path.stat().st_size / 1e6:.0f} MB) and
 # %% [markdown]
 # **Before you stop, on Colab with Drive.** Drive saves what you write in the background, so a
 # checkpoint written a moment ago may not be on Drive yet: "a disconnect costs at most one
-# epoch" holds once it is. At the end of a session, make sure it is, and free the space the
-# checkpoints take (each holds the model, about 45 MB for ResNet-18, and the optimizer's state:
-# a run leaves a few hundred MB):
+# epoch" holds once it is. At the end of a session, free the space the checkpoints take if you no
+# longer need them (each holds the model, about 45 MB for ResNet-18, and the optimizer's state: a
+# run leaves a few hundred MB), then make sure every write has reached Drive. In that order: the
+# checkpoints live under the mount, so once Drive is unmounted they are out of reach.
 #
 # ```python
 # from google.colab import drive
-# drive.flush_and_unmount()        # waits until every write has reached Drive, then unmounts it
-# shutil.rmtree(checkpoints)       # when you no longer need them (keep the weights you saved)
+# shutil.rmtree(checkpoints)       # first, while Drive is mounted (keep the weights you saved)
+# drive.flush_and_unmount()        # then: waits until every write has reached Drive, and unmounts it
 # ```
 #
 # ## Exercise: a data set from a CSV file

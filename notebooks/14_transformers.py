@@ -36,6 +36,9 @@
 #
 # **Time:** 65 minutes. **Prerequisites:** lessons 03 (training loop), 06 (mixed precision: which
 # 16-bit format your GPU has) and 07 (GPU memory).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %%
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -83,6 +86,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 on_gpu = device.type == "cuda"
@@ -223,16 +229,19 @@ my_prediction = None  # e.g. 4
 import matplotlib.pyplot as plt
 
 
-def median_time(attention, q, k, v):  # seconds per call of attention(q, k, v), the median of 3
-    return cg.benchmark(lambda: attention(q, k, v), device=device, repeat=3).median
+def seconds_per_call(q, k, v):
+    """Seconds per call of attention by hand and fused, timed against each other as lesson 10 times steps: K calls
+    queued per sample (a fused call can take tens of microseconds: one synchronized call would time its launch)."""
+    timed = cg.compare_steps({"by hand": lambda: attention_by_hand(q, k, v),
+                              "fused": lambda: F.scaled_dot_product_attention(q, k, v)}, device=device)
+    return timed["by hand"].median, timed["fused"].median
 
 
 lengths = [1024, 2048, 4096, 8192] if on_gpu else [256, 512, 1024, 2048]
 rows = []
 for n in lengths:
     qn, kn, vn = (torch.randn(1, heads, n, head_dim, device=device, dtype=dtype) for _ in range(3))
-    by_hand = median_time(attention_by_hand, qn, kn, vn)
-    fused_time = median_time(F.scaled_dot_product_attention, qn, kn, vn)
+    by_hand, fused_time = seconds_per_call(qn, kn, vn)
     score_mib = (qn @ kn.transpose(-2, -1)).nbytes / 2**20  # the scores attention by hand writes to memory
     with cg.measure_peak(device) as peak:  # lesson 07: the allocator's peak, on a GPU (None on a CPU)
         attention_by_hand(qn, kn, vn)

@@ -536,3 +536,27 @@ def test_check_memory_saving_answers_each_way_of_splitting_the_batch(kind, passe
 
     result = cg.checks.memory_saving(_memory_variant(kind), whole, model, inputs, labels, at_most=0.5)
     assert bool(result) is passed and hint in result.message, result.message
+
+
+def test_released_names_what_still_holds_the_tensor_in_a_notebook():
+    # Issue 66: one hint ("`del` every name and container...") whatever held the tensor.
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cells = [
+        "import torch, weakref, colab_gpu as cg",
+        "leak = torch.randn(4, 4); probe = weakref.ref(leak); cache = {'last': leak}",
+        "leak",  # the cell's value: IPython's Out and _
+        "first = cg.checks.released(probe, name='leak')",
+        "del leak; cache.clear(); second = cg.checks.released(probe, name='leak')",
+        "cg.clear_notebook_references(); third = cg.checks.released(probe, name='leak')",
+    ]
+    try:
+        for cell in cells:
+            assert shell.run_cell(cell, store_history=True).success
+        hints = [shell.user_ns[name].message for name in ("first", "second")]
+        assert "the name 'leak'" in hints[0] and "the dict 'cache'" in hints[0] and "output history" in hints[0]
+        assert "the name" not in hints[1] and "cache" not in hints[1] and "clear_notebook_references" in hints[1]
+        assert shell.user_ns["third"]
+    finally:
+        InteractiveShell.clear_instance()

@@ -171,8 +171,47 @@ def test_the_readme_counts_the_atlas_as_it_is():
             "be asynchronously reported at some other API call",
             "illegal-memory-access",
         ),
+        # issue 66: the first errors' other forms, on a GPU, on a CPU runtime, in older releases
+        ("RuntimeError: expected target dtype to be Long or Byte, but got Int", "target-dtype"),
+        ("RuntimeError: expected target dtype to be Long or Byte, but got Double", "target-dtype"),
+        ("RuntimeError: expected scalar type Long but found Float", "target-dtype"),
+        ("RuntimeError: \"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Int'", "target-dtype"),
+        ("RuntimeError: \"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Double'", "target-dtype"),
+        ("RuntimeError: Tensor on device cpu is not on the expected device meta!", "same-device"),
+        (
+            "RuntimeError: Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the "
+            "same or input should be a MKLDNN tensor and weight is a dense tensor",
+            "input-weight-type",
+        ),
     ],
 )
-def test_the_errors_learners_report_on_colab_and_kaggle_are_explained(text, key):
+def test_the_errors_learners_report_and_their_other_forms_are_explained(text, key):
     entry = find_entry(text)
     assert entry is not None and entry.key == key, (key, entry)
+
+
+def test_an_int32_label_is_not_explained_as_a_float_one():
+    with pytest.raises(RuntimeError) as caught:
+        torch.nn.functional.cross_entropy(torch.randn(4, 10), torch.tensor([1, 2, 3, 4], dtype=torch.int32))
+    entry = cg.explain(caught.value, show=False)
+    assert entry.key == "target-dtype" and "Int (int32" in entry.cause
+
+
+def test_an_unflattened_image_batch_is_told_to_flatten():
+    with pytest.raises(RuntimeError) as caught:
+        nn.Linear(784, 10)(torch.randn(4, 1, 28, 28))
+    assert "nn.Flatten()" in cg.explain(caught.value, show=False).fix
+
+
+def test_every_lesson_section_the_atlas_points_to_exists():
+    # Six entries pointed to "lesson 09, devices", a heading lesson 09 does not have.
+    lessons = {path.name[:2]: path.read_text() for path in LESSON_09.parent.glob("[0-9][0-9]_*.py")}
+    for entry in ENTRIES:
+        for place in entry.read.split(";"):
+            match = re.fullmatch(
+                r"lesson (\d\d)(?:, (?:the setup cell|sections? (\d+)(?:-(\d+))?)| \(.*\))?", place.strip()
+            )
+            assert match, f"{entry.key}: 'read' says {place.strip()!r}: 'lesson NN' or 'lesson NN, section K'"
+            number, first, last = match.groups()
+            for section in range(int(first or 0), int(last or first or 0) + 1) if first else ():
+                assert re.search(rf"^# ## {section}\. ", lessons[number], re.M), f"{entry.key}: {place.strip()}"

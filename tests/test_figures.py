@@ -10,7 +10,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def test_the_lessons_diagrams_are_in_the_installed_package():
-    assert {"async_timeline", "pinned_copy", "dataparallel_vs_ddp"} <= set(cg.plots.figure_names())
+    assert {"async_timeline", "pinned_copy", "dataparallel_vs_ddp", "step_memory"} <= set(cg.plots.figure_names())
 
 
 @pytest.mark.parametrize("name", cg.plots.figure_names())
@@ -44,6 +44,7 @@ def test_bandwidth_plot_has_one_point_per_size():
     [
         ("02_tensors_on_device", "async_timeline"),
         ("05_feeding_the_gpu", "pinned_copy"),
+        ("07_gpu_memory", "step_memory"),  # a CPU runtime's stand-in for the snapshot a GPU draws
         ("08_multi_gpu_ddp", "dataparallel_vs_ddp"),
     ],
 )

@@ -218,3 +218,17 @@ def test_one_core_is_advised_no_workers_like_the_loader_helper(no_gpu, monkeypat
     monkeypatch.setattr(runtime, "cpu_count", lambda: 1)
     assert "use at most 0 DataLoader workers: one CPU core" in " ".join(cg.runtime.advice(cg.runtime_report()))
     assert cg.suggest_num_workers(cores=1).num_workers == 0
+
+
+def test_an_apple_silicon_mac_is_told_why_the_course_computes_on_its_cpu(no_gpu, monkeypatch):
+    # Issue 66: on an M-series Mac lesson 01 printed "current accelerator: mps" beside "computing on: cpu", no word.
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)  # a stand-in for an Apple GPU
+    assert cg.get_device().type == "cpu"
+    report = cg.runtime_report()
+    assert report["apple_gpu"] is True
+    tips = runtime.advice(report)
+    assert any("Apple GPU (PyTorch's 'mps' device) is not used by the course" in tip for tip in tips)
+    with pytest.raises(ValueError, match="measure CUDA: lesson 01"):
+        cg.get_device("mps")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert not any("mps" in tip for tip in runtime.advice(cg.runtime_report()))

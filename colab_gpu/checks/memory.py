@@ -3,28 +3,97 @@
 from __future__ import annotations
 
 import copy
+import gc
+import sys
+import types
 
 import torch
 from torch import nn
 
 from ..activations import ActivationMemory, measure_activations
 from ..memory import PeakMemory, measure_peak
-from .core import CheckResult, fail, forwards_of, that
+from .core import CheckResult, fail, forwards_of, ok, that
 from .meta_run import BATCHES_LEFT, batches_left_on_the_host
 
 
 def released(probe: object, name: str = "the tensor") -> CheckResult:
-    """Check, through a ``weakref.ref`` to it, that an object was really freed. Taught in lesson 07."""
+    """Check, through a ``weakref.ref`` to it, that an object was really freed; if not, say what still holds it.
+    Taught in lesson 07."""
     if not callable(probe):
         return fail("pass a weakref.ref(...) to the object you want freed.")
-    import gc
-
     gc.collect()
-    return that(
-        probe() is None,
-        f"{name} was freed: nothing refers to it any more.",
-        f"{name} is still alive: something still refers to it. `del` every name and container that holds it, "
-        "and clear IPython's output history and last traceback (cg.clear_notebook_references()).",
+    if probe() is None:
+        return ok(f"{name} was freed: nothing refers to it any more.")
+    holders = _holders(probe())
+    kinds = set(_kinds(holders)) or {"other"}
+    return fail(
+        f"{name} is still alive, held by {', '.join(holders) or 'something outside the notebook'}. "
+        + " ".join(how for kind, how in _HOW_TO_DROP.items() if kind in kinds)
+    )
+
+
+_HISTORY = "IPython's output history (Out and _: a cell ended with it)"
+_HOW_TO_DROP = {
+    "name": "`del` the name.",
+    "container": "Remove it from the container (`.clear()`, `del d[key]`), or `del` the container.",
+    "history": "Clear IPython's output history and last traceback: cg.clear_notebook_references().",
+    "other": "`del` whatever else refers to it.",
+}
+
+
+def _kinds(holders: list[str]) -> list[str]:
+    return [
+        "name"
+        if held.startswith("the name")
+        else "history"
+        if "IPython" in held or "traceback" in held
+        else "container"
+        if held.startswith(("the dict", "the list", "the tuple", "the set", "a dict", "a list"))
+        else "other"
+        for held in holders
+    ]
+
+
+def _holders(obj: object) -> list[str]:
+    """What refers to ``obj``, in words: a name of the notebook, a container (and the name that holds it), IPython's
+    output history, the last error's traceback."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:  # pragma: no cover - IPython ships with every notebook kernel
+        shell = None
+    names = shell.user_ns if shell is not None else vars(sys.modules["__main__"])
+    here = sys._getframe()
+    found = []
+    for holder in gc.get_referrers(obj):
+        if holder is names:
+            found += [f"the name {n!r}" for n, v in names.items() if v is obj and not n.startswith("_")]
+            if any(v is obj for n, v in names.items() if n[:1] == "_"):
+                found.append(_HISTORY)
+        elif isinstance(holder, types.FrameType):
+            if holder is not here and holder.f_back is not here:
+                found.append("the last error's traceback (a frame that still holds it)")
+        elif isinstance(holder, (dict, list, tuple, set)):
+            owner = next((n for n, v in names.items() if v is holder and not n.startswith("_")), None)
+            if (
+                holder is names.get("Out")
+                or (isinstance(holder, dict) and "_oh" in holder)
+                or _ipython_attributes(holder)
+            ):
+                found.append(_HISTORY)
+            elif owner is not None:
+                found.append(f"the {type(holder).__name__} {owner!r}")
+            elif holder is not names:
+                found.append(f"a {type(holder).__name__}")
+    return list(dict.fromkeys(found))
+
+
+def _ipython_attributes(holder: object) -> bool:
+    """Whether ``holder`` is the attribute dict of one of IPython's own objects (the last cell's result)."""
+    return isinstance(holder, dict) and any(
+        getattr(owner, "__dict__", None) is holder and type(owner).__module__.startswith("IPython")
+        for owner in gc.get_referrers(holder)
     )
 
 

@@ -26,12 +26,13 @@
 # *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
 #
 # **What you will learn**
-# - how to switch a Colab notebook to a GPU runtime, and how to tell that it worked;
-# - how to ask PyTorch which GPU you got: name, memory, compute capability, CUDA and cuDNN versions;
+# - the words GPU programming uses, in a short glossary;
+# - how to keep your own copy of a lesson, and how to switch it to a GPU runtime;
+# - how to ask PyTorch which GPU you got: its name, memory, architecture and software versions;
 # - whether the PyTorch you have can run on the GPU you got (Kaggle's P100 cannot);
 # - Colab's tiers and limits, what a disconnect loses, and what to do on a CPU-only runtime.
 #
-# **Time:** 25 minutes. **Prerequisites:** basic Python; no PyTorch experience needed yet.
+# **Time:** 30 minutes. **Prerequisites:** basic Python; no PyTorch experience needed yet.
 #
 # Every lesson runs top to bottom on a GPU runtime *and* on a CPU-only one (slower, smaller sizes).
 
@@ -82,11 +83,44 @@ import torch
 
 import colab_gpu as cg
 
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
+
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}")
 
 # %% [markdown]
-# ## 1. Switch the runtime to a GPU
+# ## Glossary: the words this course uses
+#
+# A GPU (graphics processing unit) has thousands of small cores that do the same arithmetic on
+# many numbers at once, which is what matrix products and convolutions need. Around it:
+#
+# - **host** and **device**: the host is the CPU and its memory (RAM), where your Python code
+#   runs; a *device* is where a tensor lives and is computed on: the GPU (`cuda`) or the CPU
+#   (`cpu`). Data moves between the two over a bus (PCIe) far slower than either memory.
+# - **CUDA**: NVIDIA's platform for running programs on its GPUs (the driver, a runtime library,
+#   a compiler). PyTorch names NVIDIA GPUs after it: `"cuda:0"` is the first GPU.
+# - **kernel**: in this course, one function that runs on the GPU, such as one matrix product.
+#   Each PyTorch operation on a GPU tensor *launches* one kernel or a few: the host queues it and
+#   goes on. (Not the Jupyter kernel, the Python process behind this notebook, which
+#   **Runtime > Restart session** restarts.)
+# - **cuBLAS** and **cuDNN**: NVIDIA's libraries of fast kernels, for matrix products (BLAS:
+#   basic linear algebra) and for neural-network layers such as convolutions. PyTorch calls them
+#   for you; each starts up on its first call, which is why a first call is slow.
+# - **compute capability**: a GPU's architecture version (7.5 for a T4, 9.0 for an H100). It
+#   decides whether your PyTorch has kernels for that GPU (section 3) and which number formats
+#   run fast on it (lesson 06).
+#
+# The other lessons link back here.
+#
+# ## 1. Make it yours, then switch the runtime to a GPU
+#
+# **First, File > Save a copy in Drive.** A notebook opened from a badge is a copy of GitHub's:
+# what you type in it is lost when the tab closes. The copy opens in a new tab, saved in your
+# Drive (folder "Colab Notebooks"): work there. When you first run a cell, Colab warns "This
+# notebook was not authored by Google", once per notebook: choose **Run anyway** (the setup cell
+# installs only the course's package; read it first if you like). On Kaggle the badge already
+# makes a notebook of your own: **Save Version** keeps it.
 #
 # In Colab: **Runtime > Change runtime type > Hardware accelerator: T4 GPU > Save**.
 # Colab then starts a *new* virtual machine: every variable, every installed package and every
@@ -139,7 +173,9 @@ print("GPUs visible:", torch.cuda.device_count())
 # check_available=True a CUDA build on a CPU-only machine still answers "cuda".
 print("current accelerator:", torch.accelerator.current_accelerator(check_available=True))
 
-# get_device() and PyTorch agree: the GPU is chosen exactly when PyTorch can use one.
+# On an Apple-silicon Mac the accelerator is "mps" (the Mac's GPU): the course computes on the CPU there, because
+# its GPU sections measure CUDA; the runtime report below says so. get_device() and PyTorch agree on CUDA: the GPU
+# is chosen exactly when PyTorch can use one.
 assert (device.type == "cuda") == torch.cuda.is_available()
 
 # %% [markdown]
@@ -278,8 +314,9 @@ cg.checks.gpu_count(gpu_count)
 # %% [markdown]
 # ## Summary
 #
-# - Turn the GPU on with **Runtime > Change runtime type** (Kaggle: **Settings > Accelerator > GPU
-#   T4 x2**, Internet on); the runtime restarts from scratch.
+# - **File > Save a copy in Drive** first, then turn the GPU on with **Runtime > Change runtime
+#   type** (Kaggle: **Settings > Accelerator > GPU T4 x2**, Internet on); the runtime restarts from
+#   scratch.
 # - A GPU older than the architectures of your PyTorch (Kaggle's P100) is visible but fails with
 #   "no kernel image is available": `cg.print_runtime_report()` says so.
 # - `torch.cuda.is_available()` tells whether PyTorch can use a GPU; `get_device_properties`

@@ -34,6 +34,9 @@
 #
 # **Time:** 30 minutes. **Prerequisites:** lesson 01; tensors and `nn.Module` at the level of the
 # PyTorch "60-minute blitz".
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %% cellView="form"
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -81,6 +84,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}")

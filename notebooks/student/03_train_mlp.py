@@ -26,14 +26,19 @@
 # *Student version: the solution cells are removed. Write your answer in each exercise, then run its check cell. The full lesson is one folder up.*
 #
 # **What you will learn**
+# - the data in plain PyTorch: torchvision's data set, a `TensorDataset` and a `DataLoader` with
+#   pinned memory;
 # - the training loop on the GPU, written out once: model, loss and batches on the device,
-#   `zero_grad` / `backward` / `step`;
+#   `zero_grad` / `backward` / `step`; then the evaluation loop;
 # - `cg.fit`, the same loop with metrics, a progress bar and no needless GPU synchronization;
 # - `model.eval()` and `torch.inference_mode()` for predictions;
 # - how much faster the same model trains on the GPU than on the CPU, measured;
 # - checkpoints that survive a Colab disconnect, with an exact resume.
 #
-# **Time:** 40 minutes. **Prerequisites:** lessons 01 and 02.
+# **Time:** 45 minutes. **Prerequisites:** lessons 01 and 02.
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %% cellView="form"
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -82,6 +87,9 @@ import torch
 
 import colab_gpu as cg
 
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
+
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}")
 
@@ -117,23 +125,51 @@ cg.show_images(data.train_images[:16], [data.classes[y] for y in data.train_labe
 plt.show()
 
 # %% [markdown]
-# `make_loaders` normalizes the images and builds the two `DataLoader`s. On a GPU it asks for
-# **pinned** host memory, which lets `.to(device, non_blocking=True)` copy batches
-# asynchronously (lesson 05 measures it).
+# `cg.load_fashion_mnist` is torchvision's `datasets.FashionMNIST(root, train=True,
+# download=True)` (and `train=False` for the test set), with the offline stand-in added. In your
+# own project you write those calls yourself; the cell below reads the copy just downloaded.
 
 # %%
+from torchvision import datasets
+
+if data.name == "FashionMNIST":  # the real data set is on this disk now (offline runtimes use the stand-in)
+    train_files = datasets.FashionMNIST(cg.data_dir(), train=True, download=False)
+    print(f"torchvision: {len(train_files):,} training images, stored as {train_files.data.dtype} "
+          f"{tuple(train_files.data.shape)}; first labels {train_files.targets[:5].tolist()}")
+else:
+    print(f"offline: the {data.name} stand-in, so there is no torchvision copy to read here")
+
+# %% [markdown]
+# Next, the batches. The images become float32 scaled to mean 0 and standard deviation 1 (the
+# training set's statistics, used for both sets), wrapped in a `TensorDataset`, and a
+# `DataLoader` serves them in shuffled batches. On a GPU it asks for **pinned** host memory,
+# which lets `.to(device, non_blocking=True)` copy batches asynchronously (lesson 05 measures
+# it). `cg.make_loaders(data, batch_size, device=device)` builds the same two loaders (with a
+# seeded shuffle); later lessons call it.
+
+# %%
+from torch.utils.data import DataLoader, TensorDataset
+
+pixels = data.train_images.float() / 255  # uint8 0..255 -> float32 0..1
+mean, std = pixels.mean(), pixels.std()
+train_set = TensorDataset((pixels - mean) / std, data.train_labels)
+test_set = TensorDataset((data.test_images.float() / 255 - mean) / std, data.test_labels)
+
 batch_size = 256
-train_loader, test_loader = cg.make_loaders(data, batch_size, device=device)
+train_loader = DataLoader(train_set, batch_size=batch_size, shuffle=True, pin_memory=on_gpu)
+test_loader = DataLoader(test_set, batch_size=512, pin_memory=on_gpu)  # no shuffle: the order does not matter
 images, labels = next(iter(train_loader))
 print("one batch:", tuple(images.shape), images.dtype, "| labels:", tuple(labels.shape), labels.dtype)
-print("pinned memory:", train_loader.pin_memory)
+print(f"inputs: mean {images.mean():.2f}, std {images.std():.2f}; pinned memory: {train_loader.pin_memory}")
 
 # %% [markdown]
 # ## 2. The model
 #
 # A multilayer perceptron: flatten the 28x28 image into 784 numbers, two hidden layers of 512
-# with ReLU, and 10 outputs (one score, or *logit*, per class). Create it, then move it: the
-# optimizer must be built **after** `.to(device)`, from the parameters that live on the GPU.
+# with ReLU, and 10 outputs (one score, or *logit*, per class). Create it, move it, then build
+# the optimizer: **after** `.to(device)`. An optimizer keeps state per parameter (Adam: two
+# running averages of every weight), created at its first step on the device the weights are on
+# then; a model moved after that step leaves the state behind, and the next step mixes devices.
 
 # %%
 in_features = data.image_shape[0] * data.image_shape[1] * data.image_shape[2]
@@ -177,15 +213,13 @@ assert last_five < first, "the loss should go down during the first epoch"
 # section 4 ("Expected all tensors to be on the same device"). The other classic of a first
 # training loop: `CrossEntropyLoss` takes class *indices* as 64-bit integers (`torch.long`), but
 # labels read from a CSV file or a NumPy array often arrive as floats. The message depends on the
-# device and the PyTorch release ("expected scalar type Long but found Float" on a CPU, "... not
-# implemented for 'Float'" on a GPU); every version names the wrong type, `Float`.
+# device and the PyTorch release ("expected target dtype to be Long or Byte, but got Float" on a
+# CPU, "expected scalar type Long but found Float" in older releases, "... not implemented for
+# 'Float'" on a GPU); every version names the wrong type: `Float` here, `Int` for int32 labels.
 #
-# `%load_ext colab_gpu` loads the course's error explainer: from here on, an error the course's
-# atlas knows (lesson 09) is followed by its cause and fix, whether the notebook shows it on
-# purpose, as below, or you meet it for real.
-
-# %%
-# %load_ext colab_gpu
+# The second cell of every lesson loaded the course's error explainer (`%load_ext colab_gpu`):
+# an error the course's atlas knows (lesson 09) is followed by its cause and fix, whether the
+# notebook shows it on purpose, as below, or you meet it for real.
 
 # %%
 inputs, labels = next(iter(train_loader))
@@ -202,12 +236,33 @@ loss = loss_fn(model(inputs), float_labels.long())
 assert float_labels.long().dtype == torch.int64 and torch.isfinite(loss)
 
 # %% [markdown]
-# ## 5. The same loop, packaged: `cg.fit`
+# ## 5. Evaluate, then the same loop packaged: `cg.fit`
 #
-# `cg.fit` runs that loop for several epochs, evaluates on the test set after each one, and
-# returns a history with the loss, the accuracy, the seconds and the samples per second of
-# every epoch. It reads the GPU once per epoch, and shows a progress bar (`progress=False`
-# turns it off).
+# The test accuracy, by hand: `model.eval()` switches layers such as dropout and batch norm to
+# their inference behaviour (this MLP has none, but make it a habit), `torch.no_grad()` stops
+# autograd from recording a graph nobody will use, and the correct answers are counted on the
+# device and read once.
+
+# %%
+def evaluate(model, loader):
+    """The share of ``loader``'s samples that ``model`` classifies right."""
+    model.eval()
+    correct = torch.zeros((), dtype=torch.long, device=device)
+    with torch.no_grad():
+        for inputs, labels in loader:
+            inputs, labels = inputs.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            correct += (model(inputs).argmax(dim=1) == labels).sum()
+    model.train()  # back to training mode for the next epoch
+    return correct.item() / len(loader.dataset)
+
+
+print(f"test accuracy after one epoch: {evaluate(model, test_loader):.1%}")
+
+# %% [markdown]
+# `cg.fit` runs the training loop for several epochs, evaluates on the test set after each one
+# as `evaluate` does, and returns a history with the loss, the accuracy, the seconds and the
+# samples per second of every epoch. It reads the GPU once per epoch, and shows a progress bar
+# (`progress=False` turns it off).
 
 # %%
 history = cg.fit(model, train_loader, test_loader, optimizer, device, epochs=4, progress=False)
@@ -222,9 +277,9 @@ print(f"test accuracy after {len(history)} epochs: {test_acc:.1%} (target {targe
 # %% [markdown]
 # ## 6. Predictions: `model.eval()` and `torch.inference_mode()`
 #
-# `model.eval()` switches layers such as dropout and batch norm to their inference behaviour
-# (this MLP has none, but make it a habit). `torch.inference_mode()` stops autograd from
-# recording anything: less memory, less time. Outputs come back to the CPU for plotting.
+# As in `evaluate`, `model.eval()` first. `torch.inference_mode()` is a stricter
+# `torch.no_grad()`: its tensors can never join a graph later, which saves a little more
+# bookkeeping; use it for predictions you only read. Outputs come back to the CPU for plotting.
 
 # %%
 model.eval()

@@ -34,6 +34,9 @@
 # - looking at what the model gets wrong.
 #
 # **Time:** 40 minutes. **Prerequisites:** lesson 03.
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %% cellView="form"
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -81,6 +84,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}")
@@ -222,6 +228,13 @@ plt.show()
 # TF32 tensor cores there (`torch.backends.cudnn.allow_tf32`, on by default). A T4 has no TF32:
 # expect no gain in float32 there, perhaps a loss; its gains come in fp16
 # (prediction: t4 04.channels_last_fp32). Lesson 06 measures it with mixed precision.
+#
+# On the H100 this step was launch-bound: its kernels took about 1.1 ms of a 6.6 ms step (busy
+# 17%), too little GPU work for a better algorithm to save anything. Expected on a T4: the
+# step's 29 GFLOP of float32 convolutions (lesson 10 counts them) take about 10 ms at the 3-4
+# TFLOP/s a T4 reaches, as long as the host's part or longer, so the GPU is busy at least half
+# of the step (prediction: t4 04.conv_step_busy) and the algorithms `cudnn.benchmark` picks can
+# pay there (prediction: t4 04.cudnn_benchmark). Section 6 prints the regime on your runtime.
 #
 # ## 6. GPU vs CPU for convolutions
 #

@@ -36,8 +36,11 @@
 # - the classic mistakes: `mp.spawn` of a notebook function, `DistributedDataParallelCPU`,
 #   forgetting `set_epoch`.
 #
-# **Time:** 55 minutes. **Prerequisites:** lesson 03 (the training loop). Colab has one GPU: the multi-GPU
+# **Time:** 57 minutes. **Prerequisites:** lesson 03 (the training loop). Colab has one GPU: the multi-GPU
 # parts run as several processes on the CPU (or on one process per GPU where you have more).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %% cellView="form"
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -85,6 +88,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 print(f"PyTorch {torch.__version__}, computing on: {device}, GPUs visible: {torch.cuda.device_count()}")
@@ -621,6 +627,13 @@ cg.checks.shard(rank3_indices, dataset_size=10, world_size=4, rank=3)
 # section 2's `train()` unchanged. The check launches your script with 2 `gloo` processes on
 # this runtime and compares its final weights with section 2's run of the helpers: the same
 # seed, the same data and the same all-reduce give the same weights.
+#
+# One line of the script is not about DDP itself: `import torch._dynamo` before the process
+# group exists. DDP imports that module (`torch.compile`'s front end) when it wraps the first
+# model; imported after the group is made, it keeps a reference to the group until Python
+# exits, so `destroy_process_group()` cannot free it, and gloo's threads can then crash the
+# process at exit (a "terminate called" line after the job's work is done). Imported first, it
+# holds nothing. `cg.ddp_setup` does the same.
 
 # %%
 # %%writefile my_ddp_train.py

@@ -34,6 +34,9 @@
 #
 # **Time:** 50 minutes. **Prerequisites:** lessons 01 to 08 (each error is taught in its lesson;
 # this is the reference to come back to: search this page for your message).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %% cellView="form"
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -81,6 +84,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 on_gpu = device.type == "cuda"
@@ -249,21 +255,29 @@ cg.explain("The NVIDIA driver on your system is too old")
 # ### "Expected all tensors to be on the same device"
 #
 # One input of an operation is on another device: usually the batch was not moved to the model's
-# device. Lesson 02, section 4 reproduces it on a GPU runtime. Check a model's device with
+# device. On a GPU runtime the cell below makes it so; a CPU runtime has no second device, so a
+# model on `meta` (shapes, no data) stands in for the GPU, and PyTorch words it "Tensor on device
+# meta is not on the expected device cpu!" (or the reverse). Check a model's device with
 # `next(model.parameters()).device`:
 
 # %%
-model = nn.Linear(4, 2).to(device)
+elsewhere = device if on_gpu else torch.device("meta")  # where the model is; the batch stays on the CPU
+model = nn.Linear(4, 2).to(elsewhere)
 print("the model is on:", next(model.parameters()).device)
-assert model(torch.randn(3, 4).to(device)).device == device
-cg.explain("Expected all tensors to be on the same device")
+with cg.shows_error(RuntimeError, atlas="same-device"):
+    model(torch.randn(3, 4))  # made on the CPU, never moved
+model = nn.Linear(4, 2).to(device)
+assert model(torch.randn(3, 4).to(device)).device == device  # the fix: the batch goes where the model is
 
 # %% [markdown]
 # ### "mat1 and mat2 shapes cannot be multiplied"
 
 # %%
+fashion_batch = torch.randn(4, 1, 28, 28)  # four FashionMNIST images, as a DataLoader gives them
 with cg.shows_error(RuntimeError, atlas="shapes-multiplied"):
-    nn.Linear(28 * 28, 10)(torch.randn(4, 3 * 32 * 32))  # an MLP for FashionMNIST fed CIFAR-10 images
+    nn.Linear(28 * 28, 10)(fashion_batch)  # unflattened: the last dimension, 28, meets 784
+logits = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 10))(fashion_batch)  # the fix: flatten first
+print("flattened first, the logits have shape", tuple(logits.shape))
 
 # %% [markdown]
 # ### "mat1 and mat2 must have the same dtype"
@@ -276,10 +290,12 @@ with cg.shows_error(RuntimeError, atlas="same-dtype"):
     nn.Linear(4, 2)(features)
 
 # %% [markdown]
-# ### "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor) should be the same"
+# ### "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor) should be the same"
 #
-# The classic form names a GPU input and a CPU model; the same check fires for a dtype mismatch,
-# which every runtime can show:
+# The common form: a CPU batch (`torch.FloatTensor`) reaches a convolution on the GPU (the batch
+# was not moved). The reverse, "Input type (torch.cuda.FloatTensor) and weight type
+# (torch.FloatTensor)", means the model is still on the CPU. The same check fires for a dtype
+# mismatch, which every runtime can show:
 
 # %%
 with cg.shows_error(RuntimeError, atlas="input-weight-type"):
@@ -349,10 +365,18 @@ with cg.shows_error(RuntimeError, atlas="inplace-modified"):
 
 # %% [markdown]
 # ### "expected target dtype to be Long or Byte, but got Float"
+#
+# The last word names the labels' dtype: `Int` for int32 labels, `Double` for float64 ones. Older
+# releases word it "expected scalar type Long but found Float" (lesson 03 quotes it), and a GPU
+# says `"nll_loss2d_forward_out_cuda_template" not implemented for 'Float'` or a similar kernel
+# name; the atlas knows each form:
 
 # %%
 with cg.shows_error(RuntimeError, atlas="target-dtype"):
     F.cross_entropy(model(inputs), targets.float())
+for older in ("RuntimeError: expected scalar type Long but found Float",
+              "RuntimeError: \"nll_loss_forward_reduce_cuda_kernel_2d_index\" not implemented for 'Int'"):
+    assert cg.explain(older, show=False).key == "target-dtype"
 
 # %% [markdown]
 # ### "0D or 1D target tensor expected, multi-target not supported"
@@ -831,11 +855,9 @@ cg.explain('RuntimeError: CUDA error: an illegal memory access was encountered')
 # nothing for an error the atlas does not know; `cg.explain(error, show=False)` prints nothing and
 # returns the error's atlas entry (None when unknown), for a check. `%load_ext colab_gpu` does it
 # for every error in the notebook: after the usual traceback of an error the atlas knows, it
-# prints the explanation (and `cg.shows_error` adds it to the errors it shows). Lesson 03 uses it
-# from its first error on. `%unload_ext colab_gpu` switches it off.
-
-# %%
-# %load_ext colab_gpu
+# prints the explanation (and `cg.shows_error` adds it to the errors it shows). Every lesson
+# loads it in its second cell, so it has been on since the start of this one; in a notebook of
+# your own, put `%load_ext colab_gpu` after the imports. `%unload_ext colab_gpu` switches it off.
 
 # %%
 with cg.shows_error(RuntimeError):  # no atlas= here: the extension recognises the error by itself

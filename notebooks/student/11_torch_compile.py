@@ -39,8 +39,11 @@
 # - what to do where it is not available (no C++ compiler, a GPU Triton does not support);
 # - going further (optional, on a GPU): what compiling does with mixed precision and memory.
 #
-# **Time:** 47 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
+# **Time:** 50 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
 # and 10 (the profiler, and the regime rule: launch-bound, GPU-bound or input-bound).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %% cellView="form"
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -90,6 +93,9 @@ import torch
 
 import colab_gpu as cg
 
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
+
 device = cg.get_device()
 on_gpu = device.type == "cuda"
 cg.set_tf32(True)  # lesson 06: float32 matmuls on TF32 tensor cores where the GPU has them, eager and compiled alike
@@ -125,7 +131,9 @@ print(f"PyTorch {torch.__version__}, computing on: {device}")
 # with PyTorch's Linux CUDA wheels), and a GPU Triton supports (compute capability 7.0 or newer:
 # a T4 yes, Kaggle's P100 no). `cg.compile_support` checks those, then compiles a two-operation
 # function for real: the first compile in a runtime also starts Inductor up (on a CPU it tests
-# which vector instructions the processor has), so this cell takes a few seconds.
+# which vector instructions the processor has), so on a fresh runtime this cell can take most of
+# a minute (41 s on the course's 2-core CPU runner with an empty compile cache; a second or two
+# once the cache is warm).
 
 # %%
 support = cg.compile_support(device)
@@ -135,9 +143,43 @@ print(support.reason)
 # ## 3. The first call, then the steady state
 #
 # A compiled model has three numbers: the first call (capture and compile: seconds), the steady
-# step after it, and the eager step it replaces. Whether the steady step is faster depends on
-# the step's **regime** (lesson 10), so each measurement below first names it, on your runtime,
-# with `cg.profile_step(step, device).regime`:
+# step after it, and the eager step it replaces. In plain PyTorch, each is a clock read around a
+# call, with `torch.cuda.synchronize()` before each reading on a GPU (lesson 02: a GPU call
+# returns when its kernels are queued, not done). Here on a small forward pass:
+
+# %%
+import time
+
+from torch import nn
+
+
+def seconds(call) -> float:
+    """How long ``call()`` takes, its GPU work included."""
+    if on_gpu:
+        torch.cuda.synchronize()  # nothing queued before the clock starts
+    start = time.perf_counter()
+    call()
+    if on_gpu:
+        torch.cuda.synchronize()  # the kernels have finished, not just been queued
+    return time.perf_counter() - start
+
+
+small = nn.Sequential(nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 512)).to(device)
+batch = torch.randn(256, 512, device=device)
+compiled_small = torch.compile(small)
+with torch.no_grad():
+    first_call = seconds(lambda: compiled_small(batch))  # capture, compile, then run once
+    steady = sorted(seconds(lambda: compiled_small(batch)) for _ in range(21))[10]  # the median of 21
+    eager = sorted(seconds(lambda: small(batch)) for _ in range(21))[10]
+print(f"first call {first_call:.2f} s, then {steady * 1e3:.3f} ms per call; eager {eager * 1e3:.3f} ms per call")
+assert first_call > steady  # compiling is the first call's work, whatever the runtime
+
+# %% [markdown]
+# A synchronization around every call suits a first call anywhere, and a call this long on a
+# CPU; around short GPU steps it keeps the CPU from queueing ahead, so the helper below queues
+# several steps between two readings instead (lesson 10). Whether the steady step is faster
+# depends on the step's **regime** (lesson 10), so each measurement below first names it, on
+# your runtime, with `cg.profile_step(step, device).regime`:
 #
 # - **GPU-bound**: the kernels take the time. Default `torch.compile` pays where they are
 #   chains of element-wise operations, which Inductor fuses into fewer kernels.

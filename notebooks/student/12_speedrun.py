@@ -41,6 +41,9 @@
 #
 # **Time:** 80 minutes. **Prerequisites:** lessons 03 (the loop), 05 (feeding the GPU),
 # 06 (mixed precision) and 11 (`torch.compile`).
+#
+# The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
+# glossary](01_enable_gpu_runtime.ipynb).
 
 # %% cellView="form"
 # @title Setup: colab_gpu 0.47.0, the course's package (installed where missing; never torch)
@@ -88,6 +91,9 @@ print(f"colab_gpu {COLAB_GPU}:", "already installed" if source is None else f"in
 import torch
 
 import colab_gpu as cg
+
+# The course's error explainer: after an error its atlas knows (lesson 09), the cause and the fix.
+# %load_ext colab_gpu
 
 device = cg.get_device()
 on_gpu = device.type == "cuda"

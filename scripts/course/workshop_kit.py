@@ -12,6 +12,10 @@ import re
 from paths import ROOT
 
 KIT = ROOT / "docs" / "workshop.md"
+#: What a lesson's first block of an agenda holds beyond its sections: a fresh runtime (save a copy in Drive, Colab's
+#: "not authored by Google" dialog, the setup cell's install, the imports). The agenda's first lesson opens in its
+#: welcome block.
+FRESH_RUNTIME_MINUTES = 2
 
 
 def lesson_budget(number: str, text: str | None = None) -> list[tuple[str, int]]:
@@ -69,6 +73,11 @@ def live_minutes(number: str, live: str, text: str | None = None) -> int:
     budget = lesson_budget(number, text)
     named, exercises = named_sections(live)
     minutes = sum(m for name, m in budget if re.match(r"(\d+)\.", name) and int(name.split(".")[0]) in named)
+    minutes += sum(  # an unnumbered part named by its first word: "the glossary" for "Glossary: the words ..."
+        m
+        for name, m in budget
+        if not re.match(r"\d+\.|Exercise", name) and re.search(rf"\bthe {name.split(':')[0].lower()}\b", live)
+    )
     if "all" in exercises:
         return minutes + exercise_minutes(number, text)
     if exercises:

@@ -249,3 +249,32 @@ def test_committed_outputs_are_for_readers(path):
             found = BARE_REPR.search(text)
             assert found is None, f"{where} shows a bare repr: {text[found.start() : found.start() + 80]!r}"
             assert "prediction: None" not in text, f"{where} prints a prediction the reader did not make"
+
+
+def glossary_terms(cell: str) -> list[str]:
+    """The bold words of a glossary cell's list: "- **host** and **device**: ..." -> ["host", "device"]."""
+    return [
+        word
+        for line in cell.splitlines()
+        if line.startswith("- ")
+        for word in re.findall(r"\*\*(.+?)\*\*", line.split(":")[0])
+    ]
+
+
+def test_lesson_01_defines_each_word_of_its_glossary_before_it_uses_it():
+    """Issue 66: lesson 01 used CUDA, cuDNN and "compute capability" before saying what they are, and never said what
+    a kernel (not the Jupyter one) or the host is. Its glossary comes before any of its prose uses one of its words."""
+    cells = [c for c in executed(SOURCES[0]).cells if c.cell_type == "markdown"]
+    at = next(i for i, c in enumerate(cells) if c.source.startswith("## Glossary"))
+    terms = glossary_terms(cells[at].source)
+    assert {"host", "device", "CUDA", "kernel", "cuBLAS", "cuDNN", "compute capability"} <= set(terms), terms
+    for cell in cells[:at]:
+        used = [term for term in terms if re.search(rf"\b{re.escape(term)}\b", cell.source, re.I)]
+        assert not used, f"lesson 01 uses {used} before its glossary defines them: {cell.source[:80]!r}"
+
+
+@pytest.mark.parametrize("source", SOURCES[1:], ids=IDS[1:])
+def test_every_later_lesson_links_the_glossary_from_its_card(source):
+    card = executed(source).cells[0].source
+    link = f"[lesson 01's\nglossary]({SOURCES[0].with_suffix('.ipynb').name})"  # relative: GitHub, the site, Colab
+    assert link in card, f"{source.stem}: its card links lesson 01's glossary (the words it uses)"

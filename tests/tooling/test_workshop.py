@@ -8,7 +8,16 @@ from pathlib import Path
 import jupytext
 import pytest
 from nbtools import lesson_sources
-from workshop_kit import KIT, agenda, learners_part, lesson_budget, lessons_in, live_minutes, named_sections
+from workshop_kit import (
+    FRESH_RUNTIME_MINUTES,
+    KIT,
+    agenda,
+    learners_part,
+    lesson_budget,
+    lessons_in,
+    live_minutes,
+    named_sections,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,20 +67,29 @@ def test_the_three_hour_agenda_follows_the_prerequisites_and_ends_on_the_capston
     assert rows[-1][1][0] == "exit survey" and 180 - starts[-1] <= 10
 
 
-AGENDAS_WITH_LIVE_SECTIONS = ("3 hours, about 30 learners", "3 hours: transformers on a T4", "Full day")
+AGENDAS_WITH_LIVE_SECTIONS = ("3 hours, about 30 learners", "3 hours: transformers on a T4", "90 minutes", "Full day")
+LENGTH = {"3 hours": 180, "90 minutes": 90}  # an agenda's minutes, by the start of its heading (the full day: its rows)
 
 
 @pytest.mark.parametrize("heading", AGENDAS_WITH_LIVE_SECTIONS)
-def test_each_block_of_a_three_hour_agenda_holds_the_sections_it_teaches_live(heading):
+def test_each_block_of_an_agenda_holds_the_sections_it_teaches_live_and_a_fresh_runtime(heading):
     """A block's slot holds the study minutes of the sections it teaches live (issue 44: the agenda put 285 minutes
-    of lesson cards into 140 minutes of slots), and the capstone has time for its exercise."""
+    of lesson cards into 140 minutes of slots), and the capstone has time for its exercise. Issue 66: each lesson
+    after the first opens in a fresh runtime, whose minutes its first block holds too."""
     rows = agenda(heading)
-    ends = [start for start, _ in rows[1:]] + [180 if heading.startswith("3 hours") else rows[-1][0]]
+    length = next((m for start, m in LENGTH.items() if heading.startswith(start)), rows[-1][0])
+    ends = [start for start, _ in rows[1:]] + [length]
+    assert rows[-1][0] <= length, f"{heading}: its last row starts after its end"
+    opened: list[str] = []
     for (start, cells), end in zip(rows, ends, strict=True):
         for number in lessons_in(cells[0]):
+            fresh = FRESH_RUNTIME_MINUTES if opened and number not in opened else 0  # the first opens at welcome
+            opened.append(number)
             needed = live_minutes(number, cells[1])
             slot = end - start
-            assert 0 < needed <= slot, f"{heading}, {cells[0]}: {needed} min of sections in a {slot} min slot"
+            assert 0 < needed and needed + fresh <= slot, (
+                f"{heading}, {cells[0]}: {needed} min of sections + {fresh} for a fresh runtime in a {slot} min slot"
+            )
             if number == "12":
                 assert slot >= 45 and "exercise" in cells[1], "the capstone's block must hold its exercise"
 
@@ -85,6 +103,9 @@ def test_live_minutes_add_the_sections_named_and_the_exercise():
     two = text.replace("| Exercise | 7 |", "| Exercise 1: fix it | 7 |\n| Exercise 2: name it | 6 |")
     assert live_minutes("01", "section 1, then exercise 2 (part 1)", two) == 9  # that exercise only
     assert live_minutes("01", "the exercise", two) == 13
+    glossary = text.replace("| 1. A | 3 |", "| Glossary: the words | 2 |\n| 1. A | 3 |")
+    assert live_minutes("01", "the glossary, section 1", glossary) == 5  # an unnumbered part, named
+    assert live_minutes("01", "section 1", glossary) == 3
 
 
 def test_the_full_day_reaches_the_end_of_the_course():
