@@ -33,7 +33,8 @@ REGISTRY = ROOT / "reports" / "predictions.toml"
 # "(prediction: t4 11.compile_speedup)": the GPU's label in lower case, then the key's name.
 CITATION = re.compile(r"\(prediction: (?P<key>[a-z0-9]+ [\w.]+)\)")
 FIELDS = {"gpu": str, "claim": str, "status": str}
-OPTIONAL = {"figure": str, "low": (int, float), "high": (int, float)}
+OPTIONAL = {"figure": str, "low": (int, float), "high": (int, float), "platform": str}
+PLATFORMS = ("Colab", "Kaggle")  # a claim about Colab's T4 (2 vCPUs) is not judged by Kaggle's T4 x2, nor the reverse
 CONFIRMED, REFUTED, UNMEASURED, BY_HAND = "confirmed", "refuted", "not measured by this run", "read by hand"
 
 
@@ -49,6 +50,7 @@ class Prediction:
     figure: str | None = None
     low: float | None = None
     high: float | None = None
+    platform: str | None = None  # "Colab" or "Kaggle": judged only by a run on that platform (its host differs)
 
     def range_text(self) -> str:
         if self.low is not None and self.high is not None:
@@ -86,6 +88,8 @@ def load(path: Path = REGISTRY) -> dict[str, Prediction]:
         unknown = sorted(set(entry) - set(FIELDS) - set(OPTIONAL))
         if unknown:
             raise SystemExit(f"{where} has fields the registry does not know: {unknown}. {fix}")
+        if "platform" in entry and entry["platform"] not in PLATFORMS:
+            raise SystemExit(f"{where}: 'platform' is {entry['platform']!r}, not one of {PLATFORMS}. {fix}")
         if "figure" in entry and "low" not in entry and "high" not in entry:
             raise SystemExit(f"{where} names a figure but no range: give 'low', 'high' or both. {fix}")
         registry[key] = Prediction(key, **{name: entry[name] for name in entry})
@@ -115,11 +119,12 @@ Judged = tuple[Prediction, float | None, str]  # a prediction, the figure a run 
 
 
 def judge(report: dict, registry: dict[str, Prediction], label: str | None) -> list[Judged]:
-    """Each prediction about the GPU ``label`` (the run's `gpu_label`), with the figure the run measured and the
-    verdict."""
+    """Each prediction about the GPU ``label`` (the run's `gpu_label`) and, where it names one, the run's platform,
+    with the figure the run measured and the verdict."""
+    platform = (report.get("runtime") or {}).get("platform")
     judged = []
     for prediction in registry.values():
-        if prediction.gpu == label:
+        if prediction.gpu == label and prediction.platform in (None, platform):
             value = measured_figure(report, prediction.figure) if prediction.figure else None
             judged.append((prediction, value, prediction.verdict(value)))
     return judged

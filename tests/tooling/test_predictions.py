@@ -69,11 +69,12 @@ def test_no_imported_run_refutes_a_prediction_still_open():
     )
 
 
-def t4_report(**figures):
-    """A T4 run's report with ``figures``: lesson figures by key, and bench rows for the bench's keys."""
+def t4_report(platform="Colab", **figures):
+    """A T4 run's report on ``platform`` with ``figures``: lesson figures by key, and bench rows for the bench's keys."""
     bench = {"matmul_fp32", "matmul_half", "speedrun"}
     return {
-        "gpu": "Tesla T4 x2",
+        "gpu": "Tesla T4" if platform == "Colab" else "Tesla T4 x2",
+        "runtime": {"platform": platform},
         "lesson_figures": {key: {"value": v, "device": "Tesla T4"} for key, v in figures.items() if key not in bench},
         "bench": [{"key": key, "status": "ok", "ratio": v} for key, v in figures.items() if key in bench],
     }
@@ -95,6 +96,15 @@ def test_a_t4_run_confirms_refutes_or_leaves_each_prediction():
         for line in lines
     )
     assert "1 confirmed, 1 refuted" in lines[-2] and "fails tests/tooling/test_predictions.py" in lines[-1]
+
+
+def test_a_claim_about_one_platforms_host_is_judged_only_by_a_run_there():
+    # Colab's T4 has 2 vCPUs, Kaggle's T4 x2 four: "the workers flatten at 2" is Colab's, "two T4s" Kaggle's.
+    registry = predictions.load()
+    on_colab = {p.key for p, _, _ in predictions.judge(t4_report("Colab"), registry, "T4")}
+    on_kaggle = {p.key for p, _, _ in predictions.judge(t4_report("Kaggle"), registry, "T4")}
+    assert "t4 05.workers_plateau" in on_colab - on_kaggle and "t4 08.ddp_two_t4s" in on_kaggle - on_colab
+    assert "t4 fp32_matmul" in on_colab & on_kaggle  # a claim about the GPU alone: judged by both
 
 
 def test_a_lessons_time_is_judged_only_when_the_lesson_ran_to_its_end():
@@ -133,6 +143,7 @@ def test_importing_a_t4_run_prints_its_predictions(run_folder, course):
         ('["t4 a"]\ngpu = "T4"\nclaim = "x"\nstatus = "open"\nlow = "1"\n', "'low' is '1', not a"),
         ('["t4 a"]\ngpu = "T4"\nclaim = "x"\nstatus = "open"\nrange = 1\n', "fields the registry does not know"),
         ('["t4 a"\n', "cannot be read"),
+        ('["t4 a"]\ngpu = "T4"\nclaim = "x"\nstatus = "open"\nplatform = "colab"\n', "not one of ('Colab', 'Kaggle')"),
     ],
 )
 def test_a_damaged_registry_is_refused_by_its_field(tmp_path, text, message):
