@@ -70,7 +70,7 @@ def test_no_imported_run_refutes_a_prediction_still_open():
 
 
 def t4_report(platform="Colab", **figures):
-    """A T4 run's report on ``platform`` with ``figures``: lesson figures by key, and bench rows for the bench's keys."""
+    """A T4 run's report on ``platform`` with ``figures``: lesson figures by key, bench rows for the bench's keys."""
     bench = {"matmul_fp32", "matmul_half", "speedrun"}
     return {
         "gpu": "Tesla T4" if platform == "Colab" else "Tesla T4 x2",
