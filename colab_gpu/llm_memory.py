@@ -27,6 +27,12 @@ CUDA_CONTEXT_BYTES = 400 * 2**20
 FORMATS = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "int8": 1.0, "4-bit": 0.5}
 #: fp32 weights, fp32 gradients, Adam's exp_avg and exp_avg_sq in fp32.
 ADAM_TRAINING_BYTES_PER_PARAMETER = 16
+#: Bytes per weight of a frozen base stored in 4-bit NF4 with double quantization, its block scales included: 4.127
+#: bits (QLoRA, Dettmers et al. 2023); bitsandbytes quantizes the linear layers only, the rest stays 16-bit.
+NF4_BYTES = 4.127 / 8
+#: The projections of a decoder layer, as `colab_gpu.tiny_lm` and Llama-family models name them (q_proj, ...).
+PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+METHODS = ("full", "lora", "qlora")
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,48 @@ def training_bytes(parameters: int) -> dict[str, float]:
     peak of a step: the activations, and under autocast the 16-bit copies of the matmuls' weights (2 bytes per
     such parameter: autocast caches them until its region ends, and autograd keeps them for the backward)."""
     return {"weights": 4.0 * parameters, "gradients": 4.0 * parameters, "adam moments": 8.0 * parameters}
+
+
+def projection_shapes(model: ModelShape) -> dict[str, tuple[int, int]]:
+    """(inputs, outputs) of each linear projection of one decoder layer, by its name in `PROJECTIONS`."""
+    q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
+    h, m = model.hidden, model.intermediate
+    return {"q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "gate": (h, m), "up": (h, m), "down": (m, h)}
+
+
+def lora_parameters(model: ModelShape, rank: int, targets: tuple[str, ...] = PROJECTIONS) -> int:
+    """The adapters' parameters: ``rank`` x (inputs + outputs) for each target projection of every layer."""
+    shapes = projection_shapes(model)
+    unknown = sorted(set(targets) - set(shapes))
+    if unknown or rank < 1:
+        raise ValueError(f"targets must be among {PROJECTIONS} and rank at least 1, got {targets}, rank={rank}.")
+    return model.layers * sum(rank * sum(shapes[name]) for name in targets)
+
+
+def finetune_bytes(
+    model: ModelShape, method: str, *, rank: int = 16, targets: tuple[str, ...] = PROJECTIONS
+) -> dict[str, float]:
+    """The memory of fine-tuning ``model`` with Adam that lasts from step to step, by part, before the activations:
+
+    - "full": every weight trained (`training_bytes`: 16 bytes per parameter);
+    - "lora": the base frozen in fp16 (2 bytes per weight, no gradients, no moments) and LoRA adapters of ``rank``
+      on ``targets``, trained in fp32 (16 bytes per adapter parameter);
+    - "qlora": the same adapters on a base whose linear layers are stored in 4-bit NF4 (`NF4_BYTES`), the
+      embeddings and norms in fp16.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if method == "full":
+        return training_bytes(model.parameters)
+    adapters = training_bytes(lora_parameters(model, rank, targets))
+    trained = {f"adapter {part}": value for part, value in adapters.items()}
+    if method == "lora":
+        return {"frozen base (fp16)": weight_bytes(model.parameters, "fp16")} | trained
+    linear = model.layers * sum(i * o for i, o in projection_shapes(model).values())
+    return {
+        "frozen linear layers (NF4)": NF4_BYTES * linear,
+        "frozen rest (fp16)": weight_bytes(model.parameters - linear, "fp16"),
+    } | trained
 
 
 def context_that_fits(model: ModelShape, memory_bytes: float, *, fmt: str = "fp16", batch: int = 1) -> int:

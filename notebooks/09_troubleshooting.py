@@ -362,9 +362,9 @@ with cg.shows_error(RuntimeError, atlas="inplace-modified"):
 # ### "expected target dtype to be Long or Byte, but got Float"
 #
 # The last word names the labels' dtype: `Int` for int32 labels, `Double` for float64 ones. Older
-# releases word it "expected scalar type Long but found Float" (lesson 03 quotes it), and a GPU
-# says `"nll_loss2d_forward_out_cuda_template" not implemented for 'Float'` or a similar kernel
-# name; the atlas knows each form:
+# releases word it "expected scalar type Long but found Float" (lesson 03 quotes it), and on a
+# GPU some releases name the kernel instead, `"nll_loss_forward_reduce_cuda_kernel_2d_index" not
+# implemented for 'Float'`; the atlas knows each form:
 
 # %%
 with cg.shows_error(RuntimeError, atlas="target-dtype"):

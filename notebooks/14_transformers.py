@@ -277,32 +277,42 @@ plt.show()
 # - **weights**: parameters x bytes per value (fp32 4, fp16/bf16 2, int8 1, 4-bit 0.5);
 # - **the KV cache** (section 4): 2 x layers x KV heads x head_dim x tokens x batch x bytes;
 # - **training with Adam**: fp32 weights, gradients and two moments, 16 bytes per parameter
-#   (the same under autocast, whose fp32 weights are the "master weights"), plus activations.
+#   (the same under autocast, whose fp32 weights are the "master weights"), plus activations;
+# - **fine-tuning with most weights frozen** (section 5): LoRA trains small adapters (16 bytes
+#   per adapter parameter) beside a frozen fp16 base (2 bytes per weight, no gradients, no
+#   moments); QLoRA also stores the frozen linear layers in 4 bits (NF4: 4.127 bits per weight
+#   with its scales).
 #
 # `cg.llm_memory` holds the published shapes of four open models:
 
 # %%
 memory = cg.llm_memory
 t4 = memory.T4_BYTES - memory.CUDA_CONTEXT_BYTES  # a T4's 14.75 GiB as PyTorch reports it, less the CUDA context
-print("GiB of weights per format, GiB to train every weight with Adam, and the context beside fp16 weights:")
-print(f"{'model':14} {'params':>7} {'fp16':>7} {'int8':>7} {'4-bit':>7} {'train':>7}  context at fp16 on a T4")
+print("GiB of weights per format; GiB to fine-tune with Adam (every weight, LoRA rank 16 on every projection, the "
+      "same on a 4-bit base), activations aside; the context beside fp16 weights:")
+print(f"{'model':14} {'params':>7} {'fp16':>7} {'int8':>7} {'4-bit':>7} {'full':>7} {'LoRA':>7} {'QLoRA':>7}"
+      "  context at fp16 on a T4")
 for model_shape in memory.MODELS:
     sizes = [memory.weight_bytes(model_shape.parameters, f) / memory.GIB for f in ("fp16", "int8", "4-bit")]
-    train = memory.ADAM_TRAINING_BYTES_PER_PARAMETER * model_shape.parameters / memory.GIB
+    tuning = [sum(memory.finetune_bytes(model_shape, method).values()) / memory.GIB for method in memory.METHODS]
     context = memory.context_that_fits(model_shape, t4, fmt="fp16")
-    print(f"{model_shape.name:14} {model_shape.parameters / 1e9:6.2f}B" + "".join(f" {s:6.1f}G" for s in sizes)
-          + f" {train:6.1f}G  {context:,} tokens")
+    print(f"{model_shape.name:14} {model_shape.parameters / 1e9:6.2f}B"
+          + "".join(f" {s:6.1f}G" for s in sizes + tuning) + f"  {context:,} tokens")
 mistral, llama_1b = memory.MODELS[-1], memory.MODELS[1]
 assert memory.weight_bytes(mistral.parameters, "fp16") < t4  # 7B for inference: fits
 assert memory.ADAM_TRAINING_BYTES_PER_PARAMETER * llama_1b.parameters > t4  # 1B, every weight trained: does not
+assert sum(memory.finetune_bytes(mistral, "qlora").values()) < t4 / 3  # 7B with QLoRA: a third of a T4, before
+# activations
 
 # %% [markdown]
 # The contexts are what memory allows; each model also has a trained maximum (`max_position_embeddings`
 # in its config: 32,768 tokens for Qwen2.5, 131,072 for Llama 3.2), and a batch of 8 sequences
 # divides the context by 8. The table leaves about 400 MiB for the CUDA context, which takes
-# them before the first tensor (prediction: t4 14.cuda_context). A 7B model just
-# fits a T4 for inference in fp16; fine-tuning all of
-# a 1B model does not fit (18.4 GiB), which is why section 5 trains two small matrices instead.
+# them before the first tensor (prediction: t4 14.cuda_context). A 7B model just fits a T4 for
+# inference in fp16; fine-tuning all of a 1B model does not fit (18.4 GiB), which is why section
+# 5 trains two small matrices instead. With LoRA a 7B model's frozen fp16 base alone nearly fills
+# the T4 (14.1 GiB of its 14.4, nothing left for activations); on a 4-bit base (QLoRA) the same
+# adapters train it in 4.5 GiB. These are computed from the shapes, activations aside.
 #
 # The formula on a real model: `cg.TinyDecoder` has Llama's parts (rotary positions,
 # grouped-query attention, a gated MLP, RMSNorm) at a size a CPU runs. Build it straight on

@@ -110,3 +110,33 @@ def test_bad_input_says_what_exists():
 def test_shared_storages_count_once():
     weight = torch.zeros(10, 10)
     assert mem.storage_bytes([weight, weight.t(), weight[:5]]) == 400
+
+
+def test_lora_parameters_count_what_add_lora_adds_to_a_model_of_that_shape():
+    import colab_gpu as cg
+
+    torch.manual_seed(0)
+    model = cg.TinyDecoder(TINY)
+    before = sum(p.numel() for p in model.parameters())
+    cg.add_lora(model, targets=mem.PROJECTIONS, rank=4)
+    assert sum(p.numel() for p in model.parameters()) - before == mem.lora_parameters(TINY, 4)
+    assert before == TINY.parameters
+
+
+def test_the_finetuning_ledger_by_method():
+    full = mem.finetune_bytes(TINY, "full")
+    assert full == mem.training_bytes(TINY.parameters)
+    adapters = mem.lora_parameters(TINY, 16)
+    lora = mem.finetune_bytes(TINY, "lora")
+    assert lora["frozen base (fp16)"] == 2 * TINY.parameters
+    assert lora["adapter weights"] + lora["adapter gradients"] + lora["adapter adam moments"] == 16 * adapters
+    qlora = mem.finetune_bytes(TINY, "qlora")
+    linear = TINY.layers * sum(i * o for i, o in mem.projection_shapes(TINY).values())
+    assert qlora["frozen linear layers (NF4)"] == pytest.approx(linear * 4.127 / 8)
+    assert qlora["frozen rest (fp16)"] == 2 * (TINY.parameters - linear)
+    mistral = mem.MODELS[-1]  # 7.24B: QLoRA's published ~4-5 GiB for a 7B model, before activations
+    assert 4 * mem.GIB < sum(mem.finetune_bytes(mistral, "qlora").values()) < 5 * mem.GIB
+    with pytest.raises(ValueError, match="method must be one of"):
+        mem.finetune_bytes(TINY, "QLoRA")
+    with pytest.raises(ValueError, match="targets must be among"):
+        mem.lora_parameters(TINY, 8, targets=("q_proj",))

@@ -215,7 +215,8 @@ assert last_five < first, "the loss should go down during the first epoch"
 # labels read from a CSV file or a NumPy array often arrive as floats. The message depends on the
 # device and the PyTorch release ("expected target dtype to be Long or Byte, but got Float" on a
 # CPU, "expected scalar type Long but found Float" in older releases, "... not implemented for
-# 'Float'" on a GPU); every version names the wrong type: `Float` here, `Int` for int32 labels.
+# 'Float'" on a GPU in some); every version names the wrong type: `Float` here, `Int` for int32
+# labels.
 #
 # The second cell of every lesson loaded the course's error explainer (`%load_ext colab_gpu`):
 # an error the course's atlas knows (lesson 09) is followed by its cause and fix, whether the
