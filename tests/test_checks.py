@@ -154,8 +154,10 @@ def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
     inputs, labels = data.tensors
     baseline = DataLoader(data, batch_size=256)
     fast = cg.DeviceLoader(inputs, labels, batch_size=256, device="cpu")
-    passed = cg.checks.loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5)
-    assert passed, passed.message  # slicing a tensor beats 2048 Python calls by far more than 1.5x
+    # Slicing a tensor beats 2048 Python calls by far more than 1.5x, on a quiet machine: a busy one (another suite
+    # on the cores) measured 0.3x once, so the check is given three tries, as its own hint tells a learner to rerun.
+    tries = [cg.checks.loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5) for _ in range(3)]
+    assert any(tries), tries[-1].message
     slower = cg.checks.loader_speed(baseline, baseline, "cpu", samples=2048, at_least=3)
     assert not slower and "aim for 3x" in slower.message
     partial = cg.checks.loader_speed(list(fast)[:2], baseline, "cpu", samples=2048)
@@ -167,7 +169,9 @@ def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
     first_batch = [next(iter(fast))] * 8  # 2,048 samples, the first 256 eight times: it passed at 273x
     repeated = cg.checks.loader_speed(first_batch, baseline, "cpu", samples=2048, labels=labels)
     assert not repeated and "not the data set's, each once" in repeated.message
-    assert cg.checks.loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5, labels=labels)
+    assert any(
+        cg.checks.loader_speed(fast, baseline, "cpu", samples=2048, at_least=1.5, labels=labels) for _ in range(3)
+    )
 
 
 def _epoch(move: bool, zero_grad: bool, read_each_step: bool):

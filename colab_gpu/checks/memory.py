@@ -24,15 +24,16 @@ def released(probe: object, name: str = "the tensor") -> CheckResult:
     gc.collect()
     if probe() is None:
         return ok(f"{name} was freed: nothing refers to it any more.")
-    holders = _holders(probe())
-    kinds = set(_kinds(holders)) or {"other"}
+    holders = _holders(probe())  # (kind, words) pairs
+    kinds = {kind for kind, _ in holders} or {"other"}
+    held_by = ", ".join(words for _, words in holders) or "something outside the notebook"
     return fail(
-        f"{name} is still alive, held by {', '.join(holders) or 'something outside the notebook'}. "
+        f"{name} is still alive, held by {held_by}. "
         + " ".join(how for kind, how in _HOW_TO_DROP.items() if kind in kinds)
     )
 
 
-_HISTORY = "IPython's output history (Out and _: a cell ended with it)"
+_HISTORY = ("history", "IPython's output history (Out and _: a cell ended with it)")
 _HOW_TO_DROP = {
     "name": "`del` the name.",
     "container": "Remove it from the container (`.clear()`, `del d[key]`), or `del` the container.",
@@ -41,22 +42,9 @@ _HOW_TO_DROP = {
 }
 
 
-def _kinds(holders: list[str]) -> list[str]:
-    return [
-        "name"
-        if held.startswith("the name")
-        else "history"
-        if "IPython" in held or "traceback" in held
-        else "container"
-        if held.startswith(("the dict", "the list", "the tuple", "the set", "a dict", "a list"))
-        else "other"
-        for held in holders
-    ]
-
-
-def _holders(obj: object) -> list[str]:
-    """What refers to ``obj``, in words: a name of the notebook, a container (and the name that holds it), IPython's
-    output history, the last error's traceback."""
+def _holders(obj: object) -> list[tuple[str, str]]:
+    """What refers to ``obj``, as (kind, words) pairs, the kinds those of `_HOW_TO_DROP`: a name of the notebook, a
+    container (and the name that holds it), IPython's output history, the last error's traceback."""
     try:
         from IPython import get_ipython
 
@@ -68,24 +56,24 @@ def _holders(obj: object) -> list[str]:
     found = []
     for holder in gc.get_referrers(obj):
         if holder is names:
-            found += [f"the name {n!r}" for n, v in names.items() if v is obj and not n.startswith("_")]
+            found += [("name", f"the name {n!r}") for n, v in names.items() if v is obj and not n.startswith("_")]
             if any(v is obj for n, v in names.items() if n[:1] == "_"):
                 found.append(_HISTORY)
         elif isinstance(holder, types.FrameType):
             if holder is not here and holder.f_back is not here:
-                found.append("the last error's traceback (a frame that still holds it)")
+                found.append(("history", "the last error's traceback (a frame that still holds it)"))
         elif isinstance(holder, (dict, list, tuple, set)):
-            owner = next((n for n, v in names.items() if v is holder and not n.startswith("_")), None)
             if (
                 holder is names.get("Out")
                 or (isinstance(holder, dict) and "_oh" in holder)
                 or _ipython_attributes(holder)
             ):
                 found.append(_HISTORY)
-            elif owner is not None:
-                found.append(f"the {type(holder).__name__} {owner!r}")
-            elif holder is not names:
-                found.append(f"a {type(holder).__name__}")
+            else:
+                owner = next((n for n, v in names.items() if v is holder and not n.startswith("_")), None)
+                found.append(
+                    ("container", f"the {type(holder).__name__} {owner!r}" if owner else f"a {type(holder).__name__}")
+                )
     return list(dict.fromkeys(found))
 
 
