@@ -156,6 +156,8 @@ test_loader = DataLoader(test_set, batch_size=512, pin_memory=on_gpu)  # no shuf
 images, labels = next(iter(train_loader))
 print("one batch:", tuple(images.shape), images.dtype, "| labels:", tuple(labels.shape), labels.dtype)
 print(f"inputs: mean {images.mean():.2f}, std {images.std():.2f}; pinned memory: {train_loader.pin_memory}")
+helper_train, _ = cg.make_loaders(data, batch_size, device=device)
+assert torch.allclose(helper_train.dataset.tensors[0], train_set.tensors[0], atol=1e-5)  # the same inputs
 
 # %% [markdown]
 # ## 2. The model

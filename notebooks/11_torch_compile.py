@@ -143,6 +143,7 @@ print(support.reason)
 # returns when its kernels are queued, not done). Here on a small forward pass:
 
 # %%
+import statistics
 import time
 
 from torch import nn
@@ -164,8 +165,8 @@ batch = torch.randn(256, 512, device=device)
 compiled_small = torch.compile(small)
 with torch.no_grad():
     first_call = seconds(lambda: compiled_small(batch))  # capture, compile, then run once
-    steady = sorted(seconds(lambda: compiled_small(batch)) for _ in range(21))[10]  # the median of 21
-    eager = sorted(seconds(lambda: small(batch)) for _ in range(21))[10]
+    steady = statistics.median(seconds(lambda: compiled_small(batch)) for _ in range(21))
+    eager = statistics.median(seconds(lambda: small(batch)) for _ in range(21))
 print(f"first call {first_call:.2f} s, then {steady * 1e3:.3f} ms per call; eager {eager * 1e3:.3f} ms per call")
 assert first_call > steady  # compiling is the first call's work, whatever the runtime
 

@@ -76,7 +76,8 @@ def live_minutes(number: str, live: str, text: str | None = None) -> int:
     minutes += sum(  # an unnumbered part named by its first word: "the glossary" for "Glossary: the words ..."
         m
         for name, m in budget
-        if not re.match(r"\d+\.|Exercise", name) and re.search(rf"\bthe {name.split(':')[0].lower()}\b", live)
+        if not re.match(r"\d+\.|Exercise", name)
+        and re.search(rf"\bthe {re.escape(name.split(':')[0].lower())}\b", live)
     )
     if "all" in exercises:
         return minutes + exercise_minutes(number, text)
