@@ -34,6 +34,8 @@ Every public helper's docstring names the lesson that teaches it. Where each les
 - 14 transformers: ``capability.attention_backend`` (which attention kernel runs), ``llm_memory`` (what a model
   needs in memory), ``tiny_lm`` (a small decoder with a KV cache), ``lora`` (low-rank adapters), ``hub_models``
   (a pretrained model from the Hugging Face Hub, or a stated offline stand-in);
+- 15 past one GPU: ``ledger`` (what a training step holds, part by part, measured), ``hub_models.pretrained_source``
+  (a Hub name, or an offline stand-in saved for ``from_pretrained``), ``parallel`` (torchrun, as in lesson 08);
 - every lesson: ``checks`` (exercise self-checks, called as ``cg.checks.<name>``: each prints a verdict and
   returns it; helpers that raise are named ``require_*``), ``references`` (predict, then measure), ``plots`` and
   ``figures/``.
@@ -60,8 +62,9 @@ from .explain import unload_ipython_extension as unload_ipython_extension
 from .feeding import copy_bandwidth, measure_loader, sweep_workers, time_loader_epochs
 from .finetune import load_pretrained
 from .fit_loop import fit
-from .hub_models import load_language_model
+from .hub_models import load_language_model, pretrained_source
 from .image_folders import decode_jpegs, split_image_folder
+from .ledger import step_ledger
 from .loaders import DeviceLoader, EncodedImages, suggest_num_workers, worker_loader
 from .lora import add_lora, merge_lora
 from .memory import (
@@ -153,6 +156,7 @@ __all__ = [
     "plot_history",
     "plot_memory_timeline",
     "predict",
+    "pretrained_source",
     "print_runtime_report",
     "profile_step",
     "profile_training_steps",
@@ -173,6 +177,7 @@ __all__ = [
     "speedrun",
     "speedrun_ladder",
     "speedup",
+    "step_ledger",
     "split_image_folder",
     "suggest_num_workers",
     "summarize_profile",

@@ -183,9 +183,10 @@ ENTRIES = (
         "distributed",
         "environment variable RANK expected, but not set",
         r"environment variable (RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT) expected, but not set",
-        "init_process_group read its rank from the environment, which only torchrun (or a launcher) sets.",
+        "init_process_group (or fully_shard, which starts a group) read its rank from the environment, which only "
+        "torchrun (or a launcher) sets.",
         "torchrun --nproc_per_node=N script.py (cg.launch_torchrun from a notebook).",
-        "lesson 08",
+        "lesson 08; lesson 15, section 4",
     ),
     entry(
         "address-in-use",
@@ -205,6 +206,18 @@ ENTRIES = (
         "the all-reduce never completed.",
         "Make every parameter take part in the loss, or DDP(model, find_unused_parameters=True) (slower).",
         "lesson 08",
+        reproduced=False,
+    ),
+    entry(
+        "fsdp-mixed-dtype",
+        "distributed",
+        "FSDP expects uniform original parameter dtype but got",
+        r"FSDP expects uniform (original parameter|reduce) dtype",
+        "fully_shard was given a module whose weights have several dtypes (fp32 adapters beside a 16-bit base): "
+        "FSDP2 gathers a unit's weights as one flat buffer of one dtype.",
+        "Give each dtype its own unit (fully_shard the adapters' modules apart), or keep every weight of a unit in "
+        "fp32 and let MixedPrecisionPolicy(param_dtype=torch.float16) cast them for the compute.",
+        "lesson 15, section 4",
         reproduced=False,
     ),
     entry(

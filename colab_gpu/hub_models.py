@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
+import shutil
 from typing import NamedTuple
 
 import torch
@@ -158,3 +160,45 @@ def built_in(dtype: torch.dtype, device: torch.device):
             yield
     finally:
         torch.set_default_dtype(previous)
+
+
+def pretrained_source(name: str, folder: str = "offline_models", *, layers: int = 4) -> str:
+    """What to give ``from_pretrained``: ``name`` where the Hub answers or has cached it; otherwise a folder holding
+    its offline stand-in (`OFFLINE_CONFIGS`, with ``layers`` decoder layers and random fp16 weights, saved as the Hub
+    serves a model), with one printed line. So a lesson's own ``from_pretrained`` call, a quantization config
+    included, runs unchanged offline. Taught in lesson 15.
+    """
+    if name not in OFFLINE_CONFIGS:
+        raise ValueError(f"{name} has no offline stand-in; those are: {', '.join(OFFLINE_CONFIGS)}.")
+    if layers < 1:
+        raise ValueError(f"layers must be 1 or more, got {layers}.")
+    if hub_reachable() or in_hub_cache(name):
+        return name
+    transformers = transformers_module()
+    target = os.path.join(folder, name.replace("/", "--") + f"-{layers}-layers")
+    if not os.path.exists(os.path.join(target, "config.json")):
+        config = transformers.AutoConfig.for_model(**(OFFLINE_CONFIGS[name] | {"num_hidden_layers": layers}))
+        torch.manual_seed(0)
+        with built_in(torch.float16, torch.device("cpu")):
+            model = transformers.AutoModelForCausalLM.from_config(config)
+        partial = target + ".partial"  # written whole, then renamed: an interrupted save leaves no half folder
+        shutil.rmtree(partial, ignore_errors=True)
+        with quiet_progress(transformers):
+            model.save_pretrained(partial)
+        os.replace(partial, target)
+    print(
+        f"{name} could not be downloaded (this runtime has no internet access): its architecture with {layers} of "
+        f"its {OFFLINE_CONFIGS[name]['num_hidden_layers']} layers and random weights stands in, read from "
+        f"{target}/ by the same from_pretrained call."
+    )
+    return target
+
+
+@contextlib.contextmanager
+def quiet_progress(transformers):
+    """transformers without its progress bars (they go to stderr, one per shard): a notebook's output stays clean."""
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.utils.logging.enable_progress_bar()

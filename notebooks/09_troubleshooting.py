@@ -710,6 +710,14 @@ del first
 cg.explain("RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one.")
 
 # %% [markdown]
+# ### "FSDP expects uniform original parameter dtype but got"
+#
+# FSDP2 (lesson 15) gathers each unit's weights as one buffer: one dtype per `fully_shard` call.
+
+# %%
+cg.explain("AssertionError: FSDP expects uniform original parameter dtype but got {torch.float16, torch.float32}")
+
+# %% [markdown]
 # ## 9. torch.compile
 #
 # ### "No working C++ compiler found"

@@ -5,11 +5,12 @@ A lesson calls them as ``cg.checks.<name>`` (``cg.checks.train_loop(...)``). Eac
 hint and tries again. Helpers that raise instead are named ``require_*`` (``require_model_on_device``). By topic:
 ``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``first_steps`` (lesson 01),
 ``first_loop`` (lesson 03), ``evaluation``, ``data``, ``speed``, ``timer``, ``tuning``, ``speedrun``, ``training``,
-``memory``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's runtime; ``timed`` says how
-they time it).
+``memory``, ``budget``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's runtime;
+``timed`` says how they time it).
 """
 
 from .amp import amp_step
+from .budget import memory_budget
 from .core import guarded, label_validator, on_device
 from .data import csv_dataset
 from .evaluation import class_accuracy
@@ -40,6 +41,7 @@ __all__ = [
     "loader_settings",
     "loader_speed",
     "lora_linear",
+    "memory_budget",
     "memory_saving",
     "on_device",
     "precision_rule",
