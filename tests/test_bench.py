@@ -77,6 +77,8 @@ def test_targets_judge_the_measured_value_and_say_why():
         "speedrun": ["speedrun"],
         "compile": ["compile", "compile_graphs"],
         "attention": ["attention", "attention_memory"],
+        "fsdp_memory": ["fsdp_memory"],
+        "qlora_memory": ["qlora_memory"],
     }
     for name, experiment in bench.EXPERIMENTS.items():  # a target names a row its own experiment makes
         assert set(experiment.targets) <= set(experiment_rows.get(name, [])), name
@@ -232,3 +234,22 @@ def test_compile_targets_name_the_regime_their_mechanism_needs():
     assert "GPU-bound" in fusion.promise and "fuses" in fusion.reason and fusion.at_least == 1.3
     assert "launch-bound" in graphs.promise and "one launch" in graphs.reason and graphs.at_least == 0.95
     assert "stay eager" in graphs.reason and "1.00x" in graphs.reason  # the measured reason it is not 2x
+
+
+def test_the_fsdp_row_finds_each_process_holding_half_of_what_ddp_holds():
+    from colab_gpu.bench import sharding
+
+    row = sharding.fsdp_memory_row(CPU)  # two CPU processes over gloo
+    assert row.key == "fsdp_memory" and row.status == "ok" and row.details["backend"] == "gloo"
+    assert 1.8 <= row.ratio <= 2.0  # half of every weight, gradient and moment, less the shards' padding
+    assert bench.TARGETS["fsdp_memory"][0].met(row.ratio)
+
+
+def test_the_qlora_row_compares_the_ledgers_of_the_same_model():
+    from colab_gpu.bench import sharding
+
+    row = sharding.qlora_memory_row(CPU)
+    assert row.key == "qlora_memory" and row.status == "ok", row.note
+    full, qlora = row.details["full_parts_mib"], row.details["qlora_parts_mib"]
+    assert full["gradients"] == full["weights"] and qlora["gradients"] < full["gradients"] / 50  # adapters only
+    assert row.ratio >= bench.TARGETS["qlora_memory"][0].at_least and "full_peak_mib" not in row.details

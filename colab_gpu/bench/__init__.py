@@ -2,7 +2,8 @@
 
 ``python -m colab_gpu bench`` runs `EXPERIMENTS`; a row the course promises a figure for on a GPU carries a
 `Target` (why, and the bound). The rows come from `hardware` (lessons 02, 04, 06), `experiments` (the training
-loop: 03, 05, 10, 11), `pipelines` (lessons 12 and 13) and `transformers` (lesson 14), which call the same functions
+loop: 03, 05, 10, 11), `pipelines` (lessons 12 and 13), `transformers` (lesson 14) and `sharding` (lesson 15), which
+call the same functions
 the lessons call: lesson or bench -> experiment -> the primitives in colab_gpu/timing.py. `output` writes the rows
 (JSON for the GPU suite, markdown, a plot); `rows` defines them.
 
@@ -21,6 +22,7 @@ from .experiments import compile_rows, fit_vs_hand_loop, gpu_busy_row, resident_
 from .hardware import amp_rows, cpu_vs_gpu_rows, host_to_device, matmul_rows
 from .pipelines import finetune_epoch_row, ladder_row
 from .rows import Row, Target, target_for
+from .sharding import fsdp_memory_row, qlora_memory_row
 from .transformers import attention_rows, generation_row
 
 
@@ -160,6 +162,28 @@ EXPERIMENTS: dict[str, Experiment] = {
         },
     ),
     "generation": Experiment(generation_row),
+    "fsdp_memory": Experiment(
+        fsdp_memory_row,
+        {
+            "fsdp_memory": Target(
+                "each of 2 FSDP2 processes holds at most about half what a DDP process holds (at least 1.8x less)",
+                at_least=1.8,
+                reason="FSDP2 shards every weight, gradient and AdamW moment over the processes where DDP copies them; "
+                "two processes halve them, less a little padding of the shards",
+            )
+        },
+    ),
+    "qlora_memory": Experiment(
+        qlora_memory_row,
+        {
+            "qlora_memory": Target(
+                "a QLoRA step holds at least 3x less than full fine-tuning of the same model",
+                at_least=3,
+                reason="full fine-tuning with AdamW keeps 16 bytes per weight; QLoRA a 4-bit copy of the linear "
+                "layers, the rest in 16 bits, and 16 bytes per adapter weight (about 1% of the model)",
+            )
+        },
+    ),
     "fit": Experiment(
         fit_vs_hand_loop,
         {

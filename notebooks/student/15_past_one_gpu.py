@@ -580,14 +580,16 @@ assert held["fsdp"] < 0.55 * held["ddp"]  # half of everything, and a little pad
 # %% [markdown]
 # Each FSDP2 process holds half of `layers.0.q.weight`'s rows and half of every other weight,
 # gradient and moment; each DDP process holds all of them. Is it the same training? One process,
-# the same model and the 8 sequences of each step in one batch:
+# the same model and the 8 sequences of each step in one batch, on the device the processes used
+# (CPU processes with gloo, GPUs with nccl):
 
 # %%
-reference = make_model(device)
+ran_on = torch.device("cpu") if run["backend"] == "gloo" else device
+reference = make_model(ran_on)
 optimizer = torch.optim.AdamW(reference.parameters(), lr=3e-3)
 alone = []
 for step in range(len(run["rows"][0]["losses"])):
-    loss = loss_of(reference, global_batch(step).to(device))
+    loss = loss_of(reference, global_batch(step).to(ran_on))
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -637,13 +639,13 @@ for mode in ("ddp", "fsdp"):
 #
 # ## Exercise: fit a step into a budget
 #
-# Section 1's step holds about 87 MiB on this runtime's ledger (weights, gradients, AdamW's
-# state, activations). Your budget is **20 MiB**: in proportion, a full fine-tuning that does not
-# fit a T4. Complete `fit_in_budget(model)`: apply the levers of section 2 to the model you are
-# given and return it with its optimizer. The check measures one step's ledger with
-# `cg.step_ledger`, checks that the first loss is the given model's (the same computation), and
-# trains 20 steps: the loss must fall below 80% of its first value. A T4 has no bf16, so the
-# weights that train stay in fp32.
+# Section 1's step holds about 87 MiB by its ledger on a CPU (section 2's first row: read yours):
+# weights, gradients, AdamW's state, activations. Your budget is **20 MiB**: in proportion, a
+# full fine-tuning that does not fit a T4. Complete `fit_in_budget(model)`: apply the levers of
+# section 2 to the model you are given and return it with its optimizer. The check measures one
+# step's ledger with `cg.step_ledger`, checks that the first loss is the given model's (the same
+# computation), and trains 20 steps: the loss must fall below 80% of its first value. A T4 has no
+# bf16, so the weights that train stay in fp32.
 
 # %%
 def fit_in_budget(model):
