@@ -795,6 +795,9 @@ else:
 # - A Hub model: `from_pretrained(name, dtype=..., device_map=...)` loads it on the GPU in 16
 #   bits; `ModelShape.from_config(model.config)` gives section 3's arithmetic for it.
 #
+# Next: lesson 15, when one GPU is not enough: the levers that fit a model a T4 cannot hold
+# (checkpointing, a smaller optimizer state, QLoRA, offload) and FSDP2 across two GPUs.
+#
 # The part below is optional.
 
 # %% [markdown]

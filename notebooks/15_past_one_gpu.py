@@ -403,10 +403,11 @@ if qlora is not None:
     assert losses[-1] < losses[0]
 
 # %% [markdown]
-# For a 7B model the same lines load about 3.9 GiB of 4-bit linear layers where fp16 needs 13.5
-# GiB (lesson 14's table): the difference between "out of memory" and a free T4. The price is
-# time: every forward dequantizes each weight to 16 bits first, so a QLoRA step is slower than
-# a 16-bit LoRA step on a GPU where both fit (prediction: t4 15.qlora_step).
+# For Mistral-7B the same lines load about 3.8 GiB (3.35 GiB of 4-bit linear layers, the
+# embeddings and norms in fp16) where fp16 needs 13.5 GiB (lesson 14's table): the difference
+# between "out of memory" and a free T4. The price is time: every forward dequantizes each
+# weight to 16 bits first, so a QLoRA step is slower than a 16-bit LoRA step on a GPU where both
+# fit (prediction: t4 15.qlora_step).
 #
 # ## 4. Two GPUs, a model bigger than one: FSDP2
 #
