@@ -660,6 +660,39 @@ def fit_in_budget(model):
 cg.checks.memory_budget(fit_in_budget, lambda: make_model(device), lambda m: loss_of(m, rows), budget_mib=20)
 
 # %% [markdown]
+# ### Exercise 2: shard a model yourself
+#
+# Write `shard(model, half)`: FSDP2 on a decoder as section 4's script does it (each block of
+# `model.layers`, then the model), computing in `half` with fp32 shards and the gradients
+# reduced in fp32; return the model. `half` is what lesson 06's rule gives a T4:
+# `torch.float16`. The check runs your function in this process, in a process group of one
+# (`gloo`: FSDP2 needs a group even over one process), trains 6 steps with a `GradScaler`, and
+# compares the losses with those of the unsharded model.
+
+# %%
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+
+def shard(model, half):
+    """FSDP2 on ``model``: each block, then the model; computing in ``half``, shards and reduction in fp32."""
+    return model  # your code
+
+# %% tags=["solution"]
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+
+def shard(model, half):
+    """FSDP2 on ``model``: each block, then the model; computing in ``half``, shards and reduction in fp32."""
+    mixed = MixedPrecisionPolicy(param_dtype=half, reduce_dtype=torch.float32)
+    for block in model.layers:  # each block a unit: gathered just before it runs
+        fully_shard(block, mp_policy=mixed)
+    fully_shard(model, mp_policy=mixed)  # then the rest
+    return model
+
+# %%
+cg.checks.fsdp_shard(shard, half=torch.float16)
+
+# %% [markdown]
 # ## Summary
 #
 # - A training step holds weights, gradients, optimizer state and activations; measure them

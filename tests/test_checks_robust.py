@@ -41,6 +41,7 @@ CALLS = {
     "loader_settings": lambda X: cg.checks.loader_settings(X, "cpu"),
     "loader_speed": lambda X: cg.checks.loader_speed(X, LOADER, "cpu", samples=4),
     "lora_linear": lambda X: cg.checks.lora_linear(X),
+    "fsdp_shard": lambda X: cg.checks.fsdp_shard(X),
     "memory_budget": lambda X: cg.checks.memory_budget(
         X, lambda: torch.nn.Linear(4, 2), lambda m: m(torch.ones(3, 4)).square().mean(), budget_mib=1
     ),

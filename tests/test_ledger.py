@@ -160,3 +160,51 @@ def test_online_the_name_is_what_from_pretrained_gets(monkeypatch, tmp_path):
     assert not list(tmp_path.iterdir())
     with pytest.raises(ValueError, match="has no offline stand-in; those are"):
         hub_models.pretrained_source("someone/else", tmp_path)
+
+
+def shard_right(model, half):
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mixed = MixedPrecisionPolicy(param_dtype=half, reduce_dtype=torch.float32)
+    for block in model.layers:
+        fully_shard(block, mp_policy=mixed)
+    fully_shard(model, mp_policy=mixed)
+    return model
+
+
+def shard_with(policy=None, *, blocks=True, root=True):
+    def shard(model, half):
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mixed = MixedPrecisionPolicy(**(policy(half) if policy else {}))
+        for block in model.layers if blocks else []:
+            fully_shard(block, mp_policy=mixed)
+        if root:
+            fully_shard(model, mp_policy=mixed)
+        return model
+
+    return shard
+
+
+def test_the_fsdp_check_passes_a_right_shard_in_a_group_of_one_and_leaves_no_group(capsys):
+    import torch.distributed as dist
+
+    assert cg.checks.fsdp_shard(shard_right)
+    assert "losses of the unsharded model" in capsys.readouterr().out
+    assert not dist.is_initialized()  # the group it made for the check is gone
+
+
+@pytest.mark.parametrize(
+    ("shard", "said"),
+    [
+        (shard_with(lambda h: {"param_dtype": h}, root=False), "but not the model"),
+        (shard_with(lambda h: {"param_dtype": h}, blocks=False), "block 0 is not sharded on its own"),
+        (shard_with(lambda h: {"param_dtype": torch.bfloat16}), "a T4 has no bf16"),
+        (shard_with(), "the blocks compute in float32, not in half"),
+        (shard_with(lambda h: {"param_dtype": h, "reduce_dtype": h}), "reduce them in fp32"),
+        (lambda model, half: None, "should return the model it sharded"),
+    ],
+)
+def test_the_fsdp_check_names_each_mistake(shard, said, capsys):
+    assert not cg.checks.fsdp_shard(shard)
+    assert said in capsys.readouterr().out

@@ -5,8 +5,8 @@ A lesson calls them as ``cg.checks.<name>`` (``cg.checks.train_loop(...)``). Eac
 hint and tries again. Helpers that raise instead are named ``require_*`` (``require_model_on_device``). By topic:
 ``core`` (the contract: ``that``, ``ok`` and ``fail``; recall exercises), ``first_steps`` (lesson 01),
 ``first_loop`` (lesson 03), ``evaluation``, ``data``, ``speed``, ``timer``, ``tuning``, ``speedrun``, ``training``,
-``memory``, ``budget``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's runtime;
-``timed`` says how they time it).
+``memory``, ``budget``, ``sharding``, ``parallel`` and ``regimes`` (the skill exercises, measured on the learner's
+runtime; ``timed`` says how they time it).
 """
 
 from .amp import amp_step
@@ -19,6 +19,7 @@ from .first_steps import created_on, gpu_count
 from .memory import evaluation_memory, memory_saving, released
 from .parallel import ddp_script, shard
 from .regimes import regime
+from .sharding import fsdp_shard
 from .speed import loader_settings, loader_speed, prediction_speed
 from .speedrun import fast_loop
 from .timer import timer
@@ -33,6 +34,7 @@ __all__ = [
     "compiles_once",
     "created_on",
     "fast_loop",
+    "fsdp_shard",
     "ddp_script",
     "evaluation_memory",
     "gpu_count",

@@ -83,7 +83,7 @@ def test_a_cell_that_a_later_call_needs_is_kept_even_when_defined_after_the_func
 
 def test_every_lesson_exercise_is_found_with_its_solution_and_check():
     exercises = all_exercises()
-    assert len(exercises) == 25
+    assert len(exercises) == 26
     assert {e.lesson for e in exercises} == {s.stem for s in lesson_sources()}
     assert all("cg.checks." in e.check for e in exercises)
 
