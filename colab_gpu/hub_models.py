@@ -176,7 +176,12 @@ def pretrained_source(name: str, folder: str = "offline_models", *, layers: int 
         return name
     transformers = transformers_module()
     target = os.path.join(folder, name.replace("/", "--") + f"-{layers}-layers")
-    if not os.path.exists(os.path.join(target, "config.json")):
+    if os.path.exists(target) and not os.path.exists(os.path.join(target, "config.json")):
+        raise RuntimeError(
+            f"{target}/ exists but holds no config.json: it is not a stand-in this function saved. Delete or rename "
+            "it, then run this again."
+        )
+    if not os.path.exists(target):
         config = transformers.AutoConfig.for_model(**(OFFLINE_CONFIGS[name] | {"num_hidden_layers": layers}))
         torch.manual_seed(0)
         with built_in(torch.float16, torch.device("cpu")):
@@ -196,9 +201,13 @@ def pretrained_source(name: str, folder: str = "offline_models", *, layers: int 
 
 @contextlib.contextmanager
 def quiet_progress(transformers):
-    """transformers without its progress bars (they go to stderr, one per shard): a notebook's output stays clean."""
-    transformers.utils.logging.disable_progress_bar()
+    """transformers without its progress bars (they go to stderr, one per shard): a notebook's output stays clean.
+    Left as they were after: a learner who turned them off keeps them off."""
+    logging = transformers.utils.logging
+    was_enabled = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
     try:
         yield
     finally:
-        transformers.utils.logging.enable_progress_bar()
+        if was_enabled:
+            logging.enable_progress_bar()

@@ -208,3 +208,27 @@ def test_the_fsdp_check_passes_a_right_shard_in_a_group_of_one_and_leaves_no_gro
 def test_the_fsdp_check_names_each_mistake(shard, said, capsys):
     assert not cg.checks.fsdp_shard(shard)
     assert said in capsys.readouterr().out
+
+
+def test_a_folder_in_the_stand_ins_place_is_named_not_overwritten(monkeypatch, tmp_path):
+    offline(monkeypatch)
+    (tmp_path / "course--tiny-llama-1-layers").mkdir()
+    (tmp_path / "course--tiny-llama-1-layers" / "mine.txt").write_text("keep")
+    with pytest.raises(RuntimeError, match="holds no config.json"):
+        hub_models.pretrained_source("course/tiny-llama", tmp_path, layers=1)
+    assert (tmp_path / "course--tiny-llama-1-layers" / "mine.txt").read_text() == "keep"
+
+
+def test_progress_bars_turned_off_stay_off():
+    transformers = hub_models.transformers_module()
+    logging = transformers.utils.logging
+    logging.disable_progress_bar()
+    try:
+        with hub_models.quiet_progress(transformers):
+            pass
+        assert not logging.is_progress_bar_enabled()
+    finally:
+        logging.enable_progress_bar()
+    with hub_models.quiet_progress(transformers):
+        assert not logging.is_progress_bar_enabled()
+    assert logging.is_progress_bar_enabled()
