@@ -89,7 +89,7 @@ from .tiny_lm import TinyDecoder, generate
 from .train import evaluate, predict, train_epoch, train_step
 from .workloads import time_conv_step_fresh, time_train_epoch, time_train_step
 
-__version__ = "0.51.0"
+__version__ = "0.51.1"
 
 # What the lessons call, and nothing else (tests/test_public_api.py): the rest stays importable from its module.
 __all__ = [
