@@ -326,6 +326,8 @@ assert light.parts["optimizer state"] < plain.parts["optimizer state"] / 20
 # SmolLM2-135M, a real model of the Llama family; offline (CI, a laptop without internet)
 # `cg.pretrained_source` saves its architecture with fewer layers and random weights to a folder,
 # and the same `from_pretrained` call reads it.
+# Where `bitsandbytes` or `peft` is missing, the cell says so: add them with
+# `!pip install bitsandbytes peft` in a new cell (it leaves torch as it is), then rerun it.
 
 # %%
 import importlib.util

@@ -22,7 +22,18 @@ import gpu_runner as runner
 PINNED = ("torch", "torchvision")  # the image's own builds: never installed over
 # requirements.txt's tools that the suite does not use (the site's Sphinx stack and its browser test, the linter):
 # installing them on an image would only risk moving its IPython or docutils under the lessons.
-NOT_FOR_THE_SUITE = {"sphinx", "myst-nb", "sphinx-book-theme", "pydata-sphinx-theme", "selenium", "ruff"}
+# bitsandbytes: where an image lacks it (the lent H100/H200 image does), lesson 15 skips its 8-bit AdamW and QLoRA
+# cells with a line that says so; its 43 MB wheel would take the wheels folder past the 64 MiB a lent machine's
+# checkout may carry. Colab's and Kaggle's images have it: their runs check those cells.
+NOT_FOR_THE_SUITE = {
+    "sphinx",
+    "myst-nb",
+    "sphinx-book-theme",
+    "pydata-sphinx-theme",
+    "selenium",
+    "ruff",
+    "bitsandbytes",
+}
 
 
 def checkout_commit(checkout: Path, course: Path) -> str | None:
