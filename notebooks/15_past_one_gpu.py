@@ -32,7 +32,7 @@
 # - the engines that come next (Accelerate, DeepSpeed, `torchrun` across machines, Ray Train),
 #   and which problem each solves.
 #
-# **Time:** 60 minutes. **Prerequisites:** lessons 07 (GPU memory, checkpointing), 08 (DDP and
+# **Time:** 65 minutes. **Prerequisites:** lessons 07 (GPU memory, checkpointing), 08 (DDP and
 # `torchrun`) and 14 (what a language model needs in memory, LoRA).
 #
 # The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
