@@ -32,7 +32,7 @@
 # - the engines that come next (Accelerate, DeepSpeed, `torchrun` across machines, Ray Train),
 #   and which problem each solves.
 #
-# **Time:** 65 minutes. **Prerequisites:** lessons 07 (GPU memory, checkpointing), 08 (DDP and
+# **Time:** 70 minutes. **Prerequisites:** lessons 07 (GPU memory, checkpointing), 08 (DDP and
 # `torchrun`) and 14 (what a language model needs in memory, LoRA).
 #
 # The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
@@ -612,6 +612,51 @@ for mode in ("ddp", "fsdp"):
 # %% [markdown]
 # The same losses: each process's half-batch loss, averaged, is the batch's loss, and FSDP2
 # averages the gradients as DDP does; it only stores them in halves.
+#
+# **A trap: a forward pass before the optimizer exists.** After a forward pass FSDP2 keeps the
+# root module's own weights (here the embeddings and the last norm) gathered, since the backward
+# pass needs them next; they return to shards at the next backward. An optimizer made in
+# between, after an evaluation for instance, gets those gathered copies from
+# `model.parameters()`, not the shards, and the root's weights silently stop training. Make the
+# optimizer right after `fully_shard`; an evaluation later, between steps, is fine. A process
+# group of this process alone (FSDP2 needs a group, even of one) shows it in the notebook:
+
+# %%
+import warnings
+
+import torch.distributed as dist
+
+# Recent FSDP2 warns about outputs that are views, in case one is changed in place: the decoder returns its keys and
+# values (its KV cache, lesson 14) as views, and nothing changes them
+warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)  # no torchrun: a group of one
+try:
+    for evaluate_first in (False, True):
+        sharded = make_model()
+        for block in sharded.layers:
+            fully_shard(block)
+        fully_shard(sharded)
+        if evaluate_first:
+            with torch.no_grad():
+                loss_of(sharded, global_batch(0))  # an evaluation: a forward pass, no backward
+        optimizer = torch.optim.AdamW(sharded.parameters(), lr=3e-3)
+        held = type(sharded.embed.weight).__name__  # DTensor: a shard; Parameter: the gathered copy
+        losses = []
+        for step in range(4):
+            loss = loss_of(sharded, global_batch(step))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        print(f"{'evaluated, then' if evaluate_first else 'sharded, then'} the optimizer (embeddings held as "
+              f"{held}): loss {' -> '.join(f'{x:.3f}' for x in losses)}")
+finally:
+    dist.destroy_process_group()
+
+# %% [markdown]
+# With PyTorch 2.11 and 2.14 the second optimizer holds the gathered embeddings, which no step
+# updates: its loss falls more slowly, with no error (`model.reshard()` after the evaluation, or
+# an optimizer made first, avoids it).
 #
 # **What it costs.** Per step, FSDP2 gathers every block twice (forward and backward) and
 # reduce-scatters its gradients: about 1.5 times DDP's traffic. Where the GPUs talk over NVLink
