@@ -655,6 +655,11 @@ try:
             losses.append(loss.item())
         print(f"{'evaluated, then' if evaluate_first else 'sharded, then'} the optimizer (embeddings held as "
               f"{held}): loss {' -> '.join(f'{x:.3f}' for x in losses)}")
+        if not evaluate_first:
+            assert held == "DTensor"  # made right after fully_shard, the optimizer holds the shards
+            right = losses
+        elif held != "DTensor":  # this PyTorch kept the gathered copy: the embeddings do not train
+            assert losses[-1] > right[-1]
 finally:
     dist.destroy_process_group()
 
