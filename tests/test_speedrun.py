@@ -132,8 +132,20 @@ def test_check_fast_loop_explains_each_mistake(capsys):
     def untrained(data, device, epochs):
         return cg.speed_net(3, 10, width=4)  # fast, and learns nothing
 
+    def schedule_never_stepped(data, device, epochs):
+        # lesson 12's solution with its schedule.step() deleted: a mutant its accuracy bar once let through (issue 62)
+        model = cg.speed_net(3, 10, width=4)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        torch.optim.lr_scheduler.OneCycleLR(optimizer, 0.05, total_steps=epochs * 2)
+        for _ in range(epochs * 2):
+            optimizer.zero_grad()
+            F.cross_entropy(model(data.train_images[:8].float()), data.train_labels[:8]).backward()
+            optimizer.step()
+        return model
+
     for wrong, hint in (
         (untrained, "test accuracy vs rung 0's 90.0%: train all 2 epochs"),
+        (schedule_never_stepped, "makes a learning-rate schedule (OneCycleLR) but never steps it"),
         (lambda data, device, epochs: None, "return the trained model"),
         (lambda data, device, epochs: 1 / 0, "raised ZeroDivisionError"),
         (lambda data, device, epochs: nn.Linear(2, 2), "evaluating the model you returned raised"),

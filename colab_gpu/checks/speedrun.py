@@ -4,9 +4,13 @@ a speedrun's clock, then the test accuracy of the model it returns."""
 from __future__ import annotations
 
 import time
+from collections import Counter
+from contextlib import contextmanager
+from unittest import mock
 
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import LRScheduler
 
 from ..device import checked_device, synchronize
 from ..precision import restored_backend_settings
@@ -88,7 +92,12 @@ def fast_loop(
     run = _time_call(train, data, device, epochs)
     if isinstance(run, CheckResult):
         return run
-    model, seconds, compiled = run
+    model, seconds, compiled, unstepped = run
+    if unstepped:  # a schedule made and never stepped: the learning rate stays at its first value for the whole run
+        return fail(
+            f"your loop makes a learning-rate schedule ({unstepped}) but never steps it: call schedule.step() once "
+            "after each optimizer step, as rung 6 does (one-cycle per batch)."
+        )
     if not isinstance(model, nn.Module):
         return fail(f"return the trained model (an nn.Module), got {type(model).__name__}.")
     mean, std = data.normalization()
@@ -156,13 +165,29 @@ def _speedup_or_hint(speedup: float, min_speedup: float, compiled: int, timing: 
     )
 
 
+@contextmanager
+def _schedule_steps():
+    """Counts ``step()`` per learning-rate schedule made inside the block ({schedule: calls}); a schedule's own
+    first step, which its constructor makes, counts 1."""
+    calls: Counter = Counter()
+    original = LRScheduler.step
+
+    def counted(self, *args, **kwargs):
+        calls[self] += 1
+        return original(self, *args, **kwargs)
+
+    with mock.patch.object(LRScheduler, "step", counted):
+        yield calls
+
+
 def _time_call(train, data, device: torch.device, epochs: int):
-    """(what ``train(data, device, epochs)`` returned, its seconds, the graphs torch.compile compiled in it), or a
-    failed `CheckResult` when it raised. Dynamo forgets earlier compilations first: a loop that compiles pays for it
-    in every call, as it would in a fresh runtime."""
+    """(what ``train(data, device, epochs)`` returned, its seconds, the graphs torch.compile compiled in it, the name
+    of a learning-rate schedule it made and never stepped, else ""), or a failed `CheckResult` when it raised.
+    Dynamo forgets earlier compilations first: a loop that compiles pays for it in every call, as it would in a
+    fresh runtime."""
     torch._dynamo.reset()
     compiled_before = _compiled_graphs()
-    with restored_backend_settings():  # the cudnn.benchmark a loop turns on stays in that loop
+    with restored_backend_settings(), _schedule_steps() as steps:  # cudnn.benchmark set by a loop stays in it
         synchronize(device)
         start = time.perf_counter()
         try:
@@ -174,7 +199,8 @@ def _time_call(train, data, device: torch.device, epochs: int):
     compiled = _compiled_graphs() - compiled_before
     if not compiled and isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
         compiled = 1  # a PyTorch whose Dynamo counts elsewhere: the compiled model returned still tells
-    return model, seconds, compiled
+    unstepped = next((type(schedule).__name__ for schedule, calls in steps.items() if calls <= 1), "")
+    return model, seconds, compiled, unstepped
 
 
 def _compiled_graphs() -> int:
