@@ -60,7 +60,7 @@ LAUNCH_LEVERS: tuple[Lever, ...] = (
 )
 # CUDA graphs are listed only where the course measured them to pay: for a training step whose optimizer stays
 # eager, reduce-overhead graphs only the model's forward and backward (1.00x on the H100); whole-step capture is
-# not measured in the course yet, so no step is offered it as a lever.
+# timed in lesson 11 on a GPU (figure "11.whole_step_graph"), and offered as a lever once a course run says it pays.
 GRAPHS_EAGER_OPTIMIZER: Lever = (
     ("CUDA graphs",),
     'CUDA graphs with torch.compile(mode="reduce-overhead") (lesson 11): it replays the compiled model\'s forward '
@@ -196,7 +196,7 @@ def input_levers(cores: int | None) -> tuple[tuple[Lever, ...], str]:
 def for_the_step(summary, levers: tuple[Lever, ...], useless: tuple[Lever, ...]):
     """``levers`` and ``useless`` fitted to the step the summary profiled (`ProfileSummary.found`): a lever that
     needs a part the step lacks (`NEEDS`) cannot help it, and reduce-overhead's CUDA graphs are said to be no help
-    only to a training step (whole-step capture is not measured in the course yet). A summary that did not record
+    only to a training step (whole-step capture, lesson 11, has no course figure yet). A summary that did not record
     the step's parts (None) keeps both as they are."""
     found = summary.found
     if found is None:

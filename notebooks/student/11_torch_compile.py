@@ -33,13 +33,15 @@
 # - which mode pays where: default compile fuses the element-wise work of a GPU-bound model;
 #   on a small, launch-bound model it cannot, `mode="reduce-overhead"` (CUDA graphs) removes
 #   only part of the host's work, and a bigger batch is the lever that pays;
+# - to capture a whole training step, optimizer included, as one CUDA graph (`torch.cuda.graph`)
+#   and time it against eager (on a GPU);
 # - to see graph breaks (`torch._dynamo.explain`) and recompilations (`TORCH_LOGS`), and to fix
 #   both, including the last, smaller batch (`drop_last`, `dynamic=`);
 # - to train with `cg.fit(..., compile=True)` and to save a compiled model's weights;
 # - what to do where it is not available (no C++ compiler, a GPU Triton does not support);
 # - going further (optional, on a GPU): what compiling does with mixed precision and memory.
 #
-# **Time:** 50 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
+# **Time:** 55 minutes. **Prerequisites:** lessons 03 (the training loop), 06 (mixed precision)
 # and 10 (the profiler, and the regime rule: launch-bound, GPU-bound or input-bound).
 #
 # The words host, device, kernel, CUDA, cuBLAS, cuDNN and compute capability: [lesson 01's
@@ -329,12 +331,90 @@ assert batch_gain > 0.75
 # step). A bigger batch changes the training too (fewer steps per epoch; lesson 12 raises the
 # learning rate with it), and it must fit in memory (lesson 07 finds the largest that fits).
 #
-# **Going further (not measured in the course yet, so the regime rule does not offer it as a
-# lever: `reduce-overhead` is listed as no help for a training step).** To take the whole step off the host,
-# capture forward, backward *and* the optimizer step in one CUDA graph: "whole-network
-# capture" with `torch.cuda.graph`, in PyTorch's notes on CUDA semantics (static tensors that
-# each step copies its batch into, then one `graph.replay()` per step; Adam needs
-# `capturable=True`).
+# ### The whole step as one CUDA graph
+#
+# `reduce-overhead` left the loss, `zero_grad` and the optimizer on the host. To take the whole step off the
+# host, capture forward, backward *and* the optimizer step in one CUDA graph: "whole-network capture" with
+# `torch.cuda.graph`, in PyTorch's notes on CUDA semantics. A graph replays the same kernels on the same memory,
+# so it reads its batch from static tensors: each step copies its batch into them, then one `graph.replay()`
+# launches everything. Three rules make the capture work: warm up on a side stream first (the first steps pick
+# kernels and make the optimizer's state), leave the gradients as None before the capture (backward then writes
+# them in the graph's own memory), and give Adam `capturable=True` (SGD needs nothing). Nothing inside may wait
+# for the host: no `.item()`, no printing a tensor.
+#
+# **Predict first:** on a GPU, how many times faster is the captured step than the eager one, for this
+# launch-bound MLP? The cell makes two copies of it with the same weights, steps one eagerly and one by the
+# graph, checks that their weights agree after the same steps, then times both (the graph's side includes copying
+# the batch in). On a CPU runtime it says what it would do.
+
+# %%
+def seeded_parts(workload, device):
+    """A seeded copy of ``workload``'s model, its SGD optimizer and one random batch, on ``device``."""
+    torch.manual_seed(0)
+    model = workload.make_model().to(device)
+    inputs = torch.randn(*workload.shape, device=device)
+    labels = torch.randint(0, 10, (workload.shape[0],), device=device)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), inputs, labels
+
+
+def sgd_step(model, optimizer, inputs, labels):
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+my_prediction = None  # your guess: eager step time / captured step time on a GPU, e.g. 2
+
+whole_step = None
+if on_gpu:
+    eager, captured = seeded_parts(mlp_step, device), seeded_parts(mlp_step, device)
+    static_model, static_optimizer, static_inputs, static_labels = captured
+    side = torch.cuda.Stream()  # warm up on a side stream, so that the capture starts from a settled state
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            sgd_step(*captured)
+    torch.cuda.current_stream().wait_stream(side)
+    static_optimizer.zero_grad(set_to_none=True)  # backward writes the gradients in the graph's memory
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):  # recorded, not run
+        static_loss = sgd_step(*captured)
+
+    def replayed_step():
+        static_inputs.copy_(eager[2])  # this step's batch into the tensors the graph reads
+        static_labels.copy_(eager[3])
+        graph.replay()
+
+    for _ in range(4):
+        eager_loss = sgd_step(*eager)
+    replayed_step()  # the captured copy's 4th step: 3 ran before the capture
+    same = all(torch.allclose(a, b, rtol=1e-3, atol=1e-5)
+               for a, b in zip(eager[0].parameters(), static_model.parameters(), strict=True))
+    print(f"4th step on the same batch: loss {eager_loss.item():.4f} eager, {static_loss.item():.4f} replayed; "
+          f"the weights {'the same' if same else 'DIFFERENT'} in both copies")
+    assert same, "the captured step must train as the eager one does"
+    whole_step = cg.compare_steps({"eager": lambda: sgd_step(*eager), "one CUDA graph": replayed_step},
+                                  device=device)
+    for name, result in whole_step.items():
+        print(f"{name:>14}: {result} per step")
+else:
+    print("Whole-step capture skipped: this runtime has no CUDA GPU. On one, this cell records the MLP's forward, "
+          "backward and SGD step as one CUDA graph, checks that it trains as the eager step does, and times both.")
+cg.compare_with_references("11.whole_step_graph",
+                           None if whole_step is None else whole_step["eager"].median
+                           / whole_step["one CUDA graph"].median, device, prediction=my_prediction,
+                           what=f"{mlp_step.name}: whole step as one CUDA graph vs eager, speed-up",
+                           host_bound=True, workload={"step": mlp_step.name})
+
+# %% [markdown]
+# What to expect (prediction: t4 11.whole_step_graph): on a T4 at least 2x, since the eager step waits on the host
+# and the captured one costs its kernels' time plus one launch; on a GPU-bound step the same capture gains
+# little, as the launches already hide behind busy kernels. The price: every step must have the same shapes and
+# the same code path (a last, smaller batch needs its own graph, or to be dropped), and the graph keeps its own
+# memory. The regime rule offers whole-step capture once a course run on a GPU has measured it to pay.
+#
 # `mode="max-autotune"` is for the other regime: it benchmarks several kernel variants for
 # every matmul and convolution and keeps the fastest, which makes compiling take minutes: worth
 # it for a long GPU-bound job, not here.
@@ -562,7 +642,9 @@ cg.checks.compiles_once(ExerciseNet().to(device), exercise_loader, device)
 #   pays on a GPU-bound step with element-wise chains to fuse; on a launch-bound step (a small
 #   model, a small batch) it cannot. `mode="reduce-overhead"` (CUDA graphs) replays only the
 #   compiled model: with the loss and optimizer still eager, it gave 1.00x on the course's H100
-#   run (2026-11-26). On a launch-bound step a bigger batch pays instead (measured above);
+#   run (2026-11-26). Capturing the whole step (forward, backward and the optimizer) in one
+#   `torch.cuda.graph` takes the host out of it: same shapes every step, the batch copied into
+#   static tensors. On a launch-bound step a bigger batch pays too (measured above);
 #   fusion does not help a step whose time is cuDNN's convolutions. `mode="max-autotune"`
 #   is for long jobs.
 # - Graph breaks (`torch._dynamo.explain`, `TORCH_LOGS="graph_breaks"`): keep prints, `.item()`
