@@ -4,13 +4,8 @@
 # Both create .venv from requirements.txt on first use.
 # USE_SYSTEM_PYTHON=1 skips .venv and uses $(PYTHON) as it is (a GPU runner's preinstalled image).
 # REQUIRE_CUDA=1 makes "no GPU" a failure everywhere.
-# make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 runs `make unit`, `make tooling` and `make nbval` against another torch
-# (scripts/course/test_compat.sh): in its own venv .venv-compat/torch-$(TORCH), built once and reused, it installs
-# torch and torchvision first, then requirements.txt without their pins, then colab_gpu WITH its
-# dependencies, fails if that changed torch or torchvision, and prints one summary line (also in
-# build/compat/torch-$(TORCH)/). PYTHON=python3.12 picks the venv's interpreter. UNCAPPED=1 runs its pip
-# with PIP_CONFIG_FILE=/dev/null (no pip config files at all), for a torch newer than a machine-wide pip cap
-# (this course's dev machines cap torch at requirements.txt's pin); CI needs no UNCAPPED.
+# make test-compat TORCH=2.11.0 TORCHVISION=0.26.0 runs unit, tooling and nbval against another torch, in its own venv
+# (scripts/course/test_compat.sh says how; PYTHON=python3.12 picks its interpreter, UNCAPPED=1 ignores pip's config).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -23,9 +18,8 @@ ENV_READY :=
 else
 PY := $(VENV)/bin/python
 ENV_READY := $(VENV)/.installed
-# .venv is the course's own: let Python cache the bytecode of what it imports there. With a machine-wide
-# PYTHONDONTWRITEBYTECODE=1 (this course's dev and CI machines set it) every lesson's kernel would compile
-# torch's modules again: make course took 250 s for the lessons instead of 170 s.
+# .venv is the course's own: Python caches the bytecode of what it imports there, or every lesson's kernel compiles
+# torch's modules again.
 unexport PYTHONDONTWRITEBYTECODE
 endif
 
@@ -42,20 +36,10 @@ BUDGET := -p tests.time_budget
 .PHONY: test course check-mutants lint unit tooling nbval notebooks stamp gpu-suite gpu-kaggle import-gpu-run doctor bench clean test-compat \
 	release test-wheel gpu-wheels
 
-# uv installs requirements.txt: it unpacks torch's CUDA build (5.9 GB) on every core, in 14 s on a 2-core machine
-# where pip takes 67 s on one. It comes from the package index into .venv itself. uv reads no pip configuration file:
-# where it cannot install (no uv for this platform, an index that only pip.conf names), pip does, as it did before;
-# INSTALLER=pip skips uv. Both install the same pins.
-# Bytecode: neither installer compiles every module (uv's --compile-bytecode compiled 16,000 files in 27 s, 51 CPU-s,
-# from a cold cache; pip's on one core took about 40 s): the tests and lessons import a few thousand of them. Nor is it
-# left to the first imports, where parallel test processes and kernels compile the same modules at once (`make test`
-# 8 min 43 s, against 7 min 37 s with uv's; from a fresh clone, `make unit` took 96 s with only torch's first modules
-# compiled, 81 s with the ones below). The set-up imports WARM_IMPORTS, what the test processes and lesson kernels
-# import (4,600 of the 16,300 modules): one process per comma-separated group, the groups side by side, a group's
-# modules one after the other (so that they share what they import, torch above all); pip's editable install of
-# colab_gpu runs beside them (the imports find colab_gpu through PYTHONPATH, exported above). The set-up took 24 s
-# with a warm uv cache, 41 s with an empty one, on 2 cores (2026-11-28). The recipe splits WARM_IMPORTS into its groups
-# with IFS=, (which splits only an expanded variable, hence `groups=`), then each group into names on spaces.
+# uv installs requirements.txt (it unpacks on every core, pip on one); pip does where uv cannot (INSTALLER=pip).
+# The set-up then imports WARM_IMPORTS, one process per comma-separated group, beside pip's editable install of
+# colab_gpu: the tests' processes and lessons' kernels would otherwise compile the same modules at once. The recipe
+# splits the groups with IFS=, (which splits only an expanded variable, hence `groups=`), then each group on spaces.
 # -qq: pip prints its errors, not the warnings a machine's pip configuration may add to every line.
 INSTALLER ?= uv
 UV_VERSION ?= 0.13.9
@@ -95,25 +79,14 @@ lint: $(ENV_READY)
 	elif [ "$(USE_SYSTEM_PYTHON)" = 1 ]; then echo "ruff is not installed in $(PY): lint skipped"; \
 	else echo "ruff missing from $(VENV)"; exit 1; fi
 
-# Two suites, so that a maintainer of one does not wait on the other: `unit` tests the package (tests/, the fake-GPU
-# fixtures in tests/conftest.py), `tooling` the course's tooling under scripts/ and what it makes (tests/tooling/:
-# notebooks as committed, student versions, site, workshop kit, releases, wheel, GPU CI). Both run in several
-# processes (pytest-xdist) where it is installed: many tests wait on child processes (pip, torchrun, a fresh
-# Python). `unit` computes: 2 workers on 2 cores. Many tooling tests wait on pip, git and the disk rather than on a
-# core: 4 workers took 145 s against 181 s with 2 (2026-11-28). Starting the slow end-to-end tests first made both
-# parts slower (unit 118 s against 94 s, tooling 179 s against 145 s), with four pip installs running at once.
-# So did keeping each module with costly fixtures on one worker (--dist loadgroup: tooling 151 s against 130 s), and
-# running unit and tooling side by side (make -j2: 239 s against 217 s, and a CPU-bound verdict read as input-bound).
-# --dist worksteal: a worker that runs out of tests takes some from another's queue. xdist's default hands out tests
-# in chunks, in file order: `make unit`'s two workers ended 30 s apart (55 s and 85 s), the second with all of
-# test_speedrun.py's 42 s queued; with worksteal they end within 5 s of each other, and `make unit` took 79 s against
-# 88-98 s, `make tooling` 128 s against 135-145 s (2026-11-28).
+# Two suites, so that a maintainer of one does not wait on the other: `unit` tests the package (tests/), `tooling` the
+# scripts and what they make (tests/tooling/). Both run in pytest-xdist workers where it is installed, with worksteal
+# (a worker that runs out takes from another's queue): `unit` computes (one worker per core), many tooling tests wait
+# on pip, git and the disk (4 workers).
 UNIT_WORKERS ?= 2
 TOOLING_WORKERS ?= 4
 xdist = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(1) --dist worksteal")
-# Each of N pytest processes gets its share of the cores as torch's math threads (all of them without xdist): two
-# processes of two threads each oversubscribe two cores, and the waiting threads spin. `make unit` used 162 CPU
-# seconds instead of 186 (2026-11-28).
+# Each of N pytest processes gets its share of the cores as torch's math threads: more would oversubscribe them.
 threads_each = $$($(PY) -c "import os, importlib.util as u; print(max(1, (os.cpu_count() or 1) // ($(1) if u.find_spec('xdist') else 1)))")
 math_threads = OMP_NUM_THREADS=$(call threads_each,$(1)) MKL_NUM_THREADS=$(call threads_each,$(1))
 unit: $(ENV_READY)
@@ -124,13 +97,9 @@ tooling: $(ENV_READY)
 	@bash scripts/course/ensure_browser.sh
 	$(call part,tooling) $(PY) -m pytest tests/tooling $(call xdist,$(TOOLING_WORKERS)) $(BUDGET) $(call junit,tooling)
 
-# Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb: their shared cells once, then
-# the student version's rest, then the lesson's (scripts/common/nbval_pairs.py says why and how). Where xdist is installed
-# they run in NBVAL_WORKERS processes, a whole notebook each (--dist loadfile), each kernel with its share of the
-# cores as math threads (two kernels of two threads each would oversubscribe two cores). On 2 cores that took 81 s,
-# against 103 s one after the other (2026-11-26). The longest lesson goes first (nbval_pairs.py prints the notebooks
-# in that order, from the instructor guide's CPU times; --no-loadscope-reorder keeps it, where xdist would order them
-# by their number of cells), so that a long one does not start last and run alone at the end.
+# Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb (scripts/common/nbval_pairs.py
+# says why), NBVAL_WORKERS at a time, each kernel with its share of the cores as math threads; the longest lesson first
+# (nbval_pairs.py's order, which --no-loadscope-reorder keeps), so that a long one does not run alone at the end.
 NBVAL_WORKERS ?= 2
 nbval: $(ENV_READY)
 	@notebooks=$$($(PY) scripts/common/nbval_pairs.py) && $(PY) scripts/course/nbval_mutants.py $$notebooks || exit 1; \

@@ -10,15 +10,15 @@ import argparse
 import json
 import sys
 
-from .device import DeviceNotAvailableError, get_device, require_cuda_if_asked
-from .runtime import format_runtime_report, runtime_report
+from .doctor import format_runtime_report, runtime_report
+from .hardware.device import DeviceNotAvailableError, get_device, require_cuda_if_asked
 
 
 def doctor(as_json: bool = False) -> int:
     """Print what this runtime offers and what to do about it; exit code 1 if REQUIRE_CUDA fails."""
     report = runtime_report()
     if as_json:  # what the GPU suite records: the host beside the GPU, probed (a launch-bound figure is the host's)
-        from .host import host_record
+        from .measure.host import host_record
 
         report["host"] = host_record("cuda:0" if report["gpus"] else "cpu")
     print(json.dumps(report, indent=2) if as_json else format_runtime_report(report))

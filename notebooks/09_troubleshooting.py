@@ -932,5 +932,5 @@ cg.checks.evaluation_memory(predict_all, leaky_predict_all, eval_model, eval_ima
 #   `module.` keys (saving), process groups and ports (multi-GPU).
 # - `cg.explain(error)` prints the cause and fix of an error (or pasted message) the atlas knows;
 #   `%load_ext colab_gpu` does it for every error of the notebook.
-# - The atlas lives in `colab_gpu/atlas.py`: one list that this lesson, `cg.explain` and the
+# - The atlas lives in `colab_gpu/errors/atlas.py`: one list that this lesson, `cg.explain` and the
 #   extension share.

@@ -556,7 +556,7 @@ cg.checks.lora_linear(MyLoRALinear, device)
 # so that the lesson runs to the end.
 
 # %%
-from colab_gpu.lora import LoRALinear
+from colab_gpu.llm.lora import LoRALinear
 
 lora_class = MyLoRALinear if cg.checks.lora_linear(MyLoRALinear, device) else LoRALinear
 print(f"the LoRA layer below: {lora_class.__name__}")

@@ -116,7 +116,7 @@ import torch
 import torch.nn.functional as F
 
 import colab_gpu as cg
-from colab_gpu.llm_memory import ModelShape
+from colab_gpu.llm.llm_memory import ModelShape
 
 SHAPE = ModelShape("small decoder", vocab=256, hidden=128, intermediate=384, layers=6, heads=4, kv_heads=2,
                    head_dim=32)
@@ -149,7 +149,7 @@ def loss_of(model: torch.nn.Module, rows: torch.Tensor) -> torch.Tensor:
 # %%
 from decoder_task import SHAPE, global_batch, loss_of, make_model
 
-from colab_gpu.llm_memory import finetune_bytes
+from colab_gpu.llm.llm_memory import finetune_bytes
 
 MIB = 2**20
 rows = global_batch(0).to(device)
@@ -197,7 +197,8 @@ assert abs(measured["optimizer state"] - formula["adam moments"]) < 0.01 * formu
 # the linear layers) plus the adapters. Computed per parameter of a Llama-3.2-3B shape:
 
 # %%
-from colab_gpu.llm_memory import CUDA_CONTEXT_BYTES, GIB, MODELS, T4_BYTES
+from colab_gpu.hardware.units import GIB
+from colab_gpu.llm.llm_memory import CUDA_CONTEXT_BYTES, MODELS, T4_BYTES
 
 usable = T4_BYTES - CUDA_CONTEXT_BYTES
 llama_3b = next(m for m in MODELS if m.name == "Llama-3.2-3B")
@@ -366,7 +367,7 @@ else:
 
 # %%
 if qlora is not None:
-    from colab_gpu.llm_memory import ModelShape
+    from colab_gpu.llm.llm_memory import ModelShape
 
     def nf4_bytes(weight):
         """A 4-bit weight's packed bytes, its block scales and the scales' own scales."""
@@ -468,7 +469,7 @@ from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, Offlo
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import colab_gpu as cg
-from colab_gpu.ledger import held_bytes, local_tensors, optimizer_state_tensors
+from colab_gpu.llm.ledger import held_bytes, local_tensors, optimizer_state_tensors
 
 
 def build(mode: str, info: cg.DistInfo, half: torch.dtype | None) -> torch.nn.Module:

@@ -12,6 +12,8 @@ import pytest
 import torch
 
 import colab_gpu as cg
+from colab_gpu.hardware.units import GIB
+from colab_gpu.llm.llm_memory import T4_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,8 +28,7 @@ requires_source = pytest.mark.skipif(
     reason="no package source here: these tests run against an installed wheel",
 )
 
-GIB = 1024**3
-T4 = {"name": "Tesla T4", "capability": (7, 5), "memory_gib": 15}
+T4 = {"name": "Tesla T4", "capability": (7, 5), "memory_gib": T4_BYTES / GIB}  # 14.75: the package's one T4 figure
 A100 = {"name": "NVIDIA A100-SXM4-40GB", "capability": (8, 0), "memory_gib": 40}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": (9, 0), "memory_gib": 80}
 P100 = {"name": "Tesla P100-PCIE-16GB", "capability": (6, 0), "memory_gib": 16}
@@ -37,11 +38,11 @@ CU128_ARCHES = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
 
 def pytest_sessionstart(session):
     # REQUIRE_CUDA=1 on a machine without a GPU stops the whole run before any test passes.
-    cg.device.require_cuda_if_asked()
+    cg.hardware.device.require_cuda_if_asked()
 
 
 def pytest_collection_modifyitems(config, items):
-    if cg.device.cuda_device_count() > 0:
+    if cg.hardware.device.cuda_device_count() > 0:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible)")
     for item in items:
@@ -53,7 +54,7 @@ def pytest_collection_modifyitems(config, items):
 def no_figures_file(monkeypatch):
     """No test records into the figures file of a GPU run that runs the unit tests (the GPU suite sets the variable
     for all its steps): its figures would be labelled with the run's GPU. Tests of the recording set their own."""
-    monkeypatch.delenv(cg.references.FIGURES_ENV, raising=False)
+    monkeypatch.delenv(cg.measure.references.FIGURES_ENV, raising=False)
 
 
 def _index(device: int | str | torch.device) -> int:
@@ -92,7 +93,7 @@ def fake_gpus(monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=0: gpus[_index(device)]["capability"])
         monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
         monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: list(CU128_ARCHES))
-        monkeypatch.setattr("colab_gpu.runtime.nvidia_driver_version", lambda: "550.54.15")
+        monkeypatch.setattr("colab_gpu.doctor.nvidia_driver_version", lambda: "550.54.15")  # as the report reads it
         # PyTorch starts CUDA lazily, and some allocator calls do not start it: in a fresh process
         # reset_peak_memory_stats raises this (c10's CUDACachingAllocator, assertValidDevice).
         started = {"cuda": False}

@@ -6,9 +6,9 @@ import torch
 from torch import nn
 
 import colab_gpu as cg
-from colab_gpu.device import DeviceNotAvailableError
-from colab_gpu.regimes import regime_of
-from colab_gpu.timing import BenchResult
+from colab_gpu.hardware.device import DeviceNotAvailableError
+from colab_gpu.measure.regimes import regime_of
+from colab_gpu.measure.timing import BenchResult
 
 NO_GPU = r"this runtime has no GPU .*Runtime > Change runtime type > T4 GPU"
 x = torch.randn(8, 8)
@@ -68,7 +68,7 @@ def test_a_step_that_runs_out_of_cpu_memory_is_an_edge_and_the_cpu_is_named():
 
 
 def test_generate_says_what_a_prompt_is():
-    from colab_gpu import llm_memory as mem
+    from colab_gpu.llm import llm_memory as mem
 
     shape = mem.ModelShape("tiny", vocab=64, hidden=32, intermediate=48, layers=1, heads=2, kv_heads=1, head_dim=16)
     model = cg.TinyDecoder(shape)
@@ -84,7 +84,7 @@ def test_attention_backend_wants_the_capability_as_a_pair():
 
 
 def test_decode_jpegs_names_the_file_that_is_not_a_jpeg():
-    from colab_gpu.image_folders import decode_jpegs
+    from colab_gpu.data.image_folders import decode_jpegs
 
     png = torch.tensor([0x89, 0x50, 0x4E, 0x47, 0x0D], dtype=torch.uint8)
     with pytest.raises(ValueError, match=r"image 0 is not a JPEG file \(it starts with 89 50 4e 47, a JPEG with ff d8"):
@@ -174,7 +174,7 @@ def test_class_accuracy_hints_by_the_symptom_of_the_answer(capsys, answer, hint)
 def test_loader_settings_checks_the_data_set_the_batch_size_and_the_measured_workers(monkeypatch, capsys):
     from torch.utils.data import DataLoader, TensorDataset
 
-    from colab_gpu import loaders
+    from colab_gpu.data import loaders
 
     monkeypatch.setattr(loaders, "cpu_count", lambda: 2)  # the rule says 2 workers
     asked, other = TensorDataset(torch.zeros(8, 1)), TensorDataset(torch.zeros(5, 1))

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu import bench, workloads
+from colab_gpu import bench
 from colab_gpu.bench import experiments, hardware
 from colab_gpu.cli import main
+from colab_gpu.experiments import workloads
 
 CPU = torch.device("cpu")
 
@@ -32,7 +33,7 @@ def test_matmul_rows_on_cpu(monkeypatch):
 
 
 def test_matmul_tflops_is_measured():
-    assert cg.timing.matmul_tflops(64, torch.float32, CPU, repeat=2) > 0
+    assert cg.measure.timing.matmul_tflops(64, torch.float32, CPU, repeat=2) > 0
 
 
 def test_time_train_step_on_cpu():
@@ -112,7 +113,7 @@ def test_run_benchmarks_judges_targets_only_on_a_gpu(monkeypatch):
 
 
 def test_lessons_and_bench_share_the_experiment_functions():
-    rates = cg.sweep_workers(cg.data.fake_image_data(64, (1, 8, 8)), CPU, [0], batch_size=16)
+    rates = cg.sweep_workers(cg.data.datasets.fake_image_data(64, (1, 8, 8)), CPU, [0], batch_size=16)
     assert set(rates) == {0} and rates[0] > 0
     loader = cg.DeviceLoader(torch.randn(64, 784), torch.randint(0, 10, (64,)), batch_size=32, device="cpu")
     assert cg.time_loader_epochs({"resident": loader}, CPU)["resident"].median > 0
@@ -131,7 +132,7 @@ def test_the_workers_row_reports_the_advice_it_measured(monkeypatch):
 
 
 def test_the_resident_rows_put_the_target_on_delivery_and_bound_the_epoch(monkeypatch):
-    monkeypatch.setattr(experiments, "fake_image_data", lambda n, shape: cg.data.fake_image_data(512, shape))
+    monkeypatch.setattr(experiments, "fake_image_data", lambda n, shape: cg.data.datasets.fake_image_data(512, shape))
     delivery, epoch = experiments.resident_vs_dataloader(CPU)
     assert delivery.key == "resident" and delivery.status == "ok" and delivery.ratio > 0
     assert delivery.details["DeviceLoader_batches_per_s"] > 0 and bench.TARGETS["resident"][0].at_least == 5
@@ -144,7 +145,7 @@ def test_the_resident_rows_put_the_target_on_delivery_and_bound_the_epoch(monkey
 
 def test_loader_epochs_take_turns_and_give_each_loader_seven_epochs(monkeypatch):
     """Issue 50: the bound took the smaller of two noisy timings of the same cost; now the epochs interleave."""
-    from colab_gpu import feeding
+    from colab_gpu.experiments import feeding
 
     order = []
     monkeypatch.setattr(feeding, "_one_epoch", lambda model, loader, optimizer, device: order.append(loader[0]))

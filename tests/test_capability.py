@@ -4,10 +4,9 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu import runtime
-from colab_gpu.capability import COURSE_GPUS, GpuCapability, worker_rule
-
-from .conftest import GIB
+from colab_gpu import doctor
+from colab_gpu.hardware.capability import COURSE_GPUS, GpuCapability, worker_rule
+from colab_gpu.hardware.units import GIB
 
 #: What the course teaches for each GPU (lessons 01 and 06): format, GradScaler, native bf16, TF32.
 EXPECTED = {
@@ -29,22 +28,22 @@ def test_doctor_and_choose_precision_agree(gpu, fake_gpus):
     fake_gpus({"name": f"NVIDIA {gpu}", "capability": COURSE_GPUS[gpu], "memory_gib": 16})
     name, scaler, bf16, tf32 = EXPECTED[gpu]
     chosen = cg.choose_precision("cuda")
-    report = runtime.runtime_report()
+    report = doctor.runtime_report()
     row = report["gpus"][0]
     assert (chosen.name, chosen.use_scaler) == (name, scaler)
     assert (row["precision"], row["bf16_native"], row["tf32"]) == (name, bf16, tf32)
     assert row["precision_reason"] == chosen.reason
-    tips = " ".join(cg.runtime.advice(report))
+    tips = " ".join(doctor.advice(report))
     if row["kernels_in_this_torch"]:
-        assert runtime._PRECISION_ADVICE[name] in tips
+        assert doctor._PRECISION_ADVICE[name] in tips
     else:  # cu128 and newer wheels start at the T4: a P100 or V100 is told that this PyTorch cannot run on it
         assert gpu in ("P100", "V100") and "no kernels" in tips
 
 
 def test_the_cpu_row_measures_instead_of_looking_up(no_gpu, monkeypatch):
-    monkeypatch.setattr("colab_gpu.precision.cpu_bf16_speedup", lambda threads: 0.5)
-    report = runtime.runtime_report()
-    assert report["gpus"] == [] and not any("autocast" in tip for tip in cg.runtime.advice(report))
+    monkeypatch.setattr("colab_gpu.train.precision.cpu_bf16_speedup", lambda threads: 0.5)
+    report = doctor.runtime_report()
+    assert report["gpus"] == [] and not any("autocast" in tip for tip in doctor.advice(report))
     chosen = cg.choose_precision("cpu")
     assert chosen.name == "fp32" and "measured" in chosen.reason
 
@@ -52,8 +51,8 @@ def test_the_cpu_row_measures_instead_of_looking_up(no_gpu, monkeypatch):
 def test_worker_rule_is_the_one_the_doctor_and_the_loader_helpers_use(no_gpu, monkeypatch):
     assert worker_rule(1)[0] == 0 and worker_rule(2)[0] == 2 and worker_rule(64)[0] == 8
     assert cg.suggest_num_workers(cores=2).num_workers == worker_rule(2)[0]
-    monkeypatch.setattr("colab_gpu.runtime.cpu_count", lambda: 2)
-    assert any("at most 2 DataLoader workers" in tip for tip in cg.runtime.advice(runtime.runtime_report()))
+    monkeypatch.setattr(doctor, "cpu_count", lambda: 2)
+    assert any("at most 2 DataLoader workers" in tip for tip in doctor.advice(doctor.runtime_report()))
     with pytest.raises(ValueError, match="at least 1"):
         worker_rule(0)
 
@@ -83,13 +82,13 @@ def test_lesson_06_exercise_is_checked_against_the_same_rule(capsys):
     ],
 )
 def test_attention_backend_follows_pytorchs_checks(gpu, dtype, head_dim, expected):
-    from colab_gpu.capability import attention_backend
+    from colab_gpu.hardware.capability import attention_backend
 
     assert attention_backend(COURSE_GPUS[gpu], dtype, head_dim) == expected
 
 
 def test_cudnn_attention_goes_first_on_hopper_with_a_recent_cudnn(monkeypatch):
-    from colab_gpu.capability import attention_backend, cudnn_attention_first
+    from colab_gpu.hardware.capability import attention_backend, cudnn_attention_first
 
     monkeypatch.delenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", raising=False)
     h100, b200 = COURSE_GPUS["H100"], (10, 0)
@@ -109,7 +108,7 @@ def test_cudnn_attention_goes_first_on_hopper_with_a_recent_cudnn(monkeypatch):
 
 
 def test_a_version_string_gives_its_release():
-    from colab_gpu.capability import release_of
+    from colab_gpu.hardware.capability import release_of
 
     assert release_of("2.11.0+cu130") == (2, 11) and release_of("5.0.0rc1") == (5, 0) and release_of("4.57") == (4, 57)
     with pytest.raises(ValueError, match="not a version"):
@@ -117,7 +116,7 @@ def test_a_version_string_gives_its_release():
 
 
 def test_attention_backend_on_this_cpu_is_the_one_pytorch_picks():
-    from colab_gpu.capability import attention_backend
+    from colab_gpu.hardware.capability import attention_backend
 
     choice = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn"}
     for dtype in (torch.float32, torch.bfloat16):
@@ -129,7 +128,7 @@ def test_attention_backend_on_this_cpu_is_the_one_pytorch_picks():
 
 @pytest.mark.gpu
 def test_attention_backend_on_this_gpu_is_the_one_pytorch_picks():
-    from colab_gpu.capability import attention_backend, cudnn_attention_first
+    from colab_gpu.hardware.capability import attention_backend, cudnn_attention_first
 
     capability = torch.cuda.get_device_capability()
     first = cudnn_attention_first(capability, torch.backends.cudnn.version(), torch.__version__)
@@ -143,7 +142,7 @@ def test_attention_backend_on_this_gpu_is_the_one_pytorch_picks():
 def test_attention_backend_follows_sdp_utils_head_dim_rules_per_release():
     """Issue 50: cuDNN's 256 limit for sm90 and sm100 and flash's 193-224 refusal in training on sm86/sm89 differed
     from PyTorch's sdp_utils.cpp (read in the v2.10.0-v2.14.0 wheels)."""
-    from colab_gpu.capability import attention_backend
+    from colab_gpu.hardware.capability import attention_backend
 
     bf16 = torch.bfloat16
     cudnn = {"cudnn_first": True, "cudnn_version": 92400}

@@ -8,7 +8,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import colab_gpu as cg
-from colab_gpu.lora import LoRALinear
+from colab_gpu.llm.lora import LoRALinear
 
 
 def test_lesson_01_a_copy_made_with_to_is_seen_even_on_the_meta_device():

@@ -108,7 +108,7 @@ def test_checkpoints_are_read_onto_the_cpu_so_step_counters_stay_there(tmp_path,
     real_load = torch.load
     monkeypatch.setattr(torch, "load", lambda *a, **k: locations.append(k.get("map_location")) or real_load(*a, **k))
     fresh, fresh_optimizer, _ = make_run(seed=3)
-    cg.checkpoint.load_checkpoint(tmp_path / "a.pt", fresh, fresh_optimizer)
+    cg.train.checkpoint.load_checkpoint(tmp_path / "a.pt", fresh, fresh_optimizer)
     assert locations == ["cpu"]
     steps = [state["step"] for state in fresh_optimizer.state.values()]
     assert steps and all(step.device.type == "cpu" and step.item() == len(loader) for step in steps)
@@ -116,7 +116,7 @@ def test_checkpoints_are_read_onto_the_cpu_so_step_counters_stay_there(tmp_path,
 
 def test_cuda_generators_of_a_machine_with_more_gpus_restore_what_exists(monkeypatch):
     # Saved on Kaggle's two T4s, resumed on Colab's one: restore GPU 0's state, skip GPU 1's.
-    from colab_gpu import checkpoint
+    from colab_gpu.train import checkpoint
 
     restored = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -135,7 +135,7 @@ def test_checkpoint_from_the_cpu_resumes_on_a_gpu_with_cpu_step_counters(tmp_pat
     cg.fit(model, loader, None, optimizer, "cpu", epochs=1, checkpoint=tmp_path / "g.pt", progress=False, verbose=False)
     gpu_model = make_run(seed=4)[0].to(device)
     gpu_optimizer = torch.optim.Adam(gpu_model.parameters(), lr=1e-2)
-    cg.checkpoint.load_checkpoint(tmp_path / "g.pt", gpu_model, gpu_optimizer)
+    cg.train.checkpoint.load_checkpoint(tmp_path / "g.pt", gpu_model, gpu_optimizer)
     for state in gpu_optimizer.state.values():
         assert state["step"].device.type == "cpu" and state["exp_avg"].device.type == "cuda"
     assert all(p.device.type == "cuda" for p in gpu_model.parameters())
@@ -155,7 +155,7 @@ def test_save_and_load_round_trip_with_scaler(tmp_path):
     cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=3, scaler=scaler, history=[{"epoch": 3}])
     fresh, fresh_optimizer, _ = make_run(seed=5)
     fresh_scaler = torch.amp.GradScaler("cpu")
-    state = cg.checkpoint.load_checkpoint(tmp_path / "c.pt", fresh, fresh_optimizer, scaler=fresh_scaler)
+    state = cg.train.checkpoint.load_checkpoint(tmp_path / "c.pt", fresh, fresh_optimizer, scaler=fresh_scaler)
     assert state == {"epoch": 3, "history": [{"epoch": 3}]}
     assert fresh_scaler.get_scale() == 1024
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh.state_dict().values(), strict=True))
@@ -163,16 +163,18 @@ def test_save_and_load_round_trip_with_scaler(tmp_path):
 
 def test_missing_checkpoint(tmp_path):
     model, _, _ = make_run()
-    with pytest.raises(cg.checkpoint.CheckpointError, match=r"No checkpoint at .*nope.pt.*is Google Drive mounted"):
-        cg.checkpoint.load_checkpoint(tmp_path / "nope.pt", model)
+    with pytest.raises(
+        cg.train.checkpoint.CheckpointError, match=r"No checkpoint at .*nope.pt.*is Google Drive mounted"
+    ):
+        cg.train.checkpoint.load_checkpoint(tmp_path / "nope.pt", model)
 
 
 def test_truncated_checkpoint_is_a_clear_error(tmp_path):
     model, optimizer, _ = make_run()
     path = cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=1)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    with pytest.raises(cg.checkpoint.CheckpointError, match="not a readable checkpoint .truncated or corrupted"):
-        cg.checkpoint.load_checkpoint(path, model)
+    with pytest.raises(cg.train.checkpoint.CheckpointError, match="not a readable checkpoint .truncated or corrupted"):
+        cg.train.checkpoint.load_checkpoint(path, model)
 
 
 def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
@@ -180,17 +182,17 @@ def test_checkpoint_of_another_model_is_a_clear_error(tmp_path):
     path = cg.save_checkpoint(tmp_path / "c.pt", model, optimizer, epoch=1)
     other = nn.Sequential(nn.Linear(8, 64), nn.Dropout(0.2), nn.ReLU(), nn.Linear(64, 2))
     with pytest.raises(
-        cg.checkpoint.CheckpointError, match=r"saved from a different model .*different shapes .*0.weight"
+        cg.train.checkpoint.CheckpointError, match=r"saved from a different model .*different shapes .*0.weight"
     ):
-        cg.checkpoint.load_checkpoint(path, other)
-    with pytest.raises(cg.checkpoint.CheckpointError, match=r"missing \['bias', 'weight'\]"):
-        cg.checkpoint.load_checkpoint(path, nn.Linear(8, 2))
+        cg.train.checkpoint.load_checkpoint(path, other)
+    with pytest.raises(cg.train.checkpoint.CheckpointError, match=r"missing \['bias', 'weight'\]"):
+        cg.train.checkpoint.load_checkpoint(path, nn.Linear(8, 2))
 
 
 def test_foreign_file_is_refused(tmp_path):
     torch.save({"weights": 1}, tmp_path / "other.pt")
-    with pytest.raises(cg.checkpoint.CheckpointError, match="not written by colab_gpu.save_checkpoint"):
-        cg.checkpoint.load_checkpoint(tmp_path / "other.pt", nn.Linear(2, 2))
+    with pytest.raises(cg.train.checkpoint.CheckpointError, match="not written by colab_gpu.save_checkpoint"):
+        cg.train.checkpoint.load_checkpoint(tmp_path / "other.pt", nn.Linear(2, 2))
 
 
 def test_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
@@ -206,7 +208,7 @@ def test_failed_write_leaves_no_temporary_file(tmp_path, monkeypatch):
         cg.save_checkpoint(path, model, optimizer, epoch=2)
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
     monkeypatch.undo()
-    assert cg.checkpoint.load_checkpoint(path, model)["epoch"] == 1
+    assert cg.train.checkpoint.load_checkpoint(path, model)["epoch"] == 1
 
 
 def test_process_killed_while_writing_leaves_the_previous_checkpoint(tmp_path):
@@ -227,7 +229,7 @@ def test_process_killed_while_writing_leaves_the_previous_checkpoint(tmp_path):
     assert child.poll() is None, "the writer finished before it could be killed"
     child.send_signal(signal.SIGKILL)
     child.wait()
-    assert cg.checkpoint.load_checkpoint(path, model)["epoch"] == 1  # the previous checkpoint, intact
+    assert cg.train.checkpoint.load_checkpoint(path, model)["epoch"] == 1  # the previous checkpoint, intact
 
 
 def test_default_checkpoint_dir_is_local_without_drive(tmp_path, monkeypatch):

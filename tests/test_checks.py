@@ -34,8 +34,8 @@ def test_model_split_across_devices_gets_a_hint(capsys):
 
 
 def test_cuda_and_cuda0_are_the_same_device(capsys):
-    assert cg.device.same_device(torch.device("cuda"), torch.device("cuda", 0))
-    assert not cg.device.same_device("cuda:1", "cuda:0")
+    assert cg.hardware.device.same_device(torch.device("cuda"), torch.device("cuda", 0))
+    assert not cg.hardware.device.same_device("cuda:1", "cuda:0")
 
 
 def test_check_close(capsys):
@@ -52,7 +52,7 @@ def test_check_close(capsys):
 def test_check_loader_settings(monkeypatch, capsys, fake_gpus):
     from torch.utils.data import DataLoader, TensorDataset
 
-    from colab_gpu import loaders
+    from colab_gpu.data import loaders
 
     monkeypatch.setattr(loaders, "cpu_count", lambda: 2)
     ds = TensorDataset(torch.zeros(8, 1))
@@ -137,7 +137,7 @@ def test_lesson_01_check_fails_for_a_tensor_created_without_device_on_every_runt
 
 
 def test_check_timing_catches_the_unsynchronized_clock_and_the_timed_warm_up():
-    reference = cg.timing.BenchResult((0.010, 0.011, 0.012))
+    reference = cg.measure.timing.BenchResult((0.010, 0.011, 0.012))
     assert cg.checks.speed.timing(0.012, reference, name="t")
     assert cg.checks.speed.timing(0.011, 0.011)  # seconds work as the reference too
     too_fast = cg.checks.speed.timing(0.00002, reference, name="t")
@@ -150,7 +150,7 @@ def test_check_timing_catches_the_unsynchronized_clock_and_the_timed_warm_up():
 def test_check_loader_speed_measures_both_loaders_and_needs_every_sample():
     from torch.utils.data import DataLoader
 
-    data = cg.data.fake_image_data(2048, (1, 8, 8))
+    data = cg.data.datasets.fake_image_data(2048, (1, 8, 8))
     inputs, labels = data.tensors
     baseline = DataLoader(data, batch_size=256)
     fast = cg.DeviceLoader(inputs, labels, batch_size=256, device="cpu")

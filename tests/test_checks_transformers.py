@@ -8,7 +8,7 @@ from torch import nn
 
 from colab_gpu.checks.core import HINT, PASS
 from colab_gpu.checks.transformers import lora_linear
-from colab_gpu.lora import LoRALinear
+from colab_gpu.llm.lora import LoRALinear
 
 
 class Starting(nn.Module):

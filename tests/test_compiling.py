@@ -10,11 +10,12 @@ from torch._inductor import config as inductor_config
 from torch.utils.data import DataLoader, TensorDataset
 
 import colab_gpu as cg
-from colab_gpu import compiling, workloads
 from colab_gpu.bench import experiments
-from colab_gpu.capability import GpuCapability
-from colab_gpu.models import residual_mlp
-from colab_gpu.precision import resolve_precision
+from colab_gpu.experiments import workloads
+from colab_gpu.hardware.capability import GpuCapability
+from colab_gpu.train import compiling
+from colab_gpu.train.models import residual_mlp
+from colab_gpu.train.precision import resolve_precision
 
 CPU = torch.device("cpu")
 NO_COMPILER = {"cpp.cxx": ("no-such-compiler++",)}
@@ -354,22 +355,22 @@ def test_lesson_11s_exercise_fails_as_it_starts_and_passes_solved():
 
 def test_a_first_call_says_whether_the_compile_cache_was_warm():
     """Issue 50: lesson 11 printed first calls of 0.4-0.9 s, warm caches; a fresh runtime's cold one took 9.5 s."""
-    from colab_gpu.compiling import CompileComparison
-    from colab_gpu.timing import BenchResult
+    from colab_gpu.measure.timing import BenchResult
+    from colab_gpu.train.compiling import CompileComparison
 
     steps = {"eager": BenchResult((0.002,) * 7), "default": BenchResult((0.001,) * 7)}
     text = str(CompileComparison("w", "fp32", steps, {"default": 12.1}, {}, {}, {"default": 0}))
     assert "first call 12.1 s, cold cache)" in text
     text = str(CompileComparison("w", "fp32", steps, {"default": 1.3}, {}, {}, {"default": 2}))
     assert "first call 1.3 s, warm cache: 2 graph(s) from it)" in text
-    seconds, hits = cg.compiling.first_call(lambda: torch.ones(2).sum(), torch.device("cpu"))
+    seconds, hits = cg.train.compiling.first_call(lambda: torch.ones(2).sum(), torch.device("cpu"))
     assert seconds > 0 and hits == 0  # nothing compiled, nothing read from the cache
 
 
 def test_fit_compiled_says_when_a_smaller_last_batch_compiles_one_more_graph():
     from torch.utils.data import DataLoader, TensorDataset
 
-    from colab_gpu.fit_loop import _last_batch_note
+    from colab_gpu.train.fit import _last_batch_note
 
     ten = TensorDataset(torch.zeros(10, 1), torch.zeros(10))
     assert "last batch holds 2 samples, not 4" in _last_batch_note("training", DataLoader(ten, batch_size=4))

@@ -11,7 +11,8 @@ import torchvision
 from torchvision.datasets import CIFAR10
 
 import colab_gpu as cg
-from colab_gpu import data, downloads
+from colab_gpu.data import datasets as data
+from colab_gpu.data import downloads
 
 
 def write_idx(path, array: np.ndarray) -> None:

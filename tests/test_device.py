@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu.device import DeviceNotAvailableError
+from colab_gpu.hardware.device import DeviceNotAvailableError
 
 from .conftest import H100, T4
 
@@ -86,7 +86,7 @@ def test_known_but_unsupported_device_is_an_error(no_gpu):
 
 def test_require_cuda_makes_no_gpu_an_error(no_gpu, monkeypatch):
     monkeypatch.setenv("REQUIRE_CUDA", "1")
-    assert cg.device.cuda_required()
+    assert cg.hardware.device.cuda_required()
     with pytest.raises(DeviceNotAvailableError, match="REQUIRE_CUDA=1 is set but no CUDA GPU"):
         cg.get_device()
     with pytest.raises(DeviceNotAvailableError, match="REQUIRE_CUDA=1"):
@@ -102,16 +102,20 @@ def test_require_cuda_passes_with_a_gpu(fake_gpus, monkeypatch):
 @pytest.mark.parametrize("value", ["", "0", "false", "no"])
 def test_require_cuda_off_values(monkeypatch, value):
     monkeypatch.setenv("REQUIRE_CUDA", value)
-    assert not cg.device.cuda_required()
+    assert not cg.hardware.device.cuda_required()
 
 
 def test_available_devices_always_lists_the_cpu(no_gpu):
-    assert cg.device.available_devices() == [torch.device("cpu")]
+    assert cg.hardware.device.available_devices() == [torch.device("cpu")]
 
 
 def test_available_devices_lists_every_gpu(fake_gpus):
     fake_gpus(T4, T4)
-    assert cg.device.available_devices() == [torch.device("cpu"), torch.device("cuda", 0), torch.device("cuda", 1)]
+    assert cg.hardware.device.available_devices() == [
+        torch.device("cpu"),
+        torch.device("cuda", 0),
+        torch.device("cuda", 1),
+    ]
 
 
 def test_synchronize_calls_cuda_only_for_cuda(monkeypatch, fake_gpus):

@@ -15,10 +15,12 @@ import torch
 from torch import nn
 
 import colab_gpu as cg
-from colab_gpu import host, tiny_lm, workloads
 from colab_gpu.checks.core import HINT, CheckResult
-from colab_gpu.data import ImageData
-from colab_gpu.device import DEVICE_MISTAKES, DeviceNotAvailableError, checked_device
+from colab_gpu.data.datasets import ImageData
+from colab_gpu.experiments import workloads
+from colab_gpu.hardware.device import DEVICE_MISTAKES, DeviceNotAvailableError, checked_device
+from colab_gpu.llm import tiny_lm
+from colab_gpu.measure import host
 
 
 def _model():
@@ -101,8 +103,8 @@ CALLS = {
     "cg.time_train_epoch": lambda d: cg.time_train_epoch(_model(), _batches(), d, repeat=1),
     "cg.train_epoch": _train_epoch,
     "cg.worker_loader": lambda d: cg.worker_loader(_dataset(), 4, device=d),
-    "cg.host.host_record": lambda d: host.host_record(d),
-    "cg.tiny_lm.sdpa_groups_heads": lambda d: tiny_lm.sdpa_groups_heads(d, torch.float32, 8),
+    "colab_gpu.measure.host.host_record": lambda d: host.host_record(d),
+    "colab_gpu.llm.tiny_lm.sdpa_groups_heads": lambda d: tiny_lm.sdpa_groups_heads(d, torch.float32, 8),
     "cg.workloads.matmul_peak": lambda d: workloads.matmul_peak(d),
     "cg.checks.amp_step": lambda d: cg.checks.amp_step(lambda: None, d),
     "cg.checks.bottleneck_fix": lambda d: cg.checks.bottleneck_fix(_step, _step, d),

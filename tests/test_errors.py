@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu.errors import raising_line
+from colab_gpu.errors.showing import raising_line
 
 
 def failing_step():

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 import colab_gpu as cg
-from colab_gpu.atlas import ENTRIES, GROUPS
-from colab_gpu.explain import find_entry
+from colab_gpu.errors.atlas import ENTRIES, GROUPS
+from colab_gpu.errors.explain import find_entry
 
 LESSON_09 = Path(__file__).resolve().parents[1] / "notebooks" / "09_troubleshooting.py"
 
@@ -94,7 +94,7 @@ def test_the_extension_shows_the_traceback_then_the_explanation(capsys):
     shell = FakeShell()
     cg.load_ipython_extension(shell)
     try:
-        assert shell.custom == (Exception,) and cg.explain.__module__ == "colab_gpu.explain"
+        assert shell.custom == (Exception,) and cg.explain.__module__ == "colab_gpu.errors.explain"
         known, unknown = RuntimeError("CUDA error: device-side assert triggered"), KeyError("x")
         for error in (known, unknown):
             shell.handler(shell, type(error), error, None)

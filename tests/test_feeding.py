@@ -6,7 +6,7 @@ from torch.utils.data import TensorDataset
 from torchvision.transforms import v2
 
 import colab_gpu as cg
-from colab_gpu import loaders
+from colab_gpu.data import loaders
 
 
 @pytest.mark.parametrize(

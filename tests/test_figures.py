@@ -10,13 +10,15 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def test_the_lessons_diagrams_are_in_the_installed_package():
-    assert {"async_timeline", "pinned_copy", "dataparallel_vs_ddp", "step_memory"} <= set(cg.plots.figure_names())
+    assert {"async_timeline", "pinned_copy", "dataparallel_vs_ddp", "step_memory"} <= set(
+        cg.measure.plots.figure_names()
+    )
 
 
-@pytest.mark.parametrize("name", cg.plots.figure_names())
+@pytest.mark.parametrize("name", cg.measure.plots.figure_names())
 def test_each_diagram_is_an_svg_with_a_title_and_text(name):
     assert cg.show_figure(name) is None  # outside a notebook it displays nothing
-    root = ET.fromstring(cg.plots.figure_svg(name))
+    root = ET.fromstring(cg.measure.plots.figure_svg(name))
     assert root.tag == f"{SVG}svg" and float(root.get("width")) > 0 and float(root.get("height")) > 0
     assert root.find(f"{SVG}title").text.strip(), "a title, read by screen readers"
     assert len(root.findall(f".//{SVG}text")) >= 5
@@ -24,7 +26,7 @@ def test_each_diagram_is_an_svg_with_a_title_and_text(name):
 
 def test_unknown_figure_says_which_exist():
     with pytest.raises(ValueError, match="No figure named 'timeline'; the package has: async_timeline"):
-        cg.plots.figure_svg("timeline")
+        cg.measure.plots.figure_svg("timeline")
 
 
 def test_bandwidth_plot_has_one_point_per_size():

@@ -7,7 +7,7 @@ import json
 import torch
 
 import colab_gpu as cg
-from colab_gpu import host, references
+from colab_gpu.measure import host, references
 
 CPU = torch.device("cpu")
 

@@ -1,4 +1,4 @@
-"""colab_gpu.hub_models and llm_memory's Hugging Face side: a Hub model loaded the way learners load one, a stated
+"""colab_gpu.llm.hub_models and llm_memory's Hugging Face side: a Hub model loaded the way learners load one, a stated
 offline stand-in, and the memory formulas checked on real transformers models (built here from configurations)."""
 
 import importlib
@@ -7,8 +7,8 @@ import re
 import pytest
 import torch
 
-from colab_gpu import hub_models
-from colab_gpu import llm_memory as mem
+from colab_gpu.llm import hub_models
+from colab_gpu.llm import llm_memory as mem
 
 transformers = pytest.importorskip("transformers")
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu import recorded, references
-from colab_gpu.json_files import parsed, write_atomically
+from colab_gpu.measure import recorded, references
+from colab_gpu.measure.json_files import parsed, write_atomically
 
 
 def test_a_truncated_or_wrongly_shaped_file_is_refused_by_its_name_and_field():

@@ -1,4 +1,4 @@
-"""Lesson 15: the ledger of a training step (colab_gpu.ledger), its exercise's check (checks.memory_budget), and the
+"""Lesson 15: the ledger of a training step (colab_gpu.llm.ledger), its exercise's check (checks.memory_budget), and the
 offline stand-in that `from_pretrained` reads (hub_models.pretrained_source)."""
 
 import pytest
@@ -8,9 +8,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 import colab_gpu as cg
-from colab_gpu import hub_models
-from colab_gpu.ledger import MIB, held_bytes, step_ledger
-from colab_gpu.llm_memory import ModelShape, finetune_bytes
+from colab_gpu.hardware.units import MIB
+from colab_gpu.llm import hub_models
+from colab_gpu.llm.ledger import held_bytes, step_ledger
+from colab_gpu.llm.llm_memory import ModelShape, finetune_bytes
 from tests.test_hub_models import TINY_LLAMA, offline
 
 SHAPE = ModelShape("test", vocab=64, hidden=32, intermediate=96, layers=3, heads=4, kv_heads=2, head_dim=8)

@@ -9,8 +9,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import colab_gpu as cg
-from colab_gpu.profile_events import AUGMENTATION, CONVOLUTIONS, GROWN, HIDDEN_INPUT, OPTIMIZER, Span
-from colab_gpu.profiling import summarize_spans
+from colab_gpu.measure.profile_events import AUGMENTATION, CONVOLUTIONS, GROWN, HIDDEN_INPUT, OPTIMIZER, Span
+from colab_gpu.measure.profile_summary import summarize_spans
 
 from .test_profiling import CONVOLUTION, OPTIMIZER_STEP, synthetic_steps
 
@@ -66,7 +66,7 @@ def test_no_optimizer_lever_without_an_optimizer_step():
     assert inference.name == "launch-bound" and "fused optimizer" not in inference.lever_names
     assert inference.why_useless("fused optimizer") == "a fused or foreach optimizer: this step runs no optimizer step"
     chain = synthetic_steps(busy=0.95, kernel="vectorized_elementwise_kernel", ops=()).regime
-    assert chain.kernels == cg.profile_events.ELEMENTWISE and "fused optimizer" not in chain.lever_names
+    assert chain.kernels == cg.measure.profile_events.ELEMENTWISE and "fused optimizer" not in chain.lever_names
 
 
 def test_layouts_only_for_a_step_with_convolutions():
@@ -157,7 +157,7 @@ def test_a_memory_bound_step_gets_its_achieved_bandwidth_against_the_measured_co
 
 def test_a_decode_step_gets_the_levers_that_move_fewer_bytes_first():
     decode = synthetic_steps(step_us=1600, busy=0.95, launches=300, kernel="sgemm", ops=("aten::cat",)).regime
-    assert decode.kernels == cg.profile_events.TINY
+    assert decode.kernels == cg.measure.profile_events.TINY
     assert decode.lever_names[:2] == ("cache in place", "16-bit") and "SDPA heads" in decode.useless_names
     assert decode.why_useless("SDPA heads").endswith("this step repeats no key/value heads (repeat_interleave)")
     repeated = synthetic_steps(step_us=1600, busy=0.95, launches=300, ops=("aten::repeat_interleave",)).regime
@@ -171,7 +171,7 @@ def test_copy_gbps_measures_a_copy_within_the_devices_memory():
 
 
 def test_a_real_decode_step_is_seen_growing_its_cache_with_cat_and_not_repeating_heads():
-    from colab_gpu import llm_memory as mem
+    from colab_gpu.llm import llm_memory as mem
 
     shape = mem.ModelShape("tiny", vocab=64, hidden=32, intermediate=48, layers=1, heads=4, kv_heads=2, head_dim=8)
     model = cg.TinyDecoder(shape).eval()

@@ -1,10 +1,10 @@
-"""colab_gpu.llm_memory: the memory arithmetic of language models, checked against what real tensors occupy."""
+"""colab_gpu.llm.llm_memory: the memory arithmetic of language models, checked against what real tensors occupy."""
 
 import pytest
 import torch
 from torch import nn
 
-from colab_gpu import llm_memory as mem
+from colab_gpu.llm import llm_memory as mem
 
 TINY = mem.ModelShape("tiny", vocab=50, hidden=32, intermediate=64, layers=2, heads=4, kv_heads=2, head_dim=8)
 
@@ -86,9 +86,9 @@ def test_training_with_adam_takes_16_bytes_per_parameter(autocast):
     assert sum(parts.values()) == mem.ADAM_TRAINING_BYTES_PER_PARAMETER * TINY.parameters
 
 
-def test_what_fits_on_a_15_gib_t4():
+def test_what_fits_on_a_t4():
     llama_1b, mistral = mem.MODELS[1], mem.MODELS[3]
-    t4 = 15 * mem.GIB
+    t4 = mem.T4_BYTES  # 14.75 GiB, as PyTorch reports a T4
     assert mem.weight_bytes(mistral.parameters, "fp16") < t4 < mem.weight_bytes(mistral.parameters, "fp32")
     assert mem.context_that_fits(mistral, t4, fmt="fp32") == 0  # the weights alone do not fit
     tokens = mem.context_that_fits(llama_1b, t4, fmt="fp16")

@@ -1,12 +1,12 @@
-"""colab_gpu.lora: low-rank adapters that change nothing at step 0, train a fraction, and merge exactly."""
+"""colab_gpu.llm.lora: low-rank adapters that change nothing at step 0, train a fraction, and merge exactly."""
 
 import pytest
 import torch
 from torch import nn
 
-from colab_gpu import llm_memory as mem
-from colab_gpu.lora import LoRALinear, add_lora, merge_lora, trainable_parameters
-from colab_gpu.tiny_lm import TinyDecoder
+from colab_gpu.llm import llm_memory as mem
+from colab_gpu.llm.lora import LoRALinear, add_lora, merge_lora, trainable_parameters
+from colab_gpu.llm.tiny_lm import TinyDecoder
 
 SHAPE = mem.ModelShape("tiny", vocab=64, hidden=64, intermediate=96, layers=2, heads=4, kv_heads=2, head_dim=16)
 TEXT = "the quick brown fox jumps over the lazy dog. " * 4

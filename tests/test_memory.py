@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu import batch_size, memory
+from colab_gpu.measure import memory
+from colab_gpu.train import batch_size
 
 
 def fake_oom_step(capacity: int, calls: list):
@@ -166,7 +167,7 @@ def test_other_errors_are_not_swallowed():
 
 
 def test_memory_report_on_cpu_is_empty_and_says_why():
-    assert set(cg.memory.memory_report("cpu").values()) == {None}
+    assert set(cg.measure.memory.memory_report("cpu").values()) == {None}
     assert "CUDA devices only" in cg.format_memory("cpu")
 
 
@@ -177,7 +178,7 @@ def test_memory_report_with_fake_cuda(fake_gpus, monkeypatch):
     monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 10 * mib)
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 20 * mib)
     monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: 15 * mib)
-    assert cg.memory.memory_report("cuda") == {
+    assert cg.measure.memory.memory_report("cuda") == {
         "allocated": 10,
         "reserved": 20,
         "peak": 15,

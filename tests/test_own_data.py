@@ -17,9 +17,10 @@ from torch import nn
 from torchvision.transforms.v2.functional import pil_to_tensor
 
 import colab_gpu as cg
-from colab_gpu import archives, bench, image_folders
+from colab_gpu import bench
 from colab_gpu.bench import pipelines
 from colab_gpu.checks.core import HINT
+from colab_gpu.data import archives, image_folders
 
 CPU = torch.device("cpu")
 
@@ -40,7 +41,7 @@ def zipped(folder, target, extra: dict[str, bytes] | None = None):
 
 
 def test_write_image_folder_writes_real_jpegs_per_class_the_same_every_time(shapes, tmp_path):
-    assert sorted(p.name for p in shapes.iterdir()) == list(cg.data.SHAPES)
+    assert sorted(p.name for p in shapes.iterdir()) == list(cg.data.datasets.SHAPES)
     files = sorted(shapes.rglob("*.jpg"))
     assert len(files) == 18
     with Image.open(files[0]) as picture:
@@ -57,7 +58,7 @@ def test_copy_and_extract_returns_the_class_folders_without_mac_litter(shapes, t
     )
     root = cg.copy_and_extract(archive, tmp_path / "local")
     assert root == tmp_path / "local" / "my_photos" / "shapes"
-    assert sorted(p.name for p in root.iterdir()) == list(cg.data.SHAPES)
+    assert sorted(p.name for p in root.iterdir()) == list(cg.data.datasets.SHAPES)
     assert not (tmp_path / "local" / "my_photos" / "__MACOSX").exists() and not (root / "circle" / ".DS_Store").exists()
     assert cg.time_file_reads(root).bytes == cg.time_file_reads(shapes).bytes
     assert [p.name for p in (tmp_path / "local").iterdir()] == ["my_photos"]  # no scratch folder left behind
@@ -91,7 +92,9 @@ def test_copy_and_extract_reads_tar_gz_and_keeps_members_inside(shapes, tmp_path
     archive = tmp_path / "shapes.tar.gz"
     with tarfile.open(archive, "w:gz") as tarred:
         tarred.add(shapes, arcname="shapes")
-    assert sorted(p.name for p in cg.copy_and_extract(archive, tmp_path / "a").iterdir()) == list(cg.data.SHAPES)
+    assert sorted(p.name for p in cg.copy_and_extract(archive, tmp_path / "a").iterdir()) == list(
+        cg.data.datasets.SHAPES
+    )
     evil = tmp_path / "evil.tar"
     with tarfile.open(evil, "w") as tarred:
         info = tarfile.TarInfo("../escaped.txt")
@@ -148,7 +151,7 @@ def test_split_image_folder_gives_each_part_its_transform_and_skips_hidden_folde
         split = cg.split_image_folder(shapes, lambda image: "train", lambda image: "val", val_fraction=0.5)
     finally:
         (shapes / ".ipynb_checkpoints").rmdir()
-    assert split.classes == list(cg.data.SHAPES) and (len(split.train), len(split.val)) == (9, 9)
+    assert split.classes == list(cg.data.datasets.SHAPES) and (len(split.train), len(split.val)) == (9, 9)
     assert split.train[0][0] == "train" and split.val[0][0] == "val"
     assert not set(split.train.indices) & set(split.val.indices)
     assert "3 classes" in str(split)
@@ -312,7 +315,7 @@ def test_load_pretrained_falls_back_to_random_weights_in_one_line(capsys):
 
     previous = socket.getdefaulttimeout()
     model, pretrained = cg.load_pretrained(offline, "Weights.DEFAULT", num_classes=3)
-    assert not pretrained and model.out_features == 3 and timeouts[0] == cg.downloads.DOWNLOAD_TIMEOUT_S
+    assert not pretrained and model.out_features == 3 and timeouts[0] == cg.data.downloads.DOWNLOAD_TIMEOUT_S
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and "no internet access" in out and "random weights" in out
     assert socket.getdefaulttimeout() == previous
@@ -342,7 +345,7 @@ def test_offline_load_pretrained_still_loads_weights_in_torchs_hub_cache(monkeyp
     class Weights:
         url = "https://download.pytorch.org/models/tiny-0123abcd.pth"
 
-    monkeypatch.setattr(cg.finetune, "host_reachable", lambda host, timeout_s=5.0: asked.append(host) or False)
+    monkeypatch.setattr(cg.train.finetune, "host_reachable", lambda host, timeout_s=5.0: asked.append(host) or False)
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path))
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "tiny-0123abcd.pth").write_bytes(b"")  # downloaded in an earlier session
@@ -351,12 +354,12 @@ def test_offline_load_pretrained_still_loads_weights_in_torchs_hub_cache(monkeyp
 
 
 def test_finetune_transforms_make_normalized_images_of_the_size(shapes):
-    train, val = cg.finetune.finetune_transforms(24, flip=False)
+    train, val = cg.train.finetune.finetune_transforms(24, flip=False)
     with Image.open(next(shapes.rglob("*.jpg"))) as picture:
         for transform in (train, val):
             image = transform(picture)
             assert image.dtype == torch.float32 and image.shape == (3, 24, 24) and image.min() < 0
-    assert "Flip" not in repr(train) and "Flip" in repr(cg.finetune.finetune_transforms(24)[0])
+    assert "Flip" not in repr(train) and "Flip" in repr(cg.train.finetune.finetune_transforms(24)[0])
 
 
 def test_the_bench_row_times_a_finetuning_epoch_on_jpeg_files():

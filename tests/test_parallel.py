@@ -8,7 +8,7 @@ from nbtools import read_lesson
 from paths import NOTEBOOKS
 
 import colab_gpu as cg
-from colab_gpu import parallel
+from colab_gpu.train import parallel
 
 from .conftest import T4
 

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 import colab_gpu as cg
-from colab_gpu.precision import require_scaler_fits
+from colab_gpu.train.precision import require_scaler_fits
 
 from .conftest import A100, H100, P100, T4
 
@@ -32,14 +32,14 @@ def test_t4_is_not_trusted_to_do_bf16_even_if_pytorch_says_so(fake_gpus, monkeyp
 def test_cpu_precision_follows_the_measured_bf16_speed(monkeypatch, gain, name):
     # Lesson 06 measured bf16 autocast 35x slower than fp32 on one CPU with AVX-512 BF16 and 1.6x
     # faster on another: the flags do not tell, the measurement does.
-    monkeypatch.setattr("colab_gpu.precision.cpu_bf16_speedup", lambda threads: gain)
+    monkeypatch.setattr("colab_gpu.train.precision.cpu_bf16_speedup", lambda threads: gain)
     precision = cg.choose_precision("cpu")
     assert precision.name == name and not precision.use_scaler
     assert f"measured {gain:.2f}x the float32 speed on this CPU" in precision.reason
 
 
 def test_cpu_bf16_speed_is_measured_once_per_process():
-    from colab_gpu.precision import cpu_bf16_speedup
+    from colab_gpu.train.precision import cpu_bf16_speedup
 
     gain = cpu_bf16_speedup(torch.get_num_threads())
     assert 0 < gain < 100
@@ -63,30 +63,30 @@ def test_a_device_that_does_not_exist_gets_get_devices_message(no_gpu):
     ("text", "dtype"), [(None, None), ("fp32", None), ("bf16", torch.bfloat16), ("fp16", torch.float16)]
 )
 def test_resolve_precision(text, dtype):
-    assert cg.precision.resolve_precision(text, "cpu").dtype is dtype
+    assert cg.train.precision.resolve_precision(text, "cpu").dtype is dtype
 
 
 def test_resolve_precision_auto_and_bad_name(fake_gpus):
     fake_gpus(T4)
-    assert cg.precision.resolve_precision("auto", "cuda").name == "fp16"
-    assert cg.precision.resolve_precision("fp16", "cuda").use_scaler
-    assert not cg.precision.resolve_precision("fp16", "cpu").use_scaler
-    same = cg.precision.Precision("bf16", False, "x")
-    assert cg.precision.resolve_precision(same, "cpu") is same
+    assert cg.train.precision.resolve_precision("auto", "cuda").name == "fp16"
+    assert cg.train.precision.resolve_precision("fp16", "cuda").use_scaler
+    assert not cg.train.precision.resolve_precision("fp16", "cpu").use_scaler
+    same = cg.train.precision.Precision("bf16", False, "x")
+    assert cg.train.precision.resolve_precision(same, "cpu") is same
     with pytest.raises(ValueError, match="Unknown precision 'half': use 'auto', 'fp32', 'bf16' or 'fp16'"):
-        cg.precision.resolve_precision("half", "cpu")
+        cg.train.precision.resolve_precision("half", "cpu")
 
 
 def test_make_scaler_only_for_fp16():
-    assert cg.precision.make_scaler(cg.precision.Precision("bf16", False, ""), "cpu") is None
-    scaler = cg.precision.make_scaler(cg.precision.Precision("fp16", True, ""), "cpu")
+    assert cg.train.precision.make_scaler(cg.train.precision.Precision("bf16", False, ""), "cpu") is None
+    scaler = cg.train.precision.make_scaler(cg.train.precision.Precision("fp16", True, ""), "cpu")
     assert isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled()
 
 
 def test_scaler_with_bf16_is_refused():
     with pytest.raises(ValueError, match="Loss scaling is for float16 only"):
-        require_scaler_fits(cg.precision.Precision("bf16", False, ""), torch.amp.GradScaler("cpu"))
-    require_scaler_fits(cg.precision.Precision("fp16", True, ""), torch.amp.GradScaler("cpu"))
+        require_scaler_fits(cg.train.precision.Precision("bf16", False, ""), torch.amp.GradScaler("cpu"))
+    require_scaler_fits(cg.train.precision.Precision("fp16", True, ""), torch.amp.GradScaler("cpu"))
 
 
 def test_fit_with_precision_records_it():
@@ -139,24 +139,24 @@ def test_fit_fp16_with_scaler_on_cpu():
 
 def conv_tf32() -> bool:
     """Whether float32 convolutions may use TF32, with whichever API this torch has."""
-    if cg.precision._has_fp32_precision_api():  # 2.9+
+    if cg.train.precision._has_fp32_precision_api():  # 2.9+
         return torch.backends.cudnn.conv.fp32_precision == "tf32"
     return bool(torch.backends.cudnn.allow_tf32)
 
 
 def test_tf32_mode_restores_the_callers_settings_not_ieee():
     # PyTorch's defaults: IEEE matmuls but TF32 convolutions. Switching "off" is not a reset.
-    before = cg.precision.backend_settings()
+    before = cg.train.precision.backend_settings()
     assert conv_tf32() and not cg.tf32_enabled()  # the defaults
     with cg.tf32_mode(True):
         assert cg.tf32_enabled() and conv_tf32()
-    assert cg.precision.backend_settings() == before
+    assert cg.train.precision.backend_settings() == before
     with cg.tf32_mode(False):
         assert not cg.tf32_enabled() and not conv_tf32()
-    assert cg.precision.backend_settings() == before and conv_tf32()
+    assert cg.train.precision.backend_settings() == before and conv_tf32()
     with pytest.raises(KeyError), cg.tf32_mode(True):
         raise KeyError("an error inside the block")
-    assert cg.precision.backend_settings() == before
+    assert cg.train.precision.backend_settings() == before
 
 
 def what_inductor_reads() -> tuple[bool, str]:
@@ -173,7 +173,7 @@ def test_tf32_set_by_the_course_leaves_torch_compile_something_to_read():
     assert what_inductor_reads() == (False, "highest")
 
 
-@pytest.mark.skipif(not cg.precision._has_fp32_precision_api(), reason="fp32_precision is new in torch 2.9")
+@pytest.mark.skipif(not cg.train.precision._has_fp32_precision_api(), reason="fp32_precision is new in torch 2.9")
 def test_a_learners_own_fp32_precision_setting_is_read_and_given_back():
     with cg.restored_backend_settings():
         torch.backends.cuda.matmul.fp32_precision = "tf32"  # the new API alone: the mixed state
@@ -188,11 +188,11 @@ def test_a_learners_own_fp32_precision_setting_is_read_and_given_back():
 
 
 def test_restored_backend_settings_covers_cudnn_benchmark():
-    before = cg.precision.backend_settings()
+    before = cg.train.precision.backend_settings()
     with cg.restored_backend_settings():
         torch.backends.cudnn.benchmark = not before["cudnn.benchmark"]
         cg.set_tf32(True)
-    assert cg.precision.backend_settings() == before
+    assert cg.train.precision.backend_settings() == before
     assert not cg.tf32_enabled()
 
 
@@ -223,7 +223,7 @@ LEARNER_SETTINGS = {
 }
 
 
-@pytest.mark.skipif(not cg.precision._has_fp32_precision_api(), reason="fp32_precision is new in torch 2.9")
+@pytest.mark.skipif(not cg.train.precision._has_fp32_precision_api(), reason="fp32_precision is new in torch 2.9")
 @pytest.mark.parametrize("learner", list(LEARNER_SETTINGS))
 @pytest.mark.parametrize("enabled", [True, False])
 def test_after_any_tf32_switch_a_learner_used_the_course_leaves_every_reader_answering(learner, enabled):
@@ -250,11 +250,11 @@ def test_after_any_tf32_switch_a_learner_used_the_course_leaves_every_reader_ans
 
 
 def test_time_train_step_leaves_the_callers_tf32_settings():
-    before = cg.precision.backend_settings()
+    before = cg.train.precision.backend_settings()
     model = nn.Linear(8, 2)
     for tf32 in (None, True, False):
         cg.time_train_step(model, torch.randn(4, 8), torch.randint(0, 2, (4,)), tf32=tf32, repeat=1)
-        assert cg.precision.backend_settings() == before
+        assert cg.train.precision.backend_settings() == before
 
 
 def test_time_train_step_times_training_even_for_a_model_left_in_eval_mode():

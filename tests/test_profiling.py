@@ -8,16 +8,8 @@ from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 import colab_gpu as cg
 from colab_gpu.bench import experiments
-from colab_gpu.profile_summary import label_coverage
-from colab_gpu.profiling import (
-    HOST_READ,
-    STEP_PREFIX,
-    Span,
-    _covered_us,
-    _uncovered_us,
-    spans_of,
-    summarize_spans,
-)
+from colab_gpu.measure.profile_events import HOST_READ, STEP_PREFIX, Span, _covered_us, _uncovered_us, spans_of
+from colab_gpu.measure.profile_summary import label_coverage, summarize_spans
 
 CPU = torch.device("cpu")
 
@@ -201,7 +193,9 @@ def test_profile_step_times_the_step_without_the_profiler_then_profiles_it():
         layer(x).sum().backward()
 
     summary = cg.profile_step(step, "cpu", steps=3, flops_per_step=6 * 64 * 64 * 32, peak_tflops=1.0)
-    timed = 1 + cg.timing.PROBE_CALLS + 7 * summary.steps_per_sample  # compare_steps: warm-up, probes, 7 samples
+    timed = (
+        1 + cg.measure.timing.PROBE_CALLS + 7 * summary.steps_per_sample
+    )  # compare_steps: warm-up, probes, 7 samples
     assert len(calls) == timed + 5 and summary.steps == 3  # then one skipped and one warm-up call, 3 profiled
     assert summary.step_ms > 0 and summary.profiled_step_ms > 0 and summary.ops_per_step >= 3
     assert summary.achieved_tflops == pytest.approx(6 * 64 * 64 * 32 / (summary.step_ms * 1e-3) / 1e12)
@@ -304,7 +298,7 @@ def test_a_gpu_profile_records_kernels_and_launches():
 
 @pytest.mark.gpu
 def test_on_a_gpu_a_tiny_step_is_launch_bound_and_a_big_matmul_gpu_bound_near_its_peak():
-    from colab_gpu.timing import matmul_tflops
+    from colab_gpu.measure.timing import matmul_tflops
 
     device = cg.get_device("cuda")
     torch.manual_seed(0)

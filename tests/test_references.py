@@ -10,7 +10,7 @@ import torch
 import update_references
 
 import colab_gpu as cg
-from colab_gpu import references
+from colab_gpu.measure import references
 
 
 def test_gpu_labels_from_device_names():
@@ -92,7 +92,7 @@ def test_a_figure_this_runtime_cannot_measure_is_said_so_and_not_recorded(capsys
 
 
 def test_shipped_references_are_valid_and_list_every_course_gpu():
-    assert set(cg.references.reference_figures("no such figure")) == set(references.REFERENCE_GPUS)
+    assert set(cg.measure.references.reference_figures("no such figure")) == set(references.REFERENCE_GPUS)
 
 
 def test_update_references_takes_the_newest_report_per_gpu(tmp_path):
@@ -176,13 +176,13 @@ def test_update_references_leaves_out_the_figures_no_lesson_shows_any_more(tmp_p
 
 
 def test_the_shipped_references_hold_only_figures_a_lesson_shows():
-    shipped = json.loads((Path(cg.references.__file__).parent / "references.json").read_text())
+    shipped = json.loads((Path(cg.__file__).parent / "references.json").read_text())
     assert set(shipped["figures"]) <= update_references.lesson_figure_keys()
 
 
 def test_a_gpu_label_matches_a_whole_word_of_the_name_so_an_l40s_is_no_l4():
     # Issue 63: an L40S was filed as the L4's reference (and given the L4's timeout): "L4" is in "L40S".
-    from colab_gpu.references import gpu_label
+    from colab_gpu.measure.references import gpu_label
 
     assert gpu_label("NVIDIA L40S") is None and gpu_label("NVIDIA L4") == "L4"
     assert gpu_label("Tesla T4") == "T4" and gpu_label("Tesla T4 x2") == "T4"

@@ -1,5 +1,5 @@
-"""The regime rule (colab_gpu.regimes) on synthetic profiles of every regime, on the course's H100 steps recomputed,
-and on a simulated GPU stream whose host and GPU costs are known."""
+"""The regime rule (colab_gpu.measure.regimes) on synthetic profiles of every regime, on the course's H100 steps
+recomputed, and on a simulated GPU stream whose host and GPU costs are known."""
 
 import dataclasses
 import json
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu.profile_events import COPIES, ELEMENTWISE, MATMUL, TINY, kernel_category
-from colab_gpu.profiling import HOST_READ, ProfileSummary, Span, summarize_spans
+from colab_gpu.measure.profile_events import COPIES, ELEMENTWISE, HOST_READ, MATMUL, TINY, Span, kernel_category
+from colab_gpu.measure.profile_summary import ProfileSummary, summarize_spans
 
 from .test_profiling import CONVOLUTION, synthetic_steps
 
@@ -214,9 +214,9 @@ class SimulatedStream:
 @pytest.fixture
 def stream(monkeypatch):
     stream = SimulatedStream()
-    monkeypatch.setattr(cg.timing, "synchronize", stream.synchronize)
-    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=stream.perf_counter))  # its clock
-    monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)  # "cuda" is the simulated stream
+    monkeypatch.setattr(cg.measure.timing, "synchronize", stream.synchronize)
+    monkeypatch.setattr(cg.measure.timing, "time", types.SimpleNamespace(perf_counter=stream.perf_counter))  # its clock
+    monkeypatch.setattr(cg.hardware.device, "cuda_device_count", lambda: 1)  # "cuda" is the simulated stream
     monkeypatch.setattr(torch.cuda, "init", lambda: None)  # the device door starts CUDA: nothing to start
     return stream
 
@@ -245,7 +245,7 @@ def test_on_a_simulated_stream_one_step_per_sample_hides_the_reads_cost_and_the_
     stream, monkeypatch
 ):
     host, kernel = 4e-3, 20e-3  # a 20 ms step as predicted for a T4 (no T4 has run it), timed as before the floor of 8
-    monkeypatch.setattr(cg.timing, "MIN_QUEUED_STEPS", 1)
+    monkeypatch.setattr(cg.measure.timing, "MIN_QUEUED_STEPS", 1)
     timings = cg.compare_steps(
         {"item": stream.step(host, kernel, read=True), "queued": stream.step(host, kernel)}, device="cuda"
     )
@@ -254,7 +254,7 @@ def test_on_a_simulated_stream_one_step_per_sample_hides_the_reads_cost_and_the_
     # A borderline step (host 6 ms, GPU 9 ms) whose host the profiler stretches past the GPU's part
     spans = stream.profile(12e-3, 9e-3)
     assert summarize_spans(spans).regime.name == "launch-bound"  # against the stretched step: the wrong lever
-    monkeypatch.setattr(cg.timing, "MIN_QUEUED_STEPS", 8)  # as compare_steps times it now: queued 8 at a time
+    monkeypatch.setattr(cg.measure.timing, "MIN_QUEUED_STEPS", 8)  # as compare_steps times it now: queued 8 at a time
     unprofiled = cg.compare_steps({"step": stream.step(6e-3, 9e-3)}, device="cuda")["step"].median * 1e3
     assert summarize_spans(spans, unprofiled_step_ms=unprofiled).regime.name == "GPU-bound"
 
@@ -353,7 +353,7 @@ def test_check_regime_wants_the_lever_to_move_the_step_per_sample(monkeypatch, c
     monkeypatch.setattr(cg.checks.regimes, "profile_step", lambda step, device: launch_bound)
 
     clock = types.SimpleNamespace(now=0.0)  # a simulated clock: a busy host's sleeps overshot (1.18x for no change)
-    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(cg.measure.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
 
     def step(batch=64):
         clock.now += 2e-3  # the host's launches: the same whatever the batch
@@ -371,7 +371,7 @@ def test_check_regime_wants_the_lever_to_move_the_step_per_sample(monkeypatch, c
 def test_profile_step_keeps_each_record_where_the_gpu_suite_asks(tmp_path, monkeypatch):
     kept = tmp_path / "profiles" / "10_profiler.jsonl"
     kept.parent.mkdir()
-    monkeypatch.setenv(cg.profiling.PROFILES_ENV, str(kept))
+    monkeypatch.setenv(cg.measure.profiling.PROFILES_ENV, str(kept))
     layer = torch.nn.Linear(16, 16)
 
     def tiny_step():
@@ -475,7 +475,7 @@ def test_check_regime_wants_a_sample_count_from_both_sides_or_neither(monkeypatc
     launch_bound = synthetic_steps(busy=0.3, launches=40)
     monkeypatch.setattr(cg.checks.regimes, "profile_step", lambda step, device: launch_bound)
     clock = types.SimpleNamespace(now=0.0)
-    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(cg.measure.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
 
     def step(batch=64, count=True):
         clock.now += 2e-3
@@ -501,7 +501,7 @@ def test_check_regime_wants_a_sample_count_from_both_sides_or_neither(monkeypatc
 def cpu_clock(monkeypatch):
     """compare_steps' clock made a simulated one (a busy host's sleeps overshoot): each step advances it."""
     clock = types.SimpleNamespace(now=0.0)
-    monkeypatch.setattr(cg.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    monkeypatch.setattr(cg.measure.timing, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
     return clock
 
 
@@ -565,3 +565,26 @@ def test_check_regime_fails_a_my_step_that_does_not_do_the_work(cpu_clock, capsy
 
     assert not cg.checks.regime(step, "CPU-bound", "bigger batch", my_step, "cpu")
     assert hint in capsys.readouterr().out, fooling
+
+
+def test_the_thresholds_lesson_10_and_the_kit_retype_are_the_rules():
+    # The rule's numbers live in the package (issue 68: one home); lesson 10 derives the regime by hand with them,
+    # its summary table and the workshop kit quote them. A changed constant fails here until the texts follow.
+    from colab_gpu.measure.profile_events import TINY_KERNEL_US
+    from colab_gpu.measure.regimes import INPUT_BOUND_SHARE
+    from colab_gpu.measure.step_parts import HOST_CLOSE, KERNEL_GAP_US
+
+    lesson = (ROOT / "notebooks" / "10_profiler.py").read_text()
+    kit = (ROOT / "docs" / "workshop.md").read_text()
+    share, tiny = f"{INPUT_BOUND_SHARE:.0%}", f"{TINY_KERNEL_US:g} µs"
+    for text, where in (
+        (f'"data" takes >= {share} of the step', lesson),
+        (f"if data_share >= {INPUT_BOUND_SHARE:g}:", lesson),  # the hand derivation's cell
+        (f'"data" >= {share} of the step, GPU idle', lesson),  # the summary's table
+        (f"from a host part at {HOST_CLOSE:.0%} of it", lesson),
+        (f"about {KERNEL_GAP_US:g} µs between two queued kernels", lesson),
+        (f"tiny kernels** under {tiny} each", lesson),
+        (f"mostly kernels under {tiny}", lesson),
+        (f"input-bound (data >= {share} while no kernel runs)", kit),
+    ):
+        assert text in where, f"{text!r} is not in {'lesson 10' if where is lesson else 'docs/workshop.md'}"

@@ -5,9 +5,10 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu import capability as capability_rules
-from colab_gpu import runtime
+from colab_gpu import doctor
 from colab_gpu.cli import main
+from colab_gpu.hardware import capability as capability_rules
+from colab_gpu.hardware import machine
 
 from .conftest import A100, H100, P100, T4
 
@@ -28,7 +29,7 @@ def test_t4_has_no_native_bf16_or_tf32(fake_gpus):
         "index": 0,
         "name": "Tesla T4",
         "compute_capability": "7.5",
-        "total_memory_gib": 15.0,
+        "total_memory_gib": 14.75,
         "multiprocessors": 40,
         "bf16_native": False,
         "tf32": False,
@@ -47,19 +48,19 @@ def test_ampere_and_hopper_have_native_bf16_and_tf32(fake_gpus):
 
 
 def test_advice_on_cpu_says_how_to_enable_a_gpu(no_gpu):
-    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
+    tips = " ".join(doctor.advice(cg.runtime_report()))
     assert "Runtime > Change runtime type > T4 GPU" in tips
 
 
 def test_advice_on_t4_is_fp16_with_gradscaler(fake_gpus):
     fake_gpus(T4)
-    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
+    tips = " ".join(doctor.advice(cg.runtime_report()))
     assert "fp16 autocast with torch.amp.GradScaler('cuda')" in tips and "bf16 is only emulated" in tips
 
 
 def test_advice_on_h100_is_bf16(fake_gpus):
     fake_gpus(H100)
-    assert "use bf16 autocast" in " ".join(cg.runtime.advice(cg.runtime_report()))
+    assert "use bf16 autocast" in " ".join(doctor.advice(cg.runtime_report()))
 
 
 def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_kernels(fake_gpus, monkeypatch):
@@ -71,29 +72,29 @@ def test_p100_advice_agrees_with_choose_precision_and_says_this_torch_has_no_ker
     gpu = report["gpus"][0]
     assert gpu["precision"] == cg.choose_precision("cuda").name == "fp32"
     assert gpu["kernels_in_this_torch"] is False
-    tips = " ".join(cg.runtime.advice(report))
+    tips = " ".join(doctor.advice(report))
     assert "no kernel image is available" in tips and "GPU T4 x2" in tips and "GradScaler" not in tips
-    assert "kernels in this PyTorch  NO" in cg.runtime.format_runtime_report(report)
+    assert "kernels in this PyTorch  NO" in doctor.format_runtime_report(report)
 
 
 def test_old_gpu_outside_kaggle_is_not_told_to_pick_a_kaggle_accelerator(fake_gpus, monkeypatch):
     monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
     fake_gpus(P100)
-    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
+    tips = " ".join(doctor.advice(cg.runtime_report()))
     assert "no kernel image is available" in tips and "cu126" in tips and "GPU T4 x2" not in tips
 
 
 def test_two_identical_gpus_get_the_advice_once_and_the_ddp_tip(fake_gpus):
     # Kaggle's "GPU T4 x2"
     fake_gpus(T4, T4)
-    tips = cg.runtime.advice(cg.runtime_report())
+    tips = doctor.advice(cg.runtime_report())
     assert sum("Tesla T4" in tip for tip in tips) == 1
     assert any("--nproc-per-node=2" in tip for tip in tips)
 
 
 def test_one_gpu_gets_no_ddp_tip(fake_gpus):
     fake_gpus(T4)
-    assert "nproc-per-node" not in " ".join(cg.runtime.advice(cg.runtime_report()))
+    assert "nproc-per-node" not in " ".join(doctor.advice(cg.runtime_report()))
 
 
 @pytest.mark.parametrize(
@@ -113,43 +114,43 @@ def test_kernels_for_compute_capability(capability, arches, expected):
 
 
 def test_advice_on_two_vcpus_limits_workers(no_gpu, monkeypatch):
-    monkeypatch.setattr(runtime, "cpu_count", lambda: 2)
-    assert "at most 2 DataLoader workers" in " ".join(cg.runtime.advice(cg.runtime_report()))
+    monkeypatch.setattr(doctor, "cpu_count", lambda: 2)
+    assert "at most 2 DataLoader workers" in " ".join(doctor.advice(cg.runtime_report()))
 
 
 def test_advice_on_many_cores_has_no_worker_limit(no_gpu, monkeypatch):
-    monkeypatch.setattr(runtime, "cpu_count", lambda: 16)
-    assert "DataLoader workers" not in " ".join(cg.runtime.advice(cg.runtime_report()))
+    monkeypatch.setattr(doctor, "cpu_count", lambda: 16)
+    assert "DataLoader workers" not in " ".join(doctor.advice(cg.runtime_report()))
 
 
 def test_tpu_hint(monkeypatch):
     monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
-    assert "TPU" in runtime.tpu_hint()
+    assert "TPU" in machine.tpu_hint()
 
 
 def test_in_colab_from_environment(monkeypatch):
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20261101")
-    assert cg.runtime.in_colab() and cg.runtime.notebook_platform() == "Colab"
+    assert cg.hardware.machine.in_colab() and cg.hardware.machine.notebook_platform() == "Colab"
 
 
 def test_platform_kaggle_and_local(monkeypatch):
     monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
     monkeypatch.delenv("KAGGLE_KERNEL_RUN_TYPE", raising=False)
-    assert not cg.runtime.in_kaggle() and cg.runtime.notebook_platform() == "local"
+    assert not cg.hardware.machine.in_kaggle() and cg.hardware.machine.notebook_platform() == "local"
     monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
-    assert cg.runtime.in_kaggle() and cg.runtime.notebook_platform() == "Kaggle"
-    assert re.search(r"^Platform +Kaggle$", cg.runtime.format_runtime_report(cg.runtime_report()), re.M)
+    assert cg.hardware.machine.in_kaggle() and cg.hardware.machine.notebook_platform() == "Kaggle"
+    assert re.search(r"^Platform +Kaggle$", doctor.format_runtime_report(cg.runtime_report()), re.M)
 
 
 def test_no_gpu_advice_names_colab_and_kaggle_menus(no_gpu):
-    tips = " ".join(cg.runtime.advice(cg.runtime_report()))
+    tips = " ".join(doctor.advice(cg.runtime_report()))
     assert "Runtime > Change runtime type" in tips and "Settings > Accelerator > GPU T4 x2" in tips
 
 
 def test_format_runtime_report_shows_gpu_rows(fake_gpus):
     fake_gpus(T4)
-    text = cg.runtime.format_runtime_report(cg.runtime_report())
-    assert "Tesla T4" in text and "compute capability" in text and "15.0 GiB" in text
+    text = doctor.format_runtime_report(cg.runtime_report())
+    assert "Tesla T4" in text and "compute capability" in text and "14.75 GiB" in text
     assert re.search(r"native bf16 +no$", text, re.M) and "Advice:" in text
     assert re.search(r"mixed precision +fp16 autocast \+ GradScaler$", text, re.M)
 
@@ -159,7 +160,7 @@ def test_format_runtime_report_shows_gpu_rows(fake_gpus):
 )
 def test_the_reports_precision_row_follows_choose_precision(fake_gpus, gpu, row):
     fake_gpus(gpu)
-    text = cg.runtime.format_runtime_report(cg.runtime_report())
+    text = doctor.format_runtime_report(cg.runtime_report())
     assert re.search(rf"mixed precision +{re.escape(row)}", text)  # a P100 was told "fp16 + GradScaler"
     assert cg.choose_precision("cuda").name == {"none: float32": "fp32"}.get(row, row[:4])
 
@@ -171,8 +172,8 @@ def test_print_runtime_report_returns_the_dict(no_gpu, capsys):
 
 
 def test_nvidia_driver_version_absent_tool(monkeypatch):
-    monkeypatch.setattr(runtime.shutil, "which", lambda name: None)
-    assert runtime.nvidia_driver_version() is None
+    monkeypatch.setattr(machine.shutil, "which", lambda name: None)
+    assert machine.nvidia_driver_version() is None
 
 
 def test_doctor_prints_advice(no_gpu, capsys):
@@ -202,21 +203,21 @@ def test_cudnn_refusing_an_old_gpu_is_reported_not_raised(fake_gpus, monkeypatch
 
     monkeypatch.setattr(torch.backends.cudnn, "is_available", lambda: True)
     monkeypatch.setattr(torch.backends.cudnn, "version", refuse)
-    report = runtime.runtime_report()
+    report = doctor.runtime_report()
     assert report["cudnn"] is None
     assert report["cudnn_problem"] == "cuDNN version 92400 is not compatible with devices with SM < 7.5"
-    assert any("convolutions will fail" in tip for tip in cg.runtime.advice(report))
-    assert "cuDNN" in runtime.format_runtime_report(report)
+    assert any("convolutions will fail" in tip for tip in doctor.advice(report))
+    assert "cuDNN" in doctor.format_runtime_report(report)
     # PyTorch raises once, then answers: the report must still say so
     monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 92400)
-    assert runtime.cudnn_version() == (None, "cuDNN version 92400 is not compatible with devices with SM < 7.5")
+    assert machine.cudnn_version() == (None, "cuDNN version 92400 is not compatible with devices with SM < 7.5")
     fake_gpus(T4)
-    assert runtime.cudnn_version() == (92400, None)
+    assert machine.cudnn_version() == (92400, None)
 
 
 def test_one_core_is_advised_no_workers_like_the_loader_helper(no_gpu, monkeypatch):
-    monkeypatch.setattr(runtime, "cpu_count", lambda: 1)
-    assert "use at most 0 DataLoader workers: one CPU core" in " ".join(cg.runtime.advice(cg.runtime_report()))
+    monkeypatch.setattr(doctor, "cpu_count", lambda: 1)
+    assert "use at most 0 DataLoader workers: one CPU core" in " ".join(doctor.advice(cg.runtime_report()))
     assert cg.suggest_num_workers(cores=1).num_workers == 0
 
 
@@ -226,9 +227,9 @@ def test_an_apple_silicon_mac_is_told_why_the_course_computes_on_its_cpu(no_gpu,
     assert cg.get_device().type == "cpu"
     report = cg.runtime_report()
     assert report["apple_gpu"] is True
-    tips = runtime.advice(report)
+    tips = doctor.advice(report)
     assert any("Apple GPU (PyTorch's 'mps' device) is not used by the course" in tip for tip in tips)
     with pytest.raises(ValueError, match="measure CUDA: lesson 01"):
         cg.get_device("mps")
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    assert not any("mps" in tip for tip in runtime.advice(cg.runtime_report()))
+    assert not any("mps" in tip for tip in doctor.advice(cg.runtime_report()))

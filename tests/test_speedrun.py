@@ -11,11 +11,13 @@ from torch import nn
 from torch.nn import functional as F
 
 import colab_gpu as cg
-from colab_gpu import bench, speedrun_rungs
-from colab_gpu import speedrun_ladder as sr
+from colab_gpu import bench
 from colab_gpu.bench import pipelines
 from colab_gpu.checks.core import HINT, PASS
-from colab_gpu.compiling import CompileSupport
+from colab_gpu.data.datasets import cifar_sized
+from colab_gpu.experiments import speedrun_ladder as sr
+from colab_gpu.experiments import speedrun_rungs
+from colab_gpu.train.compiling import CompileSupport
 
 CPU = torch.device("cpu")
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "12_speedrun.py"
@@ -293,7 +295,7 @@ def test_compile_warm_up_restores_the_initial_weights(small_digits):
     model = cg.speed_net(3, 10, width=8)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     mean, std = small_digits.normalization()
-    loader = cg.augment.AugmentedDeviceLoader(
+    loader = cg.data.augment.AugmentedDeviceLoader(
         small_digits.train_images,
         small_digits.train_labels,
         32,
@@ -303,7 +305,7 @@ def test_compile_warm_up_restores_the_initial_weights(small_digits):
         augment=True,
         channels_last=False,
     )
-    seconds = sr._warm_up_compiled(model, model, loader, cg.precision.resolve_precision("fp32", CPU), CPU)
+    seconds = sr._warm_up_compiled(model, model, loader, cg.train.precision.resolve_precision("fp32", CPU), CPU)
     assert seconds > 0
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # running stats too
 
@@ -316,10 +318,10 @@ def test_speedrun_trains_the_last_rung_and_says_so(small_digits, capsys):
 
 def test_cifar_sized_repeats_the_training_images_only():
     data = cg.load_digits(32, 3)
-    big = sr.cifar_sized(data, 5000)
+    big = cifar_sized(data, 5000)
     assert len(big.train_images) == 5000 and torch.equal(big.train_images[len(data.train_images)], data.train_images[0])
     assert torch.equal(big.test_images, data.test_images) and "5,000" in big.name
-    assert sr.cifar_sized(data, 10) is data
+    assert cifar_sized(data, 10) is data
 
 
 def test_flip_averaged_is_mirror_invariant():

@@ -13,7 +13,7 @@ import torch
 from torch.nn import functional as F
 
 import colab_gpu as cg
-from colab_gpu.precision import Precision
+from colab_gpu.train.precision import Precision
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "12_speedrun.py"
 GAP = "..."  # a diff line that stands for unchanged lines

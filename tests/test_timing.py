@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu.timing import BenchResult
+from colab_gpu.measure.timing import BenchResult
 
 
 def test_benchmark_warms_up_then_times(monkeypatch):
@@ -15,7 +15,7 @@ def test_benchmark_warms_up_then_times(monkeypatch):
 def test_benchmark_synchronizes_after_every_timed_call(monkeypatch):
     events = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
-    monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(cg.hardware.device, "cuda_device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "init", lambda: None)  # the device door starts CUDA: nothing to start
     cg.benchmark(lambda: events.append("run"), device="cuda", warmup=1, repeat=3)
     # warm-up, one sync before timing, then each timed run is followed by a sync
@@ -62,7 +62,7 @@ def test_interleaved_medians_alternate_the_runs_and_take_medians():
     order = []
     slow = iter([0.0] * 3)
     runs = {"a": lambda: order.append("a"), "b": lambda: order.append("b") or next(slow)}
-    seconds = cg.timing.interleaved_medians(runs, repeat=3)
+    seconds = cg.measure.timing.interleaved_medians(runs, repeat=3)
     assert (
         order == ["a", "b", "b", "a", "a", "b"] and set(seconds) == {"a", "b"} and all(s >= 0 for s in seconds.values())
     )
@@ -85,16 +85,16 @@ class FakeClock:
 
 def fake_clock(monkeypatch):
     clock = FakeClock()
-    monkeypatch.setattr(cg.timing.time, "perf_counter", lambda: clock.now)
-    monkeypatch.setattr(cg.timing, "synchronize", lambda device: clock.events.append("sync"))
-    monkeypatch.setattr(cg.device, "cuda_device_count", lambda: 1)  # a fake GPU: the clock is the only cost
+    monkeypatch.setattr(cg.measure.timing.time, "perf_counter", lambda: clock.now)
+    monkeypatch.setattr(cg.measure.timing, "synchronize", lambda device: clock.events.append("sync"))
+    monkeypatch.setattr(cg.hardware.device, "cuda_device_count", lambda: 1)  # a fake GPU: the clock is the only cost
     monkeypatch.setattr(torch.cuda, "init", lambda: None)  # the device door starts CUDA: nothing to start
     return clock
 
 
 def test_compare_steps_times_k_steps_per_sample_so_a_sample_lasts_20_ms(monkeypatch):
     clock = fake_clock(monkeypatch)
-    timings = cg.timing.compare_steps(
+    timings = cg.measure.timing.compare_steps(
         {"slow": clock.step("slow", 1e-3), "fast": clock.step("fast", 4e-4)}, device="cuda"
     )
     k = timings["fast"].steps_per_sample
@@ -107,7 +107,7 @@ def test_compare_steps_times_k_steps_per_sample_so_a_sample_lasts_20_ms(monkeypa
 
 def test_a_1_ms_step_beside_a_no_op_is_not_taken_a_thousand_times_per_sample(monkeypatch, capsys):
     clock = fake_clock(monkeypatch)
-    timings = cg.timing.compare_steps(
+    timings = cg.measure.timing.compare_steps(
         {"no-op": clock.step("no-op", 1e-6), "step": clock.step("step", 1e-3)}, device="cuda"
     )
     assert timings["no-op"].steps_per_sample == 1000 and timings["step"].steps_per_sample in (20, 21)
@@ -117,7 +117,7 @@ def test_a_1_ms_step_beside_a_no_op_is_not_taken_a_thousand_times_per_sample(mon
 
 def test_a_long_timing_says_how_long_before_it_starts(monkeypatch, capsys):
     clock = fake_clock(monkeypatch)
-    cg.timing.compare_steps({"slow": clock.step("slow", 1.0), "fast": clock.step("fast", 0.5)}, device="cpu")
+    cg.measure.timing.compare_steps({"slow": clock.step("slow", 1.0), "fast": clock.step("fast", 0.5)}, device="cpu")
     out = capsys.readouterr().out
     assert out.startswith("compare_steps: timing 7 samples of each step (slow K=1, fast K=1), about 10 s")
     assert out.count("\n") == 1
@@ -125,7 +125,7 @@ def test_a_long_timing_says_how_long_before_it_starts(monkeypatch, capsys):
 
 def test_compare_steps_interleaves_the_sides_and_synchronizes_only_around_each_sample(monkeypatch):
     clock = fake_clock(monkeypatch)
-    cg.timing.compare_steps({"a": clock.step("a", 0.05), "b": clock.step("b", 0.05)}, device="cpu", warmup=1)
+    cg.measure.timing.compare_steps({"a": clock.step("a", 0.05), "b": clock.step("b", 0.05)}, device="cpu", warmup=1)
     # warm-up, then three timed single calls each (K from their median)
     assert clock.events[:20] == ["a"] + ["sync", "a", "sync"] * 3 + ["b"] + ["sync", "b", "sync"] * 3
     timed = clock.events[20:]
@@ -136,12 +136,14 @@ def test_compare_steps_interleaves_the_sides_and_synchronizes_only_around_each_s
 
 def test_on_a_gpu_a_sample_queues_at_least_8_steps_so_a_long_step_still_runs_ahead(monkeypatch):
     clock = fake_clock(monkeypatch)
-    timings = cg.timing.compare_steps({"t4 step": clock.step("t4 step", 0.025)}, device="cuda")
-    assert timings["t4 step"].steps_per_sample == cg.timing.MIN_QUEUED_STEPS == 8  # 20 ms alone would give K=1
+    timings = cg.measure.timing.compare_steps({"t4 step": clock.step("t4 step", 0.025)}, device="cuda")
+    assert timings["t4 step"].steps_per_sample == cg.measure.timing.MIN_QUEUED_STEPS == 8  # 20 ms alone would give K=1
     assert "K=8 steps per sample" in str(timings["t4 step"])
-    on_cpu = cg.timing.compare_steps({"cpu step": fake_clock(monkeypatch).step("cpu step", 0.025)}, device="cpu")
+    on_cpu = cg.measure.timing.compare_steps(
+        {"cpu step": fake_clock(monkeypatch).step("cpu step", 0.025)}, device="cpu"
+    )
     assert on_cpu["cpu step"].steps_per_sample == 1 and "K=1 step per sample" in str(on_cpu["cpu step"])
-    assert cg.timing.can_queue("cuda") and not cg.timing.can_queue("cpu")
+    assert cg.measure.timing.can_queue("cuda") and not cg.measure.timing.can_queue("cpu")
 
 
 def test_one_slow_probe_call_does_not_set_k(monkeypatch):
@@ -152,25 +154,25 @@ def test_one_slow_probe_call_does_not_set_k(monkeypatch):
         clock.now += next(costs)
         clock.events.append("step")
 
-    timings = cg.timing.compare_steps({"step": step}, device="cpu")
+    timings = cg.measure.timing.compare_steps({"step": step}, device="cpu")
     assert timings["step"].steps_per_sample == 20  # 20 ms / 1 ms: the probes' median, not the outlier (K=1)
 
 
 def test_compare_steps_refuses_fewer_than_seven_samples():
     with pytest.raises(ValueError, match="samples >= 7"):
-        cg.timing.compare_steps({"a": lambda: None}, device="cpu", samples=5)
+        cg.measure.timing.compare_steps({"a": lambda: None}, device="cpu", samples=5)
 
 
 def test_steps_per_sample_is_bounded():
-    assert cg.timing.steps_per_sample(1.0) == 1 and cg.timing.steps_per_sample(1e-7) == 1000
-    assert cg.timing.steps_per_sample(1e-3) == 20
+    assert cg.measure.timing.steps_per_sample(1.0) == 1 and cg.measure.timing.steps_per_sample(1e-7) == 1000
+    assert cg.measure.timing.steps_per_sample(1e-3) == 20
 
 
 def test_the_floor_of_8_queued_steps_stops_where_a_sample_would_last_over_a_second(monkeypatch):
     # Issue 64: lesson 14's generation (seconds per call) queued 8 at a time made a comparison 5-8x longer.
-    assert cg.timing.steps_per_sample(0.025, least=8) == 8  # a 25 ms step: still 8 (200 ms a sample)
-    assert cg.timing.steps_per_sample(0.3, least=8) == 3  # 3 steps make 0.9 s
-    assert cg.timing.steps_per_sample(2.0, least=8) == 1  # a 2 s generation: one call per sample
+    assert cg.measure.timing.steps_per_sample(0.025, least=8) == 8  # a 25 ms step: still 8 (200 ms a sample)
+    assert cg.measure.timing.steps_per_sample(0.3, least=8) == 3  # 3 steps make 0.9 s
+    assert cg.measure.timing.steps_per_sample(2.0, least=8) == 1  # a 2 s generation: one call per sample
     clock = fake_clock(monkeypatch)
-    timings = cg.timing.compare_steps({"generate": clock.step("generate", 2.0)}, device="cuda")
+    timings = cg.measure.timing.compare_steps({"generate": clock.step("generate", 2.0)}, device="cuda")
     assert timings["generate"].steps_per_sample == 1

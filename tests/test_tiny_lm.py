@@ -1,11 +1,11 @@
-"""colab_gpu.tiny_lm: a Llama-shaped decoder whose KV cache changes the speed of generation, not its tokens."""
+"""colab_gpu.llm.tiny_lm: a Llama-shaped decoder whose KV cache changes the speed of generation, not its tokens."""
 
 import pytest
 import torch
 
-from colab_gpu import llm_memory as mem
-from colab_gpu import tiny_lm
-from colab_gpu.tiny_lm import TinyDecoder, generate
+from colab_gpu.llm import llm_memory as mem
+from colab_gpu.llm import tiny_lm
+from colab_gpu.llm.tiny_lm import TinyDecoder, generate
 
 SHAPE = mem.ModelShape("tiny", vocab=64, hidden=32, intermediate=48, layers=2, heads=4, kv_heads=2, head_dim=8)
 

@@ -220,7 +220,7 @@ def test_ignored_labels_and_a_custom_loss_are_not_taken_for_classes():
     cg.fit(
         model, train, None, torch.optim.SGD(model.parameters(), lr=0.1), "cpu", epochs=1, progress=False, verbose=False
     )
-    assert cg.train_checks.label_range(torch.tensor([0.2, 0.8])) is None  # soft targets: no class indices
+    assert cg.train.train_checks.label_range(torch.tensor([0.2, 0.8])) is None  # soft targets: no class indices
 
 
 def test_a_nan_loss_stops_fit_with_the_epoch_and_the_batch():
@@ -259,7 +259,7 @@ def test_fit_rejects_zero_epochs():
     with pytest.raises(ValueError, match="epochs must be at least 1, got 0"):
         cg.fit(model, loader(), None, torch.optim.SGD(model.parameters(), 0.1), "cpu", epochs=0)
     with pytest.raises(ValueError, match="fit ran no epoch"):
-        _ = cg.history.History().last
+        _ = cg.train.history.History().last
 
 
 def test_models_shapes_and_bad_arguments():
@@ -277,7 +277,9 @@ def test_plots_draw(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    history = cg.history.History([{"epoch": 1, "train_loss": 1.0, "train_acc": 0.5, "test_loss": 1.1, "test_acc": 0.4}])
+    history = cg.train.history.History(
+        [{"epoch": 1, "train_loss": 1.0, "train_acc": 0.5, "test_loss": 1.1, "test_acc": 0.4}]
+    )
     cg.plot_history(history).savefig(tmp_path / "h.png")
     cg.bar_seconds({"cpu": 1.0, "cuda:0": 0.01}, "x", log=True).savefig(tmp_path / "b.png")
     cg.show_images(torch.zeros(3, 1, 8, 8), ["a", "b", "c"]).savefig(tmp_path / "g.png")

@@ -4,8 +4,8 @@
 `Target` (why, and the bound). The rows come from `hardware` (lessons 02, 04, 06), `experiments` (the training
 loop: 03, 05, 10, 11), `pipelines` (lessons 12 and 13), `transformers` (lesson 14) and `sharding` (lesson 15), which
 call the same functions
-the lessons call: lesson or bench -> experiment -> the primitives in colab_gpu/timing.py. `output` writes the rows
-(JSON for the GPU suite, markdown, a plot); `rows` defines them.
+the lessons call: lesson or bench -> experiment -> the primitives in colab_gpu/measure/timing.py. `output` writes the
+rows (JSON for the GPU suite, markdown, a plot); `rows` defines them.
 
 ``import colab_gpu`` does not import this package: it is course tooling, and no library module imports it.
 """

@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader
 
-from ..compiling import compile_support
-from ..data import fake_image_data, load_digits
-from ..feeding import (
+from ..data.datasets import fake_image_data, load_digits
+from ..data.loaders import DeviceLoader, EncodedImages, suggest_num_workers
+from ..experiments.feeding import (
     epoch_samples,
     measure_loader,
     sweep_batches,
@@ -24,14 +24,7 @@ from ..feeding import (
     training_step,
     worker_counts,
 )
-from ..fit_loop import fit
-from ..loaders import DeviceLoader, EncodedImages, suggest_num_workers
-from ..models import mlp
-from ..precision import choose_precision
-from ..profiling import profile_step
-from ..runtime import cpu_count
-from ..timing import interleaved_medians
-from ..workloads import (
+from ..experiments.workloads import (
     TINY_STEP,
     compare_compiled,
     fusion_workload,
@@ -40,6 +33,13 @@ from ..workloads import (
     training_flops,
     workload_step,
 )
+from ..hardware.machine import cpu_count
+from ..measure.profiling import profile_step
+from ..measure.timing import interleaved_medians
+from ..train.compiling import compile_support
+from ..train.fit import fit
+from ..train.models import mlp
+from ..train.precision import choose_precision
 from .rows import NEEDS_GPU, Row, skipped
 
 

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from ..feeding import copy_bandwidth
-from ..models import mlp
-from ..precision import choose_precision, tf32_mode
-from ..profiling import ProfileSummary, profile_step
-from ..timing import BenchResult, compare_steps, matmul_tflops
-from ..workloads import (
+from ..experiments.feeding import copy_bandwidth
+from ..experiments.workloads import (
     CNN_STEP,
     MLP_STEP,
     Workload,
@@ -22,6 +18,11 @@ from ..workloads import (
     training_flops,
     workload_step,
 )
+from ..measure.profile_summary import ProfileSummary
+from ..measure.profiling import profile_step
+from ..measure.timing import BenchResult, compare_steps, matmul_tflops
+from ..train.models import mlp
+from ..train.precision import choose_precision, tf32_mode
 from .rows import NEEDS_GPU, Row, skipped
 
 

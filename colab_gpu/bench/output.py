@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..runtime import runtime_report
+from ..doctor import runtime_report
 from .rows import Row
 
 

@@ -14,13 +14,14 @@ import time
 import torch
 from torch import nn
 
-from ..data import load_digits, write_image_folder
-from ..finetune import finetune_transforms
-from ..image_folders import split_image_folder
-from ..loaders import suggest_num_workers, worker_loader
-from ..precision import choose_precision, make_scaler
-from ..speedrun_ladder import cifar_sized, ladder, ladder_size, run_rung
-from ..train import train_epoch
+from ..data.datasets import cifar_sized, load_digits, write_image_folder
+from ..data.image_folders import split_image_folder
+from ..data.loaders import suggest_num_workers, worker_loader
+from ..experiments.speedrun_ladder import run_rung
+from ..experiments.speedrun_rungs import ladder, ladder_size
+from ..train.finetune import finetune_transforms
+from ..train.precision import choose_precision, make_scaler
+from ..train.steps import train_epoch
 from .rows import Row
 
 #: Rung 0 is timed on this many images: it is input-bound (per-image Python), so its images/s is the same on any

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..references import REFERENCE_GPUS, gpu_label
+from ..measure.references import REFERENCE_GPUS, gpu_label
 
 
 @dataclass

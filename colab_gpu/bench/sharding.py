@@ -1,5 +1,5 @@
 """The bench's rows for lesson 15 (past one GPU): what each process holds with FSDP2 against DDP, and what a QLoRA
-step holds against full fine-tuning of the same model; both measured with the step's ledger (`colab_gpu.ledger`),
+step holds against full fine-tuning of the same model; both measured with the step's ledger (`colab_gpu.llm.ledger`),
 on a GPU also by the allocator's peak."""
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from ..hub_models import OFFLINE_CONFIGS, built_in, quiet_progress, transformers_module
-from ..ledger import MIB, step_ledger
-from ..memory import measure_peak
-from ..parallel import launch_torchrun
+from ..hardware.units import MIB
+from ..llm.hub_models import OFFLINE_CONFIGS, built_in, quiet_progress, transformers_module
+from ..llm.ledger import step_ledger
+from ..measure.memory import measure_peak
+from ..train.parallel import launch_torchrun
 from . import sharding_worker
 from .rows import Row, skipped
 

@@ -14,10 +14,10 @@ import torch.nn.functional as F
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from colab_gpu.ledger import held_bytes, optimizer_state_tensors
-from colab_gpu.llm_memory import ModelShape
-from colab_gpu.parallel import DistInfo, ddp_setup, ddp_teardown
-from colab_gpu.tiny_lm import TinyDecoder
+from colab_gpu.llm.ledger import held_bytes, optimizer_state_tensors
+from colab_gpu.llm.llm_memory import ModelShape
+from colab_gpu.llm.tiny_lm import TinyDecoder
+from colab_gpu.train.parallel import DistInfo, ddp_setup, ddp_teardown
 
 SHAPE = ModelShape("bench decoder", vocab=256, hidden=128, intermediate=384, layers=6, heads=4, kv_heads=2, head_dim=32)
 STEPS, BATCH, TOKENS = 3, 4, 64

@@ -9,12 +9,12 @@ import math
 import torch
 from torch.nn import functional as F
 
-from ..capability import attention_backend, cudnn_attention_first
-from ..llm_memory import ModelShape
-from ..memory import measure_peak
-from ..precision import choose_precision
-from ..timing import compare_steps
-from ..tiny_lm import TinyDecoder, generate
+from ..hardware.capability import attention_backend, cudnn_attention_first
+from ..llm.llm_memory import ModelShape
+from ..llm.tiny_lm import TinyDecoder, generate
+from ..measure.memory import measure_peak
+from ..measure.timing import compare_steps
+from ..train.precision import choose_precision
 from .rows import Row
 
 

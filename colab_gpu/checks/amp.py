@@ -8,8 +8,8 @@ import copy
 import torch
 from torch import nn
 
-from ..device import checked_device
-from ..train import train_step
+from ..hardware.device import checked_device
+from ..train.steps import train_step
 from .core import CheckResult, fail, that
 
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..ledger import MIB, step_ledger
+from ..hardware.units import MIB
+from ..llm.ledger import step_ledger
 from .core import CheckResult, fail, ok
 
 #: What cuts each part of the ledger (lesson 15, section 2 and 3), for the part that is largest when a step is over.
@@ -56,9 +57,9 @@ def memory_budget(
     steps: int = 20,
 ) -> CheckResult:
     """Lesson 15's exercise: ``fit_in_budget(make_model())`` returns (model, optimizer) whose training step holds at
-    most ``budget_mib`` MiB by the step's ledger (`colab_gpu.ledger.step_ledger`, measured with ``loss_of``), computes
-    the same loss as the model it was given, and still trains: over ``steps`` steps the loss falls below 80% of its
-    first value. Taught in lesson 15."""
+    most ``budget_mib`` MiB by the step's ledger (`colab_gpu.llm.ledger.step_ledger`, measured with ``loss_of``),
+    computes the same loss as the model it was given, and still trains: over ``steps`` steps the loss falls below 80% of
+    its first value. Taught in lesson 15."""
     torch.manual_seed(0)
     given = make_model()
     with torch.no_grad():

@@ -12,7 +12,7 @@ import functools
 import torch
 from torch import nn
 
-from ..device import DEVICE_MISTAKES, checked_device, same_device
+from ..hardware.device import DEVICE_MISTAKES, checked_device, same_device
 
 PASS = "✅ Correct:"
 HINT = "❌ Not yet:"

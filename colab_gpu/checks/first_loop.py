@@ -17,8 +17,8 @@ import itertools
 import torch
 from torch import nn
 
-from ..device import checked_device
-from ..train import train_epoch
+from ..hardware.device import checked_device
+from ..train.steps import train_epoch
 from .core import CheckResult, fail, forwards_of, that
 from .timed import best_of
 

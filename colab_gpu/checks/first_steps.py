@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..device import same_device
+from ..hardware.device import same_device
 from .core import CheckResult, fail, ok, that
 
 COPIES = {"to", "cuda", "cpu", "copy_", "type"}  # tensor methods that move or copy data to another device

@@ -14,7 +14,7 @@ import ast
 import inspect
 import textwrap
 
-from ..profile_events import spans_of
+from ..measure.profile_events import spans_of
 
 # The events that show a phase's work, by name prefix: a label without any of them inside its time holds other work.
 WORK = {

@@ -10,8 +10,8 @@ import types
 import torch
 from torch import nn
 
-from ..activations import ActivationMemory, measure_activations
-from ..memory import PeakMemory, measure_peak
+from ..measure.memory import PeakMemory, measure_peak
+from ..train.activations import ActivationMemory, measure_activations
 from .core import CheckResult, fail, forwards_of, ok, that
 from .meta_run import BATCHES_LEFT, batches_left_on_the_host
 

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from ..parallel import launch_torchrun
+from ..train.parallel import launch_torchrun
 from .core import CheckResult, fail, ok, that
 from .ddp_dry_run import dry_run_problem
 

@@ -6,12 +6,13 @@ import re
 
 import torch
 
-from ..device import checked_device
-from ..profile_summary import ProfileSummary
-from ..profiling import profile_step
-from ..recorded import RecordedStep
-from ..regimes import LEVER_NAMES, rule_row
-from ..timing import compare_steps
+from ..hardware.device import checked_device
+from ..measure.levers import LEVER_NAMES
+from ..measure.profile_summary import ProfileSummary
+from ..measure.profiling import profile_step
+from ..measure.recorded import RecordedStep
+from ..measure.regimes import rule_row
+from ..measure.timing import compare_steps
 from .core import CheckResult, fail, ok
 
 REGIME_NAMES = ("input-bound", "launch-bound", "GPU-bound", "CPU-bound")
@@ -35,7 +36,7 @@ def regime(
         measured: the step to read: a function (profiled here, on ``device``, with ``cg.profile_step``), its
             `ProfileSummary`, or a step recorded on a GPU (``cg.recorded_steps()``).
         my_regime: "input-bound", "launch-bound", "GPU-bound" or "CPU-bound".
-        my_lever: one of ``cg.regimes.LEVER_NAMES`` ("bigger batch", "fused optimizer", "fusion", ...).
+        my_lever: one of ``colab_gpu.measure.levers.LEVER_NAMES`` ("bigger batch", "fused optimizer", "fusion", ...).
         my_step: the step with that lever applied (for a function measured here); each call may return how many
             samples it trained on (a bigger batch), else it counts as many as ``measured`` (both or neither).
         device: the device the steps run on.

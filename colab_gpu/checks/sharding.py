@@ -12,8 +12,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from ..llm_memory import ModelShape
-from ..tiny_lm import TinyDecoder
+from ..llm.llm_memory import ModelShape
+from ..llm.tiny_lm import TinyDecoder
 from .core import CheckResult, fail, ok
 
 SHAPE = ModelShape("check", vocab=64, hidden=32, intermediate=64, layers=2, heads=4, kv_heads=2, head_dim=8)

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from ..device import checked_device, synchronize
-from ..feeding import measure_loader
-from ..loaders import suggest_num_workers
+from ..data.loaders import suggest_num_workers
+from ..experiments.feeding import measure_loader
+from ..hardware.device import checked_device, synchronize
 from .core import CheckResult, fail, forwards_of, ok, that
 from .meta_run import BATCHES_LEFT, batches_left_on_the_host
 from .timed import best_of, busy_note

@@ -12,18 +12,12 @@ import torch
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
-from ..device import checked_device, synchronize
-from ..precision import restored_backend_settings
-from ..speedrun_ladder import (
-    RungResult,
-    evaluation_loader,
-    ladder,
-    ladder_size,
-    measured_rung0,
-    remember_rung0,
-    run_rung,
-)
-from ..train import evaluate
+from ..data.augment import evaluation_loader
+from ..experiments.speedrun_ladder import RungResult, measured_rung0, remember_rung0, run_rung
+from ..experiments.speedrun_rungs import ladder, ladder_size
+from ..hardware.device import checked_device, synchronize
+from ..train.precision import restored_backend_settings
+from ..train.steps import evaluate
 from .core import CheckResult, fail, that
 from .timed import busy_note
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..timing import interleaved_times
+from ..measure.timing import interleaved_times
 
 ERRATIC = 1.5  # a callable's slowest run over its fastest: past this, something else was using the machine
 

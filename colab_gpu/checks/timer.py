@@ -17,7 +17,7 @@ from unittest import mock
 
 import torch
 
-from ..device import checked_device
+from ..hardware.device import checked_device
 from .core import CheckResult, fail
 from .speed import timing
 

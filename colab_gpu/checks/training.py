@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..capability import COURSE_GPUS, GpuCapability
+from ..hardware.capability import COURSE_GPUS, GpuCapability
 from .core import CheckResult, fail, ok
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..device import checked_device
-from ..llm_memory import storage_bytes
+from ..hardware.device import checked_device
+from ..llm.llm_memory import storage_bytes
 from .core import CheckResult, fail, ok
 
 NOT_A_PARAMETER = (

@@ -10,11 +10,11 @@ import sys
 import torch
 from torch import nn
 
-from ..compiling import GraphCounter
-from ..device import checked_device, synchronize
-from ..profile_events import spans_of
-from ..profile_summary import label_coverage
-from ..profiling import summarize_profile
+from ..hardware.device import checked_device, synchronize
+from ..measure.profile_events import spans_of
+from ..measure.profile_summary import label_coverage
+from ..measure.profiling import summarize_profile
+from ..train.compiling import GraphCounter
 from .core import CheckResult, fail, that
 from .first_loop import GRAPH_KEPT
 from .labelled_loop import lines_changed, phase_without_its_work

@@ -276,7 +276,7 @@ import time
 
 from torch.autograd import DeviceType  # CPU or CUDA: which timeline an event is on (section 3)
 
-from colab_gpu.step_parts import KERNEL_GAP_US
+from colab_gpu.measure.step_parts import KERNEL_GAP_US
 
 events = [e for e in prof.events() if not (e.is_user_annotation and e.device_type != DeviceType.CPU)]
 steps = [e for e in events if e.name.startswith("ProfilerStep")]
@@ -710,7 +710,7 @@ cg.checks.bottleneck_fix(their_steps, my_steps, device)
 # `my_readings` to (regime, lever).
 
 # %%
-from colab_gpu.levers import LEVER_MEANINGS
+from colab_gpu.measure.levers import LEVER_MEANINGS
 
 recorded = cg.recorded_steps()
 for number, step in enumerate(recorded):

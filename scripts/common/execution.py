@@ -19,7 +19,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from paths import NOTEBOOKS, ROOT
 
 import colab_gpu as cg
-from colab_gpu.downloads import STAND_IN_NOTE
+from colab_gpu.data.downloads import STAND_IN_NOTE
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours in a notebook's traceback
 

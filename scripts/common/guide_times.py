@@ -19,7 +19,7 @@ from execution import data_used
 from nbtools import lesson_sources, lesson_title, read_lesson
 from paths import ROOT
 
-from colab_gpu.references import gpu_label
+from colab_gpu.measure.references import gpu_label
 
 GUIDE = ROOT / "docs" / "instructor_guide.md"
 START, END = "<!-- times:start -->", "<!-- times:end -->"

@@ -73,7 +73,7 @@ from suite_runs import read_state, require_same_run
 from suite_steps import run_bench, run_unit_tests
 
 from colab_gpu.bench import EXPERIMENTS
-from colab_gpu.downloads import DATA_ENV
+from colab_gpu.data.downloads import DATA_ENV
 
 RUN_DIR = BUILD / "gpu-run"
 

@@ -2,9 +2,9 @@
 
 A figure the course states for a GPU it did not measure is a prediction, and a lesson cites it by its key where it
 makes it: "(prediction: t4 11.compile_speedup)". `reports/predictions.toml` holds one table per key: the GPU it is
-about (a `colab_gpu.references.gpu_label`: "T4"), the claim in words, where a run's report measures it (``figure``:
-a lesson figure that `cg.compare_with_references` recorded, a bench row's key, or "seconds.<lesson>": the seconds
-the suite took to run a lesson, "seconds.12_speedrun") and the range predicted (``low``,
+about (a `colab_gpu.measure.references.gpu_label`: "T4"), the claim in words, where a run's report measures it
+(``figure``: a lesson figure that `cg.compare_with_references` recorded, a bench row's key, or "seconds.<lesson>": the
+seconds the suite took to run a lesson, "seconds.12_speedrun") and the range predicted (``low``,
 ``high``, either may be left out); an entry without a figure (a regime, a behaviour) is read by hand from the run's
 notebooks. ``status`` is "open" until a run has judged it; a refuted entry whose sentence has been corrected says
 "refuted: <what changed>".

@@ -27,8 +27,8 @@ from nbval.plugin import coalesce_streams, get_sanitize_patterns
 from nbval_pairs import lesson_part
 from paths import NOTEBOOKS, ROOT
 
-from colab_gpu.profiling import PROFILES_ENV
-from colab_gpu.references import FIGURES_ENV
+from colab_gpu.measure.profiling import PROFILES_ENV
+from colab_gpu.measure.references import FIGURES_ENV
 
 SANITIZE = ROOT / "nbval_sanitize.cfg"
 CHECK_MARKER = "NBVAL_CHECK_OUTPUT"

@@ -16,7 +16,7 @@ from nbtools import lesson_sources
 from suite_report import FAILED, NOT_RUN, PASSED
 
 from colab_gpu.bench import EXPERIMENTS
-from colab_gpu.references import gpu_label
+from colab_gpu.measure.references import gpu_label
 
 # Expected seconds per part, from the last GPU run (see the file); an imported run of the same GPU overrides them.
 TIMES = Path(__file__).resolve().parent / "assets" / "gpu-suite-times.json"

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from suite_runs import measured_on
 
-from colab_gpu.bench import TARGETS, Target
-from colab_gpu.bench.rows import target_for
-from colab_gpu.references import gpu_label
+from colab_gpu.bench import TARGETS
+from colab_gpu.bench.rows import Target, target_for
+from colab_gpu.measure.references import gpu_label
 
 PASSED, FAILED = "passed", "failed"
 NOT_RUN = "not run (budget)"  # the budget had no room for it: --resume runs it

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from colab_gpu.references import gpu_label
+from colab_gpu.measure.references import gpu_label
 
 
 def read_state(run: Path, option: str) -> dict:

@@ -17,8 +17,8 @@ from paths import ROOT
 from suite_plan import Window
 from suite_report import CUT, FAILED, NOT_RUN, PASSED, junit_rows
 
-from colab_gpu.profiling import PROFILES_ENV
-from colab_gpu.references import FIGURES_ENV
+from colab_gpu.measure.profiling import PROFILES_ENV
+from colab_gpu.measure.references import FIGURES_ENV
 
 
 def run_command(command: list[str], env: dict, log: Path, timeout: float | None) -> tuple[int | None, float]:

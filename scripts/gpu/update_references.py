@@ -3,9 +3,9 @@
 Usage: python scripts/gpu/update_references.py   (`make import-gpu-run` runs it; then release)
 Each run is a folder reports/gpu/<date>-<gpu>/ with the suite's report.json. For each GPU the course names, the newest
 run (by its start time) wins, and each figure keeps its run and that run's host. A GPU on two platforms (Colab's T4
-with 2 vCPUs, Kaggle's T4 x2) keeps a figure for each, named by `colab_gpu.references.reference_title`. Runs without
-lesson figures are skipped, and so is a figure measured on another device than its run's GPU (a unit test of the run
-that recorded a CPU figure), and a figure no lesson shows any more (an older run's figure of a comparison a lesson
+with 2 vCPUs, Kaggle's T4 x2) keeps a figure for each, named by `colab_gpu.measure.references.reference_title`. Runs
+without lesson figures are skipped, and so is a figure measured on another device than its run's GPU (a unit test of the
+run that recorded a CPU figure), and a figure no lesson shows any more (an older run's figure of a comparison a lesson
 dropped): each such figure is named.
 """
 
@@ -22,7 +22,7 @@ from nbtools import lesson_sources
 from paths import ROOT  # scripts/ is on the path: run as `python scripts/gpu/update_references.py`
 
 sys.path.insert(0, str(ROOT))
-from colab_gpu.references import gpu_label, reference_title  # noqa: E402
+from colab_gpu.measure.references import gpu_label, reference_title  # noqa: E402
 
 REPORTS = ROOT / "reports" / "gpu"
 TARGET = ROOT / "colab_gpu" / "references.json"
@@ -47,8 +47,8 @@ def collect(reports: Path = REPORTS, shown: set[str] | None = None) -> dict:
 
     For each figure, GPU and platform the newest run wins, by when the run started (two runs of one day are ordered by
     their clocks, not by their folders' names); ``sources`` names the run each figure came from, and ``hosts`` the host
-    each of those runs recorded (CPU, clock and dispatch probe, `colab_gpu.host`), which a learner's host is compared
-    with. Only the figures of ``shown`` (default: the keys the lessons show, `lesson_figure_keys`) are kept.
+    each of those runs recorded (CPU, clock and dispatch probe, `colab_gpu.measure.host`), which a learner's host is
+    compared with. Only the figures of ``shown`` (default: the keys the lessons show, `lesson_figure_keys`) are kept.
     """
     shown = lesson_figure_keys() if shown is None else shown
     figures: dict[str, dict[str, float]] = {}

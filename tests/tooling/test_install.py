@@ -190,7 +190,7 @@ def test_requirement_check_accepts_lower_bounds_that_admit_the_runtime():
 def test_transformers_is_pinned_and_its_floor_is_the_one_the_loader_checks():
     """Lesson 14 loads a Hub model with transformers: requirements.txt pins it, the `lessons` extra asks for the floor
     `hub_models.load_language_model` enforces (one fact, read from the code), and the pin is above that floor."""
-    from colab_gpu.hub_models import TRANSFORMERS_FLOOR
+    from colab_gpu.llm.hub_models import TRANSFORMERS_FLOOR
 
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lessons"]
     (wanted,) = [Requirement(r) for r in extra if Requirement(r).name == "transformers"]
