@@ -7,7 +7,7 @@ Every public helper's docstring names the lesson that teaches it.
 Its folders are its layers, lowest first; a module imports only its own layer or lower ones (tests/test_imports.py):
 
 - ``hardware/``: ``device`` (get_device, the one door every device goes through), ``capability`` (every hardware
-  rule), ``machine`` (the platform, CPU cores, RAM, driver);
+  rule), ``gpus`` (the course's GPUs, one table), ``machine`` (the platform, CPU cores, RAM, driver), ``units``;
 - ``measure/``: ``timing`` (the course's timing methods), ``memory``, ``profiling`` with ``profile_events`` and
   ``profile_summary``, the regime rule (``regimes``, ``levers``, ``step_parts``), ``recorded`` and ``references`` (the
   course GPUs' figures), ``host``, ``plots``, ``json_files``;

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import colab_gpu as cg
+from colab_gpu.hardware.gpus import BY_LABEL
 from colab_gpu.hardware.units import GIB
-from colab_gpu.llm.llm_memory import T4_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,7 +28,11 @@ requires_source = pytest.mark.skipif(
     reason="no package source here: these tests run against an installed wheel",
 )
 
-T4 = {"name": "Tesla T4", "capability": (7, 5), "memory_gib": T4_BYTES / GIB}  # 14.75: the package's one T4 figure
+T4 = {
+    "name": "Tesla T4",
+    "capability": (7, 5),
+    "memory_gib": BY_LABEL["T4"].memory_gib,
+}  # the course's GPU table: 14.75
 A100 = {"name": "NVIDIA A100-SXM4-40GB", "capability": (8, 0), "memory_gib": 40}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "capability": (9, 0), "memory_gib": 80}
 P100 = {"name": "Tesla P100-PCIE-16GB", "capability": (6, 0), "memory_gib": 16}

@@ -5,7 +5,8 @@ import torch
 
 import colab_gpu as cg
 from colab_gpu import doctor
-from colab_gpu.hardware.capability import COURSE_GPUS, GpuCapability, worker_rule
+from colab_gpu.hardware.capability import GpuCapability, worker_rule
+from colab_gpu.hardware.gpus import COURSE_GPUS
 from colab_gpu.hardware.units import GIB
 
 #: What the course teaches for each GPU (lessons 01 and 06): format, GradScaler, native bf16, TF32.
@@ -62,7 +63,7 @@ def test_lesson_06_exercise_is_checked_against_the_same_rule(capsys):
         return GpuCapability("any", (major, minor)).precision()[0]
 
     assert cg.checks.precision_rule(rule)
-    assert "6 GPUs (P100, V100, T4, A100, L4, H100)" in capsys.readouterr().out
+    assert "6 GPUs (P100, V100, T4, L4, A100, H100)" in capsys.readouterr().out
     assert GIB == 2**30 and torch.cuda.is_available() in (True, False)
 
 
@@ -157,3 +158,29 @@ def test_attention_backend_follows_sdp_utils_head_dim_rules_per_release():
     assert attention_backend((8, 9), torch.float16, 208, requires_grad=True) == "efficient"  # training: refused
     assert attention_backend((8, 0), torch.float16, 208, requires_grad=True) == "flash"  # an A100 has the memory
     assert attention_backend((8, 6), torch.float16, 232, requires_grad=True) == "flash"  # 225-256: dropout only
+
+
+def test_the_course_gpus_have_one_table():
+    # Six tables once named the course's GPUs (issue 68), and a T4 had 14.75 GiB in the package and 15 in the
+    # fixtures. Now colab_gpu/hardware/gpus.py holds them: no module keys a table by two or more of their labels,
+    # and the GPU suite's planning factors name only GPUs of the table.
+    import ast
+    from pathlib import Path
+
+    import suite_plan  # scripts/gpu
+
+    from colab_gpu.hardware.gpus import BY_LABEL, REFERENCE_GPUS
+
+    from .conftest import T4
+
+    package = Path(cg.__file__).parent
+    tables = [
+        f"{path.relative_to(package)}:{node.lineno}"
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Dict)
+        and len({k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in BY_LABEL}) >= 2
+    ]
+    assert tables == [], tables
+    assert set(suite_plan.GPU_CLASS_TIMEOUT) | set(suite_plan.CLASS_SLOWDOWN) <= set(REFERENCE_GPUS)
+    assert T4["memory_gib"] == BY_LABEL["T4"].memory_gib == 14.75

@@ -10,6 +10,7 @@ import torch
 import update_references
 
 import colab_gpu as cg
+from colab_gpu.hardware.gpus import REFERENCE_GPUS
 from colab_gpu.measure import references
 
 
@@ -57,7 +58,7 @@ def test_comparison_names_every_course_gpu_and_says_what_is_not_measured(capsys,
 
 
 def test_before_any_gpu_run_the_course_gpus_take_one_line(capsys, monkeypatch):
-    monkeypatch.setattr(references, "reference_figures", lambda key: dict.fromkeys(references.REFERENCE_GPUS))
+    monkeypatch.setattr(references, "reference_figures", lambda key: dict.fromkeys(REFERENCE_GPUS))
     cg.compare_with_references("02.x", 1.25, "cpu", what="matmul speed-up")
     out = capsys.readouterr().out.splitlines()
     assert out == [
@@ -92,7 +93,7 @@ def test_a_figure_this_runtime_cannot_measure_is_said_so_and_not_recorded(capsys
 
 
 def test_shipped_references_are_valid_and_list_every_course_gpu():
-    assert set(cg.measure.references.reference_figures("no such figure")) == set(references.REFERENCE_GPUS)
+    assert set(cg.measure.references.reference_figures("no such figure")) == set(REFERENCE_GPUS)
 
 
 def test_update_references_takes_the_newest_report_per_gpu(tmp_path):

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..measure.references import REFERENCE_GPUS, gpu_label
+from ..hardware.gpus import REFERENCE_GPUS
+from ..measure.references import gpu_label
 
 
 @dataclass

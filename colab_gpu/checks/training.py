@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from ..hardware.capability import COURSE_GPUS, GpuCapability
+from ..hardware.capability import GpuCapability
+from ..hardware.gpus import COURSE_GPUS
 from .core import CheckResult, fail, ok
 
 

@@ -33,8 +33,6 @@ TRITON_MIN = VOLTA
 COLAB_VCPUS = 2
 #: More DataLoader workers than this rarely helps and costs memory.
 MAX_WORKERS = 8
-#: The GPUs learners meet (Kaggle's P100 and T4 x2, Colab's T4, L4, A100 and H100, older V100 clusters).
-COURSE_GPUS = {"P100": (6, 0), "V100": (7, 0), "T4": (7, 5), "A100": (8, 0), "L4": (8, 9), "H100": (9, 0)}
 #: cuDNN 9.11 and later have no kernels for GPUs below compute capability 7.5 (a P100, a V100); PyTorch checks it
 #: (torch/backends/cudnn/__init__.py) and raises once, on its first look at cuDNN.
 CUDNN_DROPS_BELOW = (91100, (7, 5))

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ..hardware.gpus import BY_LABEL
 from ..hardware.units import GIB
 
-#: A T4's memory as PyTorch reports it (``total_memory``; "14.75 GiB total capacity" in its out-of-memory errors), of
-#: its 16 GB; the CUDA context takes a few hundred MiB of that before the first tensor.
-T4_BYTES = int(14.75 * GIB)
+#: A T4's memory as PyTorch reports it (the course's GPU table: 14.75 GiB of its 16 GB); the CUDA context takes a few
+#: hundred MiB of that before the first tensor.
+T4_BYTES = int(BY_LABEL["T4"].memory_gib * GIB)
 #: What the CUDA context takes of a GPU's memory before the first tensor (its kernels, cuBLAS's and cuDNN's handles):
 #: a few hundred MiB with recent PyTorch, loading modules lazily; about 400 MiB on a T4
 #: (prediction: t4 14.cuda_context). Lesson 14 gives `context_that_fits` a T4's memory less this.

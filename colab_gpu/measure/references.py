@@ -21,10 +21,9 @@ from pathlib import Path
 import torch
 
 from ..hardware.device import checked_device
+from ..hardware.gpus import REFERENCE_GPUS
 from .json_files import parsed, write_atomically
 
-#: The GPUs the course names, with the word their device name holds ("Tesla T4", "NVIDIA A100-SXM4-40GB").
-REFERENCE_GPUS = {"T4": "T4", "L4": "L4", "A100": "A100", "H100": "H100"}
 FIGURES_ENV = "COLAB_GPU_FIGURES"
 NOT_MEASURED = "not measured yet"
 
@@ -33,7 +32,7 @@ def gpu_label(device_name: str) -> str | None:
     """The course's label for a GPU name ("Tesla T4" -> "T4", "NVIDIA A100-SXM4-40GB" -> "A100"), None for a GPU the
     course does not name. A label matches a whole word of the name: an "NVIDIA L40S" is not an L4."""
     words = set(re.split(r"[^A-Za-z0-9]+", device_name or ""))
-    return next((label for label, word in REFERENCE_GPUS.items() if word in words), None)
+    return next((label for label in REFERENCE_GPUS if label in words), None)
 
 
 def _shipped() -> dict:
