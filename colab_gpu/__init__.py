@@ -121,7 +121,7 @@ from .train.parallel import DistInfo, all_reduce_mean, ddp_setup, ddp_teardown, 
 from .train.precision import choose_precision, restored_backend_settings, set_tf32, tf32_enabled, tf32_mode
 from .train.steps import evaluate, predict, train_epoch, train_step
 
-__version__ = "0.51.1"
+__version__ = "0.52.0"
 
 # What the lessons call, and nothing else (tests/test_public_api.py): the rest stays importable from its module.
 __all__ = [

@@ -38,7 +38,7 @@
 # glossary](01_enable_gpu_runtime.ipynb).
 
 # %%
-# @title Setup: colab_gpu 0.51.1, the course's package (installed where missing; never torch)
+# @title Setup: colab_gpu 0.52.0, the course's package (installed where missing; never torch)
 # On Kaggle, turn on Settings > Internet first. PyPI first, else the course's git tag of this release.
 import importlib
 import subprocess
@@ -46,7 +46,7 @@ import sys
 import tempfile
 from importlib import metadata
 
-COLAB_GPU = "0.51.1"
+COLAB_GPU = "0.52.0"
 TORCH_FLOOR = "2.7"  # the oldest torch the course is tested on
 SOURCES = [f"colab-gpu=={COLAB_GPU}", f"git+https://github.com/colab-gpu-course/pytorch-gpus-colab@v{COLAB_GPU}"]
 try:
