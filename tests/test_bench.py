@@ -246,6 +246,23 @@ def test_the_fsdp_row_finds_each_process_holding_half_of_what_ddp_holds():
     assert bench.TARGETS["fsdp_memory"][0].met(row.ratio)
 
 
+def test_the_fsdp_row_trains_the_decoder_lesson_15_writes():
+    # The bench's row stands for lesson 15's measurement: the same decoder, whose shape the lesson writes out for the
+    # learner in its script (decoder_task.py). A changed shape on one side fails here until the other follows.
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from colab_gpu.bench import sharding_worker
+    from colab_gpu.llm.llm_memory import ModelShape
+
+    lesson = (Path(__file__).resolve().parents[1] / "notebooks" / "15_past_one_gpu.py").read_text()
+    written = re.search(r'^SHAPE = ModelShape\("small decoder", (.*?)\)$', lesson, re.MULTILINE | re.DOTALL)
+    assert written, 'lesson 15 no longer writes SHAPE = ModelShape("small decoder", ...)'
+    fields = {name: int(value) for name, value in re.findall(r"(\w+)=(\d+)", written.group(1))}
+    assert dataclasses.replace(sharding_worker.SHAPE, name="small decoder") == ModelShape("small decoder", **fields)
+
+
 def test_the_qlora_row_compares_the_ledgers_of_the_same_model():
     from colab_gpu.bench import sharding
 
