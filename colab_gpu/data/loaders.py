@@ -84,6 +84,16 @@ def _measured_advice(measured: dict[int, float], cores: int) -> WorkerAdvice:
     return WorkerAdvice(chosen, why + ".")
 
 
+def _require_batches(samples: int, batch_size: int) -> None:
+    """Both loaders' check: a data set to load, and a batch size it can fill at least once."""
+    if samples == 0:
+        raise ValueError("The data set is empty: there is nothing to load.")
+    if batch_size < 1 or batch_size > samples:
+        raise ValueError(
+            f"batch_size={batch_size} but the data set has {samples} samples: use a batch size between 1 and {samples}."
+        )
+
+
 def worker_loader(
     dataset: Dataset,
     batch_size: int,
@@ -112,13 +122,7 @@ def worker_loader(
         raise ValueError(
             f"num_workers must be 0 (load in the main process) or more, got {num_workers}. {suggest_num_workers()}"
         )
-    if len(dataset) == 0:
-        raise ValueError("The data set is empty: there is nothing to load.")
-    if batch_size < 1 or batch_size > len(dataset):
-        raise ValueError(
-            f"batch_size={batch_size} but the data set has {len(dataset)} samples: use a batch "
-            f"size between 1 and {len(dataset)}."
-        )
+    _require_batches(len(dataset), batch_size)
     extra = {}
     if num_workers > 0:
         extra = {"persistent_workers": persistent_workers, "prefetch_factor": prefetch_factor or 2}
@@ -220,13 +224,7 @@ class DeviceLoader:
             )
         if len(inputs) != len(labels):
             raise ValueError(f"{len(inputs)} inputs but {len(labels)} labels.")
-        if len(inputs) == 0:
-            raise ValueError("The data set is empty: there is nothing to load.")
-        if batch_size < 1 or batch_size > len(inputs):
-            raise ValueError(
-                f"batch_size={batch_size} but the data set has {len(inputs)} samples: use a batch "
-                f"size between 1 and {len(inputs)}."
-            )
+        _require_batches(len(inputs), batch_size)
         self.device = device
         self.inputs = inputs.to(self.device)
         self.labels = labels.to(self.device)

@@ -370,6 +370,7 @@ my_prediction = None  # your guess: eager step time / captured step time on a GP
 whole_step = None
 if on_gpu:
     eager, captured = seeded_parts(mlp_step, device), seeded_parts(mlp_step, device)
+    eager_model, _, inputs, labels = eager  # the batch every step of this cell trains on
     static_model, static_optimizer, static_inputs, static_labels = captured
     side = torch.cuda.Stream()  # warm up on a side stream, so that the capture starts from a settled state
     side.wait_stream(torch.cuda.current_stream())
@@ -383,15 +384,15 @@ if on_gpu:
         static_loss = sgd_step(*captured)
 
     def replayed_step():
-        static_inputs.copy_(eager[2])  # this step's batch into the tensors the graph reads
-        static_labels.copy_(eager[3])
+        static_inputs.copy_(inputs)  # this step's batch into the tensors the graph reads
+        static_labels.copy_(labels)
         graph.replay()
 
     for _ in range(4):
         eager_loss = sgd_step(*eager)
     replayed_step()  # the captured copy's 4th step: 3 ran before the capture
     same = all(torch.allclose(a, b, rtol=1e-3, atol=1e-5)
-               for a, b in zip(eager[0].parameters(), static_model.parameters(), strict=True))
+               for a, b in zip(eager_model.parameters(), static_model.parameters(), strict=True))
     print(f"4th step on the same batch: loss {eager_loss.item():.4f} eager, {static_loss.item():.4f} replayed; "
           f"the weights {'the same' if same else 'DIFFERENT'} in both copies")
     assert same, "the captured step must train as the eager one does"
