@@ -1,6 +1,8 @@
 """Lesson 12's section 5: rung 0's loop and the diffs of rungs 1 to 6, read from the lesson, applied in order, and
 every rung's loop trained for an epoch on a tiny data set on the CPU. A diff that stops applying, or a loop that
-stops running (a name no diff defines, autocast left on in float32), fails here."""
+stops running (a name no diff defines, autocast left on in float32), fails here. The exercise's solution is the
+fast loop's reference copy: section 8's plain-PyTorch copy is tested to train the same weights, and its retyped sizes
+and recipe to be the ladder's."""
 
 import ast
 import re
@@ -13,6 +15,7 @@ import torch
 from torch.nn import functional as F
 
 import colab_gpu as cg
+from colab_gpu.experiments import speedrun_rungs as sr
 from colab_gpu.train.precision import Precision
 
 LESSON = Path(__file__).resolve().parents[1] / "notebooks" / "12_speedrun.py"
@@ -179,3 +182,53 @@ def test_apply_diff_replaces_lines_in_order_and_says_which_lines_it_could_not_fi
         apply_diff(source, " c = 3\n...\n-a = 1\n")
     with pytest.raises(DiffError, match="no line to anchor"):
         apply_diff(source, "+z = 0\n")
+
+
+def _lesson_function(name: str, tag: str | None = None) -> str:
+    """The source of function ``name`` from the lesson's code cell that defines it (the cell tagged ``tag`` where
+    several do)."""
+    for cell in jupytext.read(LESSON).cells:
+        if cell.cell_type != "code" or f"def {name}(" not in cell.source:
+            continue
+        if tag and tag not in cell.metadata.get("tags", []):
+            continue
+        for node in ast.parse(cell.source).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                return ast.get_source_segment(cell.source, node)
+    raise AssertionError(f"lesson 12 has no code cell defining {name}" + (f" tagged {tag}" if tag else ""))
+
+
+def test_the_take_home_loop_trains_the_same_model_as_the_exercises_solution():
+    # One fast loop, two spellings: the solution (the reference) with colab_gpu's helpers and section 8's plain copy.
+    # The same seed, sizes, statistics and random draws in the same order: the same weights, bit for bit.
+    namespace = loaded("")  # the speed net's cell
+    namespace["F"] = F
+    for name, tag in (("random_crop", None), ("train_fast", "solution"), ("train_plain", None)):
+        exec(compile(_lesson_function(name, tag), str(LESSON), "exec"), namespace)
+    tiny = cg.load_digits(32, 3).limit(train=512, test=64)  # 8 steps of 64 per epoch: enough for OneCycleLR
+    before = torch.backends.cudnn.benchmark
+    reference = namespace["train_fast"](tiny, CPU, 2)
+    plain, mean, std = namespace["train_plain"](tiny.train_images, tiny.train_labels, len(tiny.classes), CPU, 2)
+    torch.backends.cudnn.benchmark = before
+    assert torch.equal(mean.flatten(), tiny.normalization()[0]) and torch.equal(std.flatten(), tiny.normalization()[1])
+    mine, theirs = plain.state_dict(), reference.state_dict()
+    assert list(mine) == list(theirs)
+    differ = [name for name in mine if not torch.equal(mine[name], theirs[name])]
+    assert not differ, f"section 8's train_plain and the solution's train_fast train different weights: {differ}"
+
+
+def test_the_take_home_loops_sizes_and_recipe_are_the_ladders_last_rung():
+    # A CPU run compares the CPU's sizes only: the GPU's, retyped in the plain copy, are read here.
+    source = _lesson_function("train_plain")
+    sizes = next(
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "(batch_size, width)"
+    )
+    on_gpu, on_cpu = ast.literal_eval(sizes.body), ast.literal_eval(sizes.orelse)
+    for device, plain in (("cuda", on_gpu), ("cpu", on_cpu)):
+        size = sr.ladder_size(device)
+        assert plain == (size.large_batch, size.width), (device, plain)
+    last = sr.ladder("cpu")[-1].recipe  # its lr and label smoothing are a CPU's and a GPU's alike
+    for needle in (f"lr={last.lr}", f"label_smoothing={last.label_smoothing}", "speed_net(", "nesterov=True"):
+        assert needle in source and needle in _lesson_function("train_fast", "solution"), needle
