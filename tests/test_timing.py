@@ -1,8 +1,11 @@
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
 import colab_gpu as cg
-from colab_gpu.measure.timing import BenchResult
+from colab_gpu.measure.timing import BenchResult, interleaved_best, least_disturbed, timed_call, typical
 
 
 def test_benchmark_warms_up_then_times(monkeypatch):
@@ -176,3 +179,54 @@ def test_the_floor_of_8_queued_steps_stops_where_a_sample_would_last_over_a_seco
     clock = fake_clock(monkeypatch)
     timings = cg.measure.timing.compare_steps({"generate": clock.step("generate", 2.0)}, device="cuda")
     assert timings["generate"].steps_per_sample == 1
+
+
+def test_timed_call_synchronizes_before_and_after_the_one_call(monkeypatch):
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: events.append("sync"))
+    monkeypatch.setattr(cg.hardware.device, "cuda_device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "init", lambda: None)
+    result, seconds = timed_call(lambda: events.append("run") or 42, "cuda")
+    assert events == ["sync", "run", "sync"] and result == 42 and seconds >= 0
+
+
+def test_the_two_statistics_report_the_median_and_compare_the_fastest():
+    times = [0.30, 0.10, 0.20, 0.90]
+    assert typical(times) == pytest.approx(0.25) and least_disturbed(times) == 0.10
+    result = BenchResult(tuple(times))
+    assert result.median == typical(times) and result.best == least_disturbed(times)
+    best, every = interleaved_best({"a": lambda: None, "b": lambda: None}, repeat=3)
+    assert set(best) == {"a", "b"} and all(best[name] == min(every[name]) for name in best)
+
+
+# Where the package reads the clock or reduces repeats itself, and why; anywhere else it calls timing.py's methods.
+CLOCK_READERS = {
+    "measure/timing.py": "the course's timing methods",
+    "checks/timer.py": "patches the clock for its stand-in GPU (the timer exercise)",
+    "checks/parallel.py": "a torchrun job's wall time: processes, no device of this one to synchronize",
+    "train/steps.py": "an epoch's clock inside train_epoch and evaluate, read after the epoch's one synchronization",
+    "data/archives.py": "file reads on the host: no device to synchronize",
+    "bench/__init__.py": "an experiment's wall time for the GPU suite's budget, not a figure",
+}
+OWN_STATISTICS = {
+    "measure/timing.py": "typical and least_disturbed, the two statistics",
+    "measure/profile_summary.py": "the median share of a step the profile covers, a share not a timing",
+    "checks/timer.py": "the mean the learner's timer should return on its stand-in GPU",
+}
+
+
+# min/max of a list of timings, or of a measurement repeated in a loop (max over sizes is a peak, not a repeat)
+REPEATS_REDUCED = r"\b(?:min|max)\(\w*(?:times|seconds)\)|\b(?:min|max)\((?:\w+\([^()]*\)|\w+) for _ in range"
+
+
+def test_the_package_times_only_through_the_methods_timing_names():
+    package = Path(cg.__file__).parent
+    sources = {path.relative_to(package).as_posix(): path.read_text() for path in package.rglob("*.py")}
+    clocks = {name for name, text in sources.items() if "perf_counter" in text}
+    statistics = {name for name, text in sources.items() if re.search(r"^import statistics", text, re.M)}
+    assert clocks == set(CLOCK_READERS), "read the clock with timing.py's methods (timed_call, benchmark, ...)"
+    assert statistics == set(OWN_STATISTICS), "reduce repeated timings with timing.typical or least_disturbed"
+    reduced = [
+        name for name, text in sources.items() if name not in OWN_STATISTICS and re.search(REPEATS_REDUCED, text)
+    ]
+    assert not reduced, f"{reduced} take min/max of timings themselves: use timing.least_disturbed"

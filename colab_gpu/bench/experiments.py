@@ -35,7 +35,7 @@ from ..experiments.workloads import (
 )
 from ..hardware.machine import cpu_count
 from ..measure.profiling import profile_step
-from ..measure.timing import interleaved_medians
+from ..measure.timing import interleaved_medians, typical
 from ..train.compiling import compile_support
 from ..train.fit import fit
 from ..train.models import mlp
@@ -138,9 +138,8 @@ def resident_vs_dataloader(device: torch.device) -> list[Row]:
         "DeviceLoader": DeviceLoader(images, labels, batch_size=batch_size, device=device),
     }
     batches = len(loaders["DeviceLoader"])
-    batches_per_s = {
-        name: max(measure_loader(loader, device) for _ in range(3)) * batches / n for name, loader in loaders.items()
-    }
+    rates = {name: typical([measure_loader(loader, device) for _ in range(3)]) for name, loader in loaders.items()}
+    batches_per_s = {name: samples_per_s * batches / n for name, samples_per_s in rates.items()}
     one_batch = next(iter(loaders["DeviceLoader"]))
     timings = time_loader_epochs({**loaders, "steps alone": [one_batch] * batches}, device)
     seconds = {name: result.median for name, result in timings.items()}

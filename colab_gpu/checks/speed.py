@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 from ..data.loaders import suggest_num_workers
 from ..experiments.feeding import measure_loader
 from ..hardware.device import checked_device, synchronize
+from ..measure.timing import least_disturbed
 from .core import CheckResult, fail, forwards_of, ok, that
 from .meta_run import BATCHES_LEFT, batches_left_on_the_host
 from .timed import best_of, busy_note
@@ -84,8 +85,9 @@ def loader_speed(
     for _ in range(repeat):  # interleaved: a neighbour slows both alike; the best of each
         rates["yours"].append(measure_loader(loader, device))
         rates["default"].append(measure_loader(baseline, device))
-    yours, reference = max(rates["yours"]), max(rates["default"])
-    busy = busy_note({name: [1 / rate for rate in values] for name, values in rates.items()})
+    seconds = {name: [1 / rate for rate in values] for name, values in rates.items()}  # per sample
+    yours, reference = (1 / least_disturbed(seconds[name]) for name in ("yours", "default"))
+    busy = busy_note(seconds)
     gain = yours / reference
     return that(
         gain >= at_least,

@@ -3,7 +3,6 @@ a speedrun's clock, then the test accuracy of the model it returns."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from contextlib import contextmanager
 from unittest import mock
@@ -15,7 +14,8 @@ from torch.optim.lr_scheduler import LRScheduler
 from ..data.augment import evaluation_loader
 from ..experiments.speedrun_ladder import RungResult, measured_rung0, remember_rung0, run_rung
 from ..experiments.speedrun_rungs import ladder, ladder_size
-from ..hardware.device import checked_device, synchronize
+from ..hardware.device import checked_device
+from ..measure.timing import least_disturbed, timed_call
 from ..train.precision import restored_backend_settings
 from ..train.steps import evaluate
 from .core import CheckResult, fail, that
@@ -134,7 +134,7 @@ def _cpu_rounds(train, data, device: torch.device, min_speedup: float):
             return fail(f"return the trained model (an nn.Module), got {type(one[0]).__name__}.")
         times.append(one[1])
         compiled += one[2]
-    rung0_s, seconds = min(rung0_times), min(times)  # a neighbour only ever slows an epoch down
+    rung0_s, seconds = least_disturbed(rung0_times), least_disturbed(times)
     timing = f"one epoch in {seconds:.2f} s vs rung 0's {rung0_s:.2f} s (best of {CPU_ROUNDS}, alternating)"
     busy = busy_note({"rung 0": rung0_times, "yours": times})
     return _speedup_or_hint(rung0_s / seconds, min_speedup, compiled, timing, busy)
@@ -182,14 +182,10 @@ def _time_call(train, data, device: torch.device, epochs: int):
     torch._dynamo.reset()
     compiled_before = _compiled_graphs()
     with restored_backend_settings(), _schedule_steps() as steps:  # cudnn.benchmark set by a loop stays in it
-        synchronize(device)
-        start = time.perf_counter()
         try:
-            model = train(data, device, epochs)
+            model, seconds = timed_call(lambda: train(data, device, epochs), device)
         except Exception as err:  # the learner's code: any error is a hint, not a crash of the notebook
             return fail(f"train_fast(data, device, {epochs}) raised {type(err).__name__}: {err}")
-        synchronize(device)
-        seconds = time.perf_counter() - start
     compiled = _compiled_graphs() - compiled_before
     if not compiled and isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
         compiled = 1  # a PyTorch whose Dynamo counts elsewhere: the compiled model returned still tells

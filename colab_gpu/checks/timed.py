@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..measure.timing import interleaved_times
+from ..measure.timing import interleaved_best
 
 ERRATIC = 1.5  # a callable's slowest run over its fastest: past this, something else was using the machine
 
 
 def best_of(runs: dict[str, Callable[[], object]], repeat: int) -> tuple[dict[str, float], str]:
     """(the fastest of ``repeat`` interleaved runs of each callable, in seconds; a sentence to add to a failing
-    check's hint when the runs were erratic, else ""). The best, since a busy neighbour only ever slows a run down."""
-    times = interleaved_times(runs, repeat)
-    return {name: min(values) for name, values in times.items()}, busy_note(times)
+    check's hint when the runs were erratic, else ""): `interleaved_best`, the course's way of timing a check."""
+    best, times = interleaved_best(runs, repeat)
+    return best, busy_note(times)
 
 
 def busy_note(times: dict[str, list[float]]) -> str:

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -21,7 +20,7 @@ from torch import nn
 from ..data.loaders import worker_loader
 from ..hardware.device import checked_device, synchronize
 from ..hardware.machine import cpu_count
-from ..measure.timing import BenchResult, benchmark, interleaved_times
+from ..measure.timing import BenchResult, benchmark, interleaved_times, timed_call
 from ..train.models import mlp
 from ..train.steps import train_epoch
 
@@ -34,14 +33,7 @@ def measure_loader(loader, device: str | torch.device, *, epochs: int = 1) -> fl
     if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
         raise ValueError(f"measure_loader needs epochs >= 1 passes over the loader, got epochs={epochs!r}.")
     device = checked_device(device, "cg.measure_loader")
-    samples = 0
-    start = time.perf_counter()
-    for _ in range(epochs):
-        for inputs, _labels in loader:
-            inputs = inputs.to(device, non_blocking=True)
-            samples += len(inputs)
-    synchronize(device)
-    seconds = time.perf_counter() - start
+    samples, seconds = timed_call(lambda: sum(_delivered(loader, device) for _ in range(epochs)), device)
     if samples == 0:
         raise ValueError(
             "The loader yielded no samples: its data set is empty, or it is a generator that ran once already "
@@ -68,13 +60,17 @@ def _steady_rate(loader, device: torch.device, warmup_batches: int) -> float:
     batches = iter(loader)
     for _ in range(warmup_batches):
         next(batches)
-    synchronize(device)
-    samples, start = 0, time.perf_counter()
+    samples, seconds = timed_call(lambda: _delivered(batches, device), device)
+    return samples / seconds
+
+
+def _delivered(batches, device: torch.device) -> int:
+    """How many samples ``batches`` delivered, each batch's inputs copied to ``device`` as a training step would."""
+    samples = 0
     for inputs, _labels in batches:
         inputs = inputs.to(device, non_blocking=True)
         samples += len(inputs)
-    synchronize(device)
-    return samples / (time.perf_counter() - start)
+    return samples
 
 
 def sweep_workers(

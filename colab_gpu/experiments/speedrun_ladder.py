@@ -13,8 +13,6 @@ test-time flips).
 from __future__ import annotations
 
 import copy
-import statistics
-import time
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, repeat
@@ -24,10 +22,11 @@ from torch import nn
 
 from ..data.augment import FlipAveraged, evaluation_loader
 from ..data.datasets import ImageData
-from ..hardware.device import checked_device, synchronize
+from ..hardware.device import checked_device
 from ..measure.profile_summary import ProfileSummary
 from ..measure.profiling import profile_step
 from ..measure.regimes import Regime
+from ..measure.timing import timed_call, typical
 from ..train.precision import make_scaler, resolve_precision, restored_backend_settings
 from ..train.steps import evaluate, train_epoch, train_step
 from .speedrun_rungs import (
@@ -62,7 +61,7 @@ class RungResult:
 
     @property
     def seconds_per_epoch(self) -> float:
-        return statistics.median(self.epoch_seconds[1:] or self.epoch_seconds)
+        return typical(self.epoch_seconds[1:] or self.epoch_seconds)
 
     @property
     def images_per_s(self) -> float:
@@ -86,18 +85,15 @@ def seeds_epoch(model: nn.Module, loader, optimizer: torch.optim.Optimizer, devi
 
 def _warm_up_compiled(compiled: nn.Module, model: nn.Module, loader, precision, device: torch.device) -> float:
     """Compile before the clock starts: two throwaway steps, then the initial weights back (airbench does this)."""
-    start, initial = time.perf_counter(), copy.deepcopy(model.state_dict())
+    initial = copy.deepcopy(model.state_dict())
     two_batches = (batch for _, batch in zip(range(2), loader, strict=False))
-    train_epoch(
-        compiled,
-        two_batches,
-        torch.optim.SGD(model.parameters(), lr=0.0),
+    throwaway = torch.optim.SGD(model.parameters(), lr=0.0)
+    _, seconds = timed_call(
+        lambda: train_epoch(compiled, two_batches, throwaway, device, autocast_dtype=precision.dtype, progress=False),
         device,
-        autocast_dtype=precision.dtype,
-        progress=False,
     )
     model.load_state_dict(initial)  # batch norm's running statistics included
-    return time.perf_counter() - start
+    return seconds
 
 
 def _rung_step(trained: nn.Module, loader, optimizer, recipe: Recipe, precision, loss_fn, scaler, device):
@@ -182,12 +178,11 @@ def run_rung(
             else None
         )
         loss_fn, scaler = nn.CrossEntropyLoss(label_smoothing=recipe.label_smoothing), make_scaler(precision, device)
-        for _ in range(epochs):
-            start = time.perf_counter()
-            if recipe.item_every_step:
-                result.images = seeds_epoch(trained, loader, optimizer, device)
-            else:
-                result.images = train_epoch(
+        one_epoch = (
+            partial(seeds_epoch, trained, loader, optimizer, device)
+            if recipe.item_every_step
+            else lambda: (
+                train_epoch(
                     trained,
                     loader,
                     optimizer,
@@ -198,8 +193,11 @@ def run_rung(
                     scheduler=scheduler,
                     progress=False,
                 ).samples
-            synchronize(device)
-            result.epoch_seconds.append(time.perf_counter() - start)
+            )
+        )
+        for _ in range(epochs):
+            result.images, seconds = timed_call(one_epoch, device)
+            result.epoch_seconds.append(seconds)
             say(f"{' epochs of' if len(result.epoch_seconds) == 1 else ''} {result.epoch_seconds[-1]:.1f}")
         say(f" s; {result.seconds_per_epoch:.2f} s/epoch, {result.images_per_s:,.0f} images/s,")
         test = evaluation_loader(data, device, mean, std, channels_last=recipe.channels_last)

@@ -1,9 +1,19 @@
 """Timing GPU code correctly: warm up, synchronize, repeat, report the median.
 
-The measuring primitives of the course live here (lessons, the experiments in workloads.py and the bench all call
-them): `benchmark`, `compare_steps` (two ways of running a short step, K steps per sample, interleaved),
-`interleaved_medians`, `speedup`, `format_seconds`, `matmul_tflops`, `copy_gbps`. This module imports nothing
-of colab_gpu but `device`: everything that times something builds on it, never the other way round.
+The course's timing methods, named here once (lessons, the experiments, the checks and the bench all call them):
+
+| method | what it times | the figure |
+|---|---|---|
+| `benchmark` | a call, synchronized around each of ``repeat`` calls after warm-up | `typical` (median) |
+| `compare_steps` | ways of running a short step: K steps queued per sample, the ways interleaved | `typical` |
+| `interleaved_times`, `interleaved_medians` | host work, the callables alternating round by round | `typical` |
+| `timed_call` | what runs once: a first call that compiles, an epoch, a learner's whole training | its one reading |
+| `interleaved_best` | a learner's code against a reference, on a machine it may share (checks) | `least_disturbed` |
+
+Two statistics reduce repeats, each for one purpose: `typical` (the median) is every figure the course prints,
+records and predicts; `least_disturbed` (the fastest) is only what a self-check compares, never printed as a figure.
+`speedup`, `format_seconds`, `matmul_tflops` and `copy_gbps` build on them. This module imports nothing of
+colab_gpu but `device`: everything that times something builds on it, never the other way round.
 
 CUDA calls return as soon as the work is *queued*. ``time.time()`` around them measures the
 launch, not the computation. And the first calls pay one-off costs (CUDA context, cuDNN
@@ -15,12 +25,24 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from ..hardware.device import checked_device, synchronize
+
+
+def typical(times: Sequence[float]) -> float:
+    """The figure the course reports for repeated timings: their median. A slow outlier (a garbage collection, a
+    neighbour) and a lucky fast run weigh nothing; lessons, the bench, the references and the predictions use it."""
+    return statistics.median(times)
+
+
+def least_disturbed(times: Sequence[float]) -> float:
+    """What a self-check compares when it times a learner's code against a reference on a machine it may share: the
+    fastest run, since another program only ever slows a run down. Never printed as the course's figure."""
+    return min(times)
 
 
 @dataclass(frozen=True)
@@ -35,16 +57,18 @@ class BenchResult:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.times)
+        """The figure to report (`typical`)."""
+        return typical(self.times)
 
     @property
     def best(self) -> float:
-        return min(self.times)
+        """The fastest repeat (`least_disturbed`): for comparisons on a shared machine, not for reporting."""
+        return least_disturbed(self.times)
 
     @property
     def host_median(self) -> float | None:
         """The median of `host_times` (seconds per call), or None where they were not measured."""
-        return statistics.median(self.host_times) if self.host_times else None
+        return typical(self.host_times) if self.host_times else None
 
     @property
     def spread(self) -> float:
@@ -118,7 +142,14 @@ def benchmark(
 def interleaved_medians(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, float]:
     """Median seconds of each callable over ``repeat`` rounds, alternating them so drifts (clocks, heat, a busy
     neighbour) hit all alike. CPU work: callables that queue GPU work must synchronize themselves."""
-    return {name: statistics.median(values) for name, values in interleaved_times(runs, repeat).items()}
+    return {name: typical(values) for name, values in interleaved_times(runs, repeat).items()}
+
+
+def interleaved_best(runs: dict[str, Callable[[], object]], repeat: int) -> tuple[dict[str, float], dict[str, list]]:
+    """(the fastest of ``repeat`` interleaved runs of each callable, every run's seconds): how a self-check times a
+    learner's code against a reference, so that a busy neighbour, which slows both alike, fails no right answer."""
+    times = interleaved_times(runs, repeat)
+    return {name: least_disturbed(values) for name, values in times.items()}, times
 
 
 def interleaved_times(runs: dict[str, Callable[[], None]], repeat: int) -> dict[str, list[float]]:
@@ -218,7 +249,7 @@ def compare_steps(
             step()
             synchronize(device)
             probes.append(time.perf_counter() - start)
-        one[name] = statistics.median(probes)
+        one[name] = typical(probes)
     least = MIN_QUEUED_STEPS if can_queue(device) else 1
     ks = {name: steps_per_sample(seconds, min_sample, least=least) for name, seconds in one.items()}
     _say_if_long(samples * sum(ks[name] * one[name] for name in steps), ks, samples)
@@ -243,6 +274,16 @@ def _say_if_long(seconds: float, ks: dict[str, int], samples: int) -> None:
     if seconds > LONG_WAIT_SECONDS:
         calls = ", ".join(f"{name} K={k}" for name, k in ks.items())
         print(f"compare_steps: timing {samples} samples of each step ({calls}), about {seconds:.0f} s ...", flush=True)
+
+
+def timed_call(fn: Callable[[], object], device: str | torch.device) -> tuple[object, float]:
+    """(what ``fn()`` returned, its seconds): one call between two synchronizations of ``device``, the clock started
+    after the first (nothing queued before counts) and read after the second (the kernels finished, not queued)."""
+    synchronize(device)
+    start = time.perf_counter()
+    result = fn()
+    synchronize(device)
+    return result, time.perf_counter() - start
 
 
 def speedup(slow: BenchResult, fast: BenchResult) -> float:

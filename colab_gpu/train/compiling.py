@@ -16,7 +16,6 @@ import logging
 import os
 import shutil
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -24,8 +23,8 @@ import torch
 from torch import nn
 
 from ..hardware.capability import TRITON_MIN, gpu_capability
-from ..hardware.device import checked_device, synchronize
-from ..measure.timing import BenchResult, format_seconds
+from ..hardware.device import checked_device
+from ..measure.timing import BenchResult, format_seconds, timed_call
 
 
 @dataclass(frozen=True)
@@ -191,11 +190,8 @@ def first_call(step: Callable[[], object], device: torch.device) -> tuple[float,
     compiled step the first call captures and compiles: with a warm cache (the same graphs compiled before, in any
     process of this machine) it skips most of the compiling, which a fresh runtime, whose cache is empty, pays."""
     hits = _cache_hits()
-    synchronize(device)
-    start = time.perf_counter()
-    step()
-    synchronize(device)
-    return time.perf_counter() - start, _cache_hits() - hits
+    _, seconds = timed_call(step, device)
+    return seconds, _cache_hits() - hits
 
 
 def _cache_hits() -> int:
