@@ -234,7 +234,7 @@ def test_compile_targets_name_the_regime_their_mechanism_needs():
     fusion, graphs = bench.TARGETS["compile"][0], bench.TARGETS["compile_graphs"][0]
     assert "GPU-bound" in fusion.promise and "fuses" in fusion.reason and fusion.at_least == 1.3
     assert "launch-bound" in graphs.promise and "one launch" in graphs.reason and graphs.at_least == 0.95
-    assert "stay eager" in graphs.reason and "1.00x" in graphs.reason  # the measured reason it is not 2x
+    assert "stay eager" in graphs.reason and "11.graphs_speedup_mlp" in graphs.reason  # the measured reason: no 2x
 
 
 def test_the_fsdp_row_finds_each_process_holding_half_of_what_ddp_holds():

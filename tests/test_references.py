@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -308,3 +309,47 @@ def test_every_figure_a_lesson_compares_says_what_it_was_measured_on():
     assert len(calls) >= 13
     without = [(name, node.lineno) for name, node in calls if "workload" not in {kw.arg for kw in node.keywords}]
     assert not without, f"compare_with_references without workload= (lesson, line): {without}"
+
+
+# A figure as prose writes it: a number with its unit, or a share "0.67 of" (a compute capability like 8.0 is not one).
+MEASURED = re.compile(r"\d(?:[\d,.]*\d)?\s?(?:x\b|ms\b|µs\b|s\b|s/epoch|TFLOP/s|GB/s|%)|\b0\.\d+ of\b")
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "colab_gpu"
+
+
+def _package_lines():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            yield path.relative_to(ROOT).as_posix(), number, line, lines[number] if number < len(lines) else ""
+
+
+def _said_of_the_h100(line: str, after: str) -> str:
+    """The words after "H100" on ``line`` (from the parenthesis it stands in, if any), and the next line's up to the
+    parenthesis that mention left open."""
+    at = line.index("H100")
+    opened = line.rfind("(", 0, at)
+    said = line[opened if opened > line.rfind(")", 0, at) else at :]
+    return said + " " + after.split(")")[0] if said.count("(") > said.count(")") else said
+
+
+def test_no_h100_figure_is_copied_into_the_packages_prose():
+    # A figure copied into a comment goes stale when a run lands (the amp_peak row read 0.72 where a comment said
+    # 0.67): the prose cites the run folder, the bench row or the references.json key, and the figure stays there.
+    copied = [
+        f"{path}:{number}: {line.strip()}"
+        for path, number, line, after in _package_lines()
+        if "H100" in line and MEASURED.search(_said_of_the_h100(line, after))
+    ]
+    assert not copied, "cite the run (reports/gpu/<folder>) or the figure's key instead:\n" + "\n".join(copied)
+
+
+def test_the_runs_and_figures_the_package_cites_exist():
+    figures = set(json.loads((PACKAGE / "references.json").read_text())["figures"])
+    compared = set(re.findall(r"\"(\d\d\.\w+)\"", "".join(p.read_text() for p in ROOT.glob("notebooks/[0-9]*.py"))))
+    text = {path: p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py") for path in [p.name]}
+    runs = {run for source in text.values() for run in re.findall(r"reports/gpu/([\w.-]*\w)", source)}
+    cited = {key for source in text.values() for key in re.findall(r"\bfigure \"?(\d\d\.[a-z]\w*)", source)}
+    assert runs and cited
+    assert not {run for run in runs if not (ROOT / "reports" / "gpu" / run / "report.json").is_file()}
+    assert not cited - figures - compared, "a figure key no run measured and no lesson compares"

@@ -37,10 +37,10 @@ class Experiment:
 EXPERIMENTS: dict[str, Experiment] = {
     "matmul": Experiment(matmul_rows),
     "h2d": Experiment(host_to_device),
-    # mlp_cpu_gpu has no target: lesson 03's MLP at batch 256 is launch-bound on a GPU (the H100: about 25 µs of
-    # math in a 0.82 ms step, 1.9x its host's CPU), so its ratio measures the host's kernel launches against the CPU's
-    # math, not the GPU; its row names the regime it measured. The compute-bound MLP beside it asks the same question
-    # of the GPU's arithmetic.
+    # mlp_cpu_gpu has no target: lesson 03's MLP at batch 256 is launch-bound on a GPU (its row's gpu_busy on the H100:
+    # reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2), so its ratio measures the host's kernel launches against
+    # the CPU's math, not the GPU; its row names the regime it measured. The compute-bound MLP beside it asks the same
+    # question of the GPU's arithmetic.
     "cpu_gpu": Experiment(
         cpu_vs_gpu_rows,
         {
@@ -53,8 +53,9 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "a compute-bound MLP trains at least 10x faster than on this machine's CPU",
                 at_least=10,
                 reason="69 GFLOP per step keeps any course GPU busy: the ratio is the two devices' fp32 arithmetic "
-                "(the H100's 51 TFLOP/s against a few on a 16-core host; about 4.3 on a T4, not the spec sheet's 8.1 "
-                "(prediction: t4 fp32_matmul), against Colab's 2 vCPUs)",
+                "(a data-center GPU's fp32 matmul rate, the bench's matmul_fp32 row, against a few TFLOP/s on a "
+                "16-core host; about 4.3 on a T4, not the spec sheet's 8.1 (prediction: t4 fp32_matmul), against "
+                "Colab's 2 vCPUs)",
             ),
         },
     ),
@@ -76,8 +77,9 @@ EXPERIMENTS: dict[str, Experiment] = {
     ),
     "workers": Experiment(workers_sweep),
     # The target is on delivery, the loaders alone: an epoch's gain is (load + train) / train, and the training step
-    # costs the same behind either loader, so the epoch gain is bounded by the step's own cost (the H100: 2.3-2.8x
-    # for an epoch, 52x for the loaders alone). resident_epoch reports that bound beside the epoch gain.
+    # costs the same behind either loader, so the epoch gain is bounded by the step's own cost (the H100's rows resident
+    # and resident_epoch: reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2). resident_epoch reports that bound
+    # beside the epoch gain.
     "resident": Experiment(
         resident_vs_dataloader,
         {
@@ -89,10 +91,11 @@ EXPERIMENTS: dict[str, Experiment] = {
         },
     ),
     "gpu_busy": Experiment(gpu_busy_row),
-    # Each compile target names the regime its mechanism needs, and its row reports the regime measured. The target
-    # was on lesson 03's MLP at batch 256 until the H100 run: 0.56-0.62x. That step is launch-bound (about 25 µs of
-    # math in 0.82 ms) and has nothing to fuse (eager already puts the bias in cuBLAS's addmm, Inductor leaves the
-    # matmuls to cuBLAS), while each compiled call adds guard and wrapper work on the host.
+    # Each compile target names the regime its mechanism needs, and its row reports the regime measured. The target was
+    # on lesson 03's MLP at batch 256 until the H100 run measured it slower compiled than eager (lesson 11 in
+    # reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-835455f). That step is launch-bound (mlp_cpu_gpu's gpu_busy) and has
+    # nothing to fuse (eager already puts the bias in cuBLAS's addmm, Inductor leaves the matmuls to cuBLAS), while each
+    # compiled call adds guard and wrapper work on the host.
     "compile": Experiment(
         compile_rows,
         {
@@ -109,27 +112,29 @@ EXPERIMENTS: dict[str, Experiment] = {
                 at_least=0.95,
                 reason="CUDA graphs replay the compiled model's forward and backward from one launch each, but the "
                 "loss, zero_grad, the autograd engine and the optimizer stay eager, and compile's wrapper costs about "
-                "what the graphs save: on the course's H100 (2026-11-26) lesson 11's launch-bound MLP measured 1.00x "
-                "(eager 1.42 ms, reduce-overhead 1.41 ms). The promise is that it costs nothing; whole-step capture "
+                "what the graphs save: lesson 11's launch-bound MLP gained nothing on the course's H100 (figure "
+                "11.graphs_speedup_mlp in references.json). The promise is that it costs nothing; whole-step capture "
                 "(forward, backward and a capturable optimizer in one graph) is the lever left to measure",
             ),
         },
     ),
     # The fastest rung, not the last: the last rung's speed net does more arithmetic per image than the lesson 04 CNN,
-    # to buy it back in accuracy per epoch (time to accuracy), which the offline bench cannot measure (its digits
-    # reach ~100% on every rung). On the H100 the fastest rung was rung 4: 31x in the first run, 15.1x in the last
-    # (the same code: rung 4 ran 0.37 s/epoch, then 0.58 s, on another host).
+    # to buy it back in accuracy per epoch (time to accuracy), which the offline bench cannot measure (its digits reach
+    # ~100% on every rung). On the H100 the fastest rung was rung 4, and the same code's ratio fell by half on another
+    # host (lesson 12 in reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3 and in
+    # reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2; measure/host.py).
     "speedrun": Experiment(
         ladder_row,
         {
             "speedrun": (
                 Target(
-                    "lesson 12's fastest rung trains at least 20x the images/s of its first (an H100 or A100 figure)",
+                    "lesson 12's fastest rung trains at least 20x the images/s of its first on a data-center GPU",
                     at_least=20,
                     gpus=("H100", "A100"),
                     reason="rung 0 waits on per-image CPU transforms and on .item() every step; from rung 1 on every "
                     "rung is host-bound on these GPUs (the kernels of a small CNN take less time than launching them), "
-                    "so the ratio measures the host as much as the GPU: it missed at 15.1x on a slower host",
+                    "so the ratio measures the host as much as the GPU: it missed on a slower host "
+                    "(reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2)",
                 ),
                 Target(
                     "lesson 12's fastest rung trains at least 5x the images/s of its first on a T4 "

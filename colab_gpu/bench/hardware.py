@@ -91,16 +91,17 @@ def host_to_device(device: torch.device) -> Row:
     )
 
 
-#: Compute-bound on any course GPU: 69 GFLOP per training step (torch's FLOP counter: 6 x 6.3 M weights x 2,048
-#: samples, less the first layer's input gradient, which is not computed), milliseconds
-#: of math on an H100 for a few dozen kernel launches. Beside it, lesson 03's MLP at batch 256 is launch-bound (the
-#: H100: about 25 µs of math in a 0.82 ms step): the same "GPU vs CPU" question, answered in the two regimes.
+#: Compute-bound on any course GPU: 69 GFLOP per training step (torch's FLOP counter: 6 x 6.3 M weights x 2,048 samples,
+#: less the first layer's input gradient, which is not computed), milliseconds of math on a data-center GPU for a few
+#: dozen kernel launches. Beside it, lesson 03's MLP at batch 256 is launch-bound (mlp_cpu_gpu's gpu_busy on the H100:
+#: reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2): the same "GPU vs CPU" question, answered in the two regimes.
 BIG_MLP_STEP = Workload("MLP 1024-2048-2048-10, batch 2048", lambda: mlp(1024, hidden=2048), (2048, 1024))
 CPU_GPU_STEPS = {
     "mlp_cpu_gpu": ("MLP training step, GPU vs CPU (lesson 03's MLP, batch 256)", MLP_STEP),
     "mlp_big_cpu_gpu": ("MLP training step, GPU vs CPU (a compute-bound MLP, batch 2048)", BIG_MLP_STEP),
     # Not lesson 04's figure: lesson 04 times batch 128 with cuDNN's default TF32, each setting in a fresh process
-    # (the H100: 24.6x); this row times batch 256 in IEEE float32 in this process (the H100: 28.7x).
+    # (figure 04.conv_step_gpu_vs_cpu in references.json); this row times batch 256 in IEEE float32 in this process
+    # (the H100's row: reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2).
     "cnn_cpu_gpu": (
         "CNN training step, GPU vs CPU (batch 256, IEEE fp32, in process; not lesson 04's setup)",
         CNN_STEP,

@@ -25,7 +25,8 @@ from ..train.steps import train_epoch
 from .rows import Row
 
 #: Rung 0 is timed on this many images: it is input-bound (per-image Python), so its images/s is the same on any
-#: number of them, and a CIFAR-10 epoch of it takes 12 s on an H100.
+#: number of them, and a whole CIFAR-10 epoch of it takes seconds even on an H100 (lesson 12 in
+#: reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2).
 RUNG0_IMAGES = 10_000
 BENCH_EPOCHS = 2  # per rung: the first starts workers, autotunes cuDNN; the second is timed
 
@@ -35,9 +36,9 @@ def ladder_row(device: str | torch.device) -> Row:
     data; its figure is the fastest rung's against rung 0's (bench/__init__.py says why not the last rung's).
 
     Offline (the bench downloads nothing) the data are scikit-learn's digits at 3x32x32, repeated to CIFAR-10's
-    50,000 training images on a GPU: the speed is CIFAR-10's, accuracy is not measured here. Expected on an H100:
-    about 50 s for the whole row, two compiles (about 10 s each) included; lesson 12's ladder, 5 epochs a rung and
-    rung 0 on every image, took 112 s there.
+    50,000 training images on a GPU: the speed is CIFAR-10's, accuracy is not measured here. It trains 2 epochs a
+    rung and rung 0 on a fifth of the images, a fraction of lesson 12's ladder (5 epochs a rung, rung 0 on every
+    image), whose time on the H100 is in reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2.
     """
     device = torch.device(device)
     size, rungs = ladder_size(device), ladder(device)

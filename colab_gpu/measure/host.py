@@ -1,10 +1,11 @@
 """The host: the CPU beside the GPU, and how fast it dispatches PyTorch operations.
 
 A launch-bound step (lessons 04, 10, 12) runs at the speed of the CPU that launches its kernels, not of the GPU: the
-same rung of lesson 12 ran 0.37 s an epoch on one H100 node and 0.58 s on another. So a launch-bound figure is a
-host figure, and comparing one with the course's reference needs both hosts: `host_record` describes this one (CPU
-model, cores, clock, and a dispatch probe), the GPU suite stores it in every report, and `compare_hosts` says how a
-learner's host compares with the one that measured a reference figure.
+same rung of lesson 12 ran an epoch half again as long on one H100 host as on another (lesson 12 in
+reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3 and reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2). So a
+launch-bound figure is a host figure, and comparing one with the course's reference needs both hosts: `host_record`
+describes this one (CPU model, cores, clock, and a dispatch probe), the GPU suite stores it in every report, and
+`compare_hosts` says how a learner's host compares with the one that measured a reference figure.
 """
 
 from __future__ import annotations

@@ -60,13 +60,14 @@ LAUNCH_LEVERS: tuple[Lever, ...] = (
     ),
 )
 # CUDA graphs are listed only where the course measured them to pay: for a training step whose optimizer stays
-# eager, reduce-overhead graphs only the model's forward and backward (1.00x on the H100); whole-step capture is
+# eager, reduce-overhead graphs only the model's forward and backward (figure 11.graphs_speedup_mlp on the H100:
+# no gain); whole-step capture is
 # timed in lesson 11 on a GPU (figure "11.whole_step_graph"), and offered as a lever once a course run says it pays.
 GRAPHS_EAGER_OPTIMIZER: Lever = (
     ("CUDA graphs",),
     'CUDA graphs with torch.compile(mode="reduce-overhead") (lesson 11): it replays the compiled model\'s forward '
-    "and backward as one launch each, but the loss, the optimizer and the rest of the step stay eager: on the "
-    "course's H100 that measured 1.00x for a launch-bound MLP",
+    "and backward as one launch each, but the loss, the optimizer and the rest of the step stay eager: it gained "
+    "nothing for a launch-bound MLP on the course's H100 (figure 11.graphs_speedup_mlp)",
 )
 LAUNCH_USELESS: tuple[Lever, ...] = (
     (

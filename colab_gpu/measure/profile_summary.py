@@ -33,7 +33,8 @@ class ProfileSummary:
 
     ``step_ms`` is the step's time *without* the profiler where it was measured (`profile_step` times the step
     with `compare_steps`, then profiles it), else its profiled time; ``profiled_step_ms`` keeps the profiled one.
-    The profiler stretches the host's side of a step (1.1-2.5x on the course's H100), not the kernels, so the GPU's
+    The profiler stretches the host's side of a step (the course's H100 steps in recorded_steps.json: each profiled
+    step_ms beside its unprofiled one), not the kernels, so the GPU's
     busy share is the kernels' time per step over the *unprofiled* step. ``achieved_tflops`` is the step's
     floating-point work over its time (when the caller gave the work per step), and ``peak_tflops`` the measured
     matmul peak it is compared with, in the step's precision (``peak_precision``, e.g. "fp16" for an AMP step).

@@ -10,18 +10,18 @@ Why this rule. In a loop that queues its work ahead (no host reads), a step cost
 host's part (Python, dispatch, kernel launches, the batch), G the kernels' time, n launches and g the few
 microseconds between two queued kernels. Both are measured: H is the host's time to queue one step, timed without
 the profiler (`colab_gpu.measure.timing.compare_steps` reads the clock before its final synchronize; the profiler
-stretches the host 1.1-2.5x, never the kernels), G the kernels' time in the profile (`colab_gpu.measure.step_parts`).
+stretches the host, never the kernels), G the kernels' time in the profile (`colab_gpu.measure.step_parts`).
 The larger part is the cost: H > G + n·g is launch-bound (a host lever pays up to step / (G + n·g), a kernel lever
 nothing), else GPU-bound (a kernel lever pays up to step / H: "close behind" from H at 80% of the GPU's part). No fixed
 busy cut can say this: the busy share where the host starts to limit is k/(k+g) for kernels of k µs, 0.8 only for ~5 µs
 kernels; the course's own steps (15-230 µs kernels) are host-limited at 80-90% busy. With host reads the CPU and
-the GPU take turns: the step is G plus the host work the reads expose (the step less its kernels), named by the
-larger of the two; without the reads it would cost about that larger part, and fewer syncs comes first where that
-pays at least 1.1x. Where the host's part was not measured (a step recorded from a lesson's printed figures), or a
-full launch queue made the host wait for the GPU, the busy share decides as before: under 80% launch-bound, from
-80% GPU-bound, under 90% with the host close behind. On the course's H100 (2026-11-26), divided by the unprofiled
-step: lesson 04's CNN 43% (launch-bound), lesson 10's busy MLP 93%, lesson 12's eager fp32 rung 104% (clamped to
-100%), lesson 14's decode step about 88%.
+the GPU take turns: the step is G plus the host work the reads expose (the step less its kernels), named by the larger
+of the two; without the reads it would cost about that larger part, and fewer syncs comes first where that pays at least
+1.1x. Where the host's part was not measured (a step recorded from a lesson's printed figures), or a full launch queue
+made the host wait for the GPU, the busy share decides as before: under 80% launch-bound, from 80% GPU-bound, under 90%
+with the host close behind. The course's H100 steps, with their busy shares over the unprofiled step, are recorded in
+recorded_steps.json (from reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-835455f); tests/test_regimes.py asserts the
+rule's verdict on each.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ INPUT_BOUND_SHARE = 0.3
 LAUNCH_BOUND_BUSY = 0.8  # below: the GPU idles a fifth of the step or more, waiting on the host
 HOST_CLOSE_BUSY = 0.9  # from LAUNCH_BOUND_BUSY to this: GPU-bound, with the host close behind
 # Achieved TFLOP/s over the measured matmul peak (in the step's precision) from which matmuls run near the peak. The
-# H100 run: AMP MLP training reached 0.67 of the bf16 peak; lesson 04's CNN in fp32 cuDNN convolutions far less.
+# H100's AMP MLP training step runs well above it (the bench's amp_peak row:
+# reports/gpu/2026-11-26-nvidia-h100-80gb-hbm3-cb233b2); lesson 04's CNN in fp32 cuDNN convolutions far below.
 NEAR_PEAK = 0.3
 
 

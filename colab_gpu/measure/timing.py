@@ -203,15 +203,15 @@ def compare_steps(
     """Time two (or more) ways of running a step against each other: the course's one method for steps of a few
     milliseconds, and for any step whose CPU work can run ahead of the GPU.
 
-    Timing a sub-millisecond step one synchronized call at a time measures the launch latency and the clock's jitter:
-    on an H100 the same MLP step read 0.82 and 1.02 ms in one notebook. Here each sample times K calls between two
-    synchronizations, so the CPU queues ahead of the GPU as a real training loop does. Each side's K makes its
-    sample last ``min_sample`` (20 ms), from the median of 3 single calls, and on a GPU it is at least 8
-    (`MIN_QUEUED_STEPS`: a 25 ms step is still queued 8 at a time). Each side has its own K: one K for all, set
-    by the fastest, made a 1 ms step beside a no-op run 1000 times per sample (7 s). The sides are interleaved, in
-    alternating order, so a drift (clocks, heat, a busy neighbour) hits all alike; and there are at least 7 samples,
-    of which the median counts. On a CPU runtime there is no queue (`can_queue`): K only makes samples long enough
-    to time. A timing expected to last more than `LONG_WAIT_SECONDS` says so first, with its estimate.
+    Timing a sub-millisecond step one synchronized call at a time measures the launch latency and the clock's jitter,
+    not the step: the same MLP step read different times from one notebook cell to the next. Here each sample times K
+    calls between two synchronizations, so the CPU queues ahead of the GPU as a real training loop does. Each side's K
+    makes its sample last ``min_sample`` (20 ms), from the median of 3 single calls, and on a GPU it is at least 8
+    (`MIN_QUEUED_STEPS`: a 25 ms step is still queued 8 at a time). Each side has its own K: one K for all, set by the
+    fastest, made a 1 ms step beside a no-op run 1000 times per sample (7 s). The sides are interleaved, in alternating
+    order, so a drift (clocks, heat, a busy neighbour) hits all alike; and there are at least 7 samples, of which the
+    median counts. On a CPU runtime there is no queue (`can_queue`): K only makes samples long enough to time. A timing
+    expected to last more than `LONG_WAIT_SECONDS` says so first, with its estimate.
 
     Returns each side's `BenchResult`: seconds per call, one per sample, its K (print it beside the figure), and
     per sample the host's time per call to queue the K calls (``host_times``: the clock just before the final
