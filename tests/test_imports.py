@@ -5,13 +5,17 @@ module, and the learner's face (``dir(cg)``) is ``__all__``."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
 from code_size import LIMIT, code_lines  # scripts/common: the size rule's home, shared with the tools
 
 import colab_gpu as cg
+from colab_gpu.experiments.sizes import SIZES, sized
 
 PACKAGE = Path(cg.__file__).parent
 
@@ -215,3 +219,18 @@ def test_the_menus_to_a_gpu_have_one_home():
         if "Change runtime type" in p.read_text() or "Settings > Accelerator" in p.read_text()
     )
     assert spelled == ["colab_gpu.hardware.device"], spelled
+
+
+def test_experiment_sizes_by_device_have_one_home():
+    # The loader experiments' 60,000 and 12,000 samples were written in two modules, and five more sized their work
+    # by `... if on_gpu else ...` in place (issue 68): experiments/sizes.py holds every pair, the rest call `sized`.
+    by_device = re.compile(
+        r"(?:=|\breturn|\bor)\s*\(?\s*\(?[\d_]+(?:,\s*[\d_]+)*\)?\s+if\s+(?:on_gpu|\S+\.type == \"cuda\")\s+else\s"
+    )
+    picked = sorted(module_name(p) for p in PACKAGE.rglob("*.py") if by_device.search(p.read_text()))
+    assert picked == [], f"{picked} pick sizes by device type: add them to experiments/sizes.py's table"
+    for name, sizes in SIZES.items():
+        assert type(sizes.gpu) is type(sizes.cpu) and sizes.why, name
+        assert sized(name, "cuda") is sizes.gpu and sized(name, torch.device("cpu")) is sizes.cpu
+    with pytest.raises(KeyError, match="No sizes named 'epoch'; the experiments' sizes: epoch_samples, "):
+        sized("epoch", "cpu")

@@ -48,7 +48,7 @@ def fit_vs_hand_loop(
 ) -> Row:
     """Seconds per epoch of `fit` and of the minimal hand loop, same model, data and loader."""
     device = torch.device(device)
-    samples = samples or (60_000 if device.type == "cuda" else 12_000)
+    samples = samples or epoch_samples(device)
     loader = DataLoader(
         fake_image_data(samples, (1, 28, 28)),
         batch_size=batch_size,

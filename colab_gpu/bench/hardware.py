@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ..experiments.feeding import copy_bandwidth
+from ..experiments.sizes import sized
 from ..experiments.workloads import (
     CNN_STEP,
     MLP_STEP,
@@ -29,7 +30,7 @@ from .rows import NEEDS_GPU, Row, skipped
 def matmul_rows(device: torch.device) -> list[Row]:
     """Matmul throughput: fp32 (IEEE), TF32 and the tensor-core format, each its peak over three sizes."""
     on_gpu = device.type == "cuda"
-    sizes = (2048, 4096, 8192) if on_gpu else (256, 512, 1024)
+    sizes = sized("matmul_sides", device)
     with tf32_mode(False):  # IEEE float32, whatever the caller had set
         fp32 = max(matmul_tflops(n, torch.float32, device) for n in sizes)
     rows = [

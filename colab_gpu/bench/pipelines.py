@@ -16,6 +16,7 @@ from torch import nn
 from ..data.datasets import cifar_sized, load_digits, write_image_folder
 from ..data.image_folders import split_image_folder
 from ..data.loaders import suggest_num_workers, worker_loader
+from ..experiments.sizes import sized
 from ..experiments.speedrun_ladder import run_rung
 from ..experiments.speedrun_rungs import ladder, ladder_size
 from ..measure.timing import timed_call
@@ -78,12 +79,6 @@ def ladder_row(device: str | torch.device) -> Row:
     )
 
 
-def _bench_sizes(device: torch.device) -> tuple[int, int, int]:
-    # (image size, images per class, batch size): ImageNet's 224 and about a thousand images on a GPU; a CPU
-    # runtime times a small epoch at 64 pixels.
-    return (224, 342, 64) if device.type == "cuda" else (64, 32, 32)
-
-
 def time_finetune_epochs(model: nn.Module, loader, device: torch.device, *, epochs: int = 2) -> list[float]:
     """Seconds of each of ``epochs`` training epochs of ``model`` (all layers) in the precision lesson 06 chooses."""
     precision = choose_precision(device)
@@ -104,7 +99,7 @@ def finetune_epoch_row(device: str | torch.device) -> Row:
     from torchvision.models import resnet18
 
     device = torch.device(device)
-    size, per_class, batch_size = _bench_sizes(device)
+    size, per_class, batch_size = sized("image_folder", device)
     workers = suggest_num_workers().num_workers
     with tempfile.TemporaryDirectory() as folder:
         split = split_image_folder(

@@ -9,8 +9,8 @@ import math
 import torch
 from torch.nn import functional as F
 
+from ..experiments.sizes import sized
 from ..hardware.capability import attention_backend, cudnn_attention_first
-from ..llm.llm_memory import ModelShape
 from ..llm.tiny_lm import TinyDecoder, generate
 from ..measure.memory import measure_peak
 from ..measure.timing import compare_steps
@@ -29,7 +29,7 @@ def attention_rows(device: str | torch.device) -> list[Row]:
     the precision lesson 06 chooses (peak memory on a GPU only)."""
     device = torch.device(device)
     on_gpu = device.type == "cuda"
-    length, heads, head_dim = (4096, 8, 64) if on_gpu else (1024, 4, 64)
+    length, heads, head_dim = sized("attention", device)
     dtype = choose_precision(device).dtype or torch.float32
     q, k, v = (torch.randn(1, heads, length, head_dim, device=device, dtype=dtype) for _ in range(3))
     torch.testing.assert_close(
@@ -94,13 +94,7 @@ def generation_row(device: str | torch.device) -> Row:
     the last position's logits only, the ones generation reads (a comparison that charges one side for logits
     nobody reads overstates the cache)."""
     device = torch.device(device)
-    on_gpu = device.type == "cuda"
-    shape = (
-        ModelShape("bench", 32_000, 512, 1408, layers=8, heads=8, kv_heads=2, head_dim=64)
-        if on_gpu
-        else ModelShape("bench", 2_000, 128, 352, layers=4, heads=4, kv_heads=2, head_dim=32)
-    )
-    batch, prompt_tokens, new_tokens = (8, 2048, 32) if on_gpu else (4, 128, 16)
+    shape, batch, prompt_tokens, new_tokens = sized("decode", device)
     torch.manual_seed(0)
     model = TinyDecoder(shape).to(device).eval()
     prompts = torch.randint(0, shape.vocab, (batch, prompt_tokens), device=device)

@@ -23,6 +23,7 @@ from ..hardware.machine import cpu_count
 from ..measure.timing import BenchResult, benchmark, interleaved_times, timed_call
 from ..train.models import mlp
 from ..train.steps import train_epoch
+from .sizes import sized
 
 BATCHES_PER_WORKER = 10  # a sweep's rounds: each worker prepares this many batches while it is timed
 MIN_SWEEP_BATCHES = 20  # and no setting is timed on fewer batches than this (0 and 1 workers)
@@ -113,7 +114,7 @@ def sweep_workers(
 
 def epoch_samples(device: torch.device) -> int:
     """Samples per epoch in the loader experiments: FashionMNIST's 60,000 on a GPU, fewer on a CPU."""
-    return 60_000 if torch.device(device).type == "cuda" else 12_000
+    return sized("epoch_samples", device)
 
 
 EPOCH_ROUNDS = 7  # epochs per loader, interleaved: the gain and its bound come from medians of as many

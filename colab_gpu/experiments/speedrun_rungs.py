@@ -19,6 +19,7 @@ from ..data.datasets import ImageData
 from ..data.loaders import suggest_num_workers
 from ..train.compiling import compile_support
 from ..train.models import small_cnn, speed_net
+from .sizes import LadderSize, sized
 
 
 @dataclass(frozen=True)
@@ -50,18 +51,6 @@ class Rung:
     adds: str
     recipe: Recipe
     skip: str = ""
-
-
-@dataclass(frozen=True)
-class LadderSize:
-    """Problem sizes by device: every rung trains ``epochs`` epochs; the CPU ladder fits in a lesson's minute."""
-
-    epochs: int
-    batch_size: int
-    large_batch: int
-    width: int  # speed_net's width
-    train_images: int  # images per epoch when the data set is a small offline fallback
-    speedrun_epochs: int  # `speedrun`'s full length (the GPU figure aims at 93% on CIFAR-10; not yet measured)
 
 
 def _model(recipe: Recipe, data: ImageData, width: int, device: torch.device) -> nn.Module:
@@ -108,11 +97,7 @@ def _optimizer(model: nn.Module, recipe: Recipe, device: torch.device) -> torch.
 
 
 def ladder_size(device: str | torch.device) -> LadderSize:
-    if torch.device(device).type == "cuda":
-        return LadderSize(epochs=5, batch_size=128, large_batch=512, width=64, train_images=50_000, speedrun_epochs=16)
-    # A CPU's large batch is 64: at 128, the 1,000 images of the lesson's CPU ladder make 24 steps in 3 epochs, too
-    # few for the one-cycle schedule (rungs 4 and 6 fell to about half rung 0's accuracy on digits).
-    return LadderSize(epochs=3, batch_size=32, large_batch=64, width=16, train_images=0, speedrun_epochs=3)
+    return sized("speedrun_ladder", device)
 
 
 def ladder(device: str | torch.device) -> list[Rung]:

@@ -18,6 +18,7 @@ from ..train.compiling import CompileComparison, compile_support, first_call, fi
 from ..train.models import mlp, residual_mlp, small_cnn
 from ..train.precision import Precision, make_scaler, resolve_precision, restored_backend_settings, set_tf32, tf32_mode
 from ..train.steps import train_epoch, train_step
+from .sizes import sized
 
 
 def time_train_step(
@@ -173,7 +174,7 @@ def _prepared(workload: Workload, device: torch.device, channels_last: bool = Fa
 
 
 def _repeats(device: torch.device) -> int:
-    return 5 if device.type == "cuda" else 3
+    return sized("step_repeats", device)
 
 
 def workload_step(
