@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import colab_gpu as cg
+from colab_gpu.measure import levers
 from colab_gpu.measure.profile_events import AUGMENTATION, CONVOLUTIONS, GROWN, HIDDEN_INPUT, OPTIMIZER, Span
 from colab_gpu.measure.profile_summary import summarize_spans
 
@@ -180,3 +181,35 @@ def test_a_real_decode_step_is_seen_growing_its_cache_with_cat_and_not_repeating
         token = torch.zeros(2, 1, dtype=torch.long)
         found = cg.profile_step(lambda: model(token, cache, last_only=True), "cpu", steps=2).found
     assert found == (GROWN,)  # one new token pairs the heads itself (tiny_lm), and no optimizer: inference
+
+
+def _every_lever() -> list[tuple[str, tuple[str, ...], str]]:
+    """(the constant it is in, its short names, its text) for every lever the module defines."""
+    found = []
+
+    def walk(value, where):
+        if isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], str) and isinstance(value[0], tuple):
+            found.append((where, value[0], value[1]))
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                walk(item, where)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{where}[{key}]")
+
+    for name in dir(levers):
+        if name.isupper() and name not in ("LEVER_MEANINGS", "LEVER_NAMES", "NEEDS"):
+            walk(getattr(levers, name), name)
+    return found
+
+
+def test_the_glossary_names_every_lever_and_every_lever_it_names_is_offered():
+    # LEVER_MEANINGS is the one list of lever names (lesson 10's exercise answers with one): a text that speaks of a
+    # lever the glossary lacks, or a glossary line no text offers, is a second wording drifting from the first.
+    offered = _every_lever()
+    assert len(offered) > 20
+    named = {name for _, names, _ in offered for name in names}
+    assert named <= set(levers.LEVER_NAMES), sorted(named - set(levers.LEVER_NAMES))
+    assert set(levers.LEVER_NAMES) <= named, sorted(set(levers.LEVER_NAMES) - named)
+    assert set(levers.NEEDS) <= set(levers.LEVER_NAMES)
+    assert all(names and text for _, names, text in offered)

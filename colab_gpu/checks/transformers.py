@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..hardware.device import checked_device
+from ..llm.ledger import optimizer_state_tensors
 from ..llm.llm_memory import storage_bytes
 from .core import CheckResult, fail, ok
 
@@ -22,12 +23,12 @@ FP16_NAN = (
 )
 
 
-def _adam_moment_bytes(model: nn.Module, inputs: torch.Tensor) -> int:
-    # One Adam step on what trains: its two moments are allocated for every trainable number.
+def _adam_state_bytes(model: nn.Module, inputs: torch.Tensor) -> int:
+    # One Adam step on what trains: its two moments (and a step count) are allocated for every trainable tensor.
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-3)
     model(inputs).float().square().mean().backward()
     optimizer.step()
-    return storage_bytes(t for state in optimizer.state.values() for k, t in state.items() if k != "step")
+    return storage_bytes(optimizer_state_tensors(optimizer))
 
 
 def _adapters(layer: object) -> tuple[nn.Parameter, nn.Parameter] | str:
@@ -184,9 +185,9 @@ def lora_linear(
         torch.manual_seed(0)
         inputs = torch.randn(16, 2048, device=device)
         full = nn.Linear(2048, 2048, bias=False, device=device)
-        full_bytes = _adam_moment_bytes(full, inputs)
+        full_bytes = _adam_state_bytes(full, inputs)
         adapted = layer_class(nn.Linear(2048, 2048, bias=False, device=device), rank, alpha)  # on its device
-        lora_bytes = _adam_moment_bytes(adapted, inputs)
+        lora_bytes = _adam_state_bytes(adapted, inputs)
     except Exception as err:
         return fail(f"your layer raised {type(err).__name__}: {err}")
     trainable = sum(p.numel() for p in adapted.parameters() if p.requires_grad)

@@ -11,24 +11,23 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CourseGpu:
-    """One GPU learners meet, and where they meet it."""
+    """One GPU learners meet (where they meet it: the table's comments)."""
 
     label: str  # the whole word its device name holds: an "NVIDIA L40S" is not an "L4"
     capability: tuple[int, int]
-    where: str
     reference: bool = False  # the course keeps reference figures for it
     memory_gib: float | None = None  # ``total_memory`` as PyTorch reports it, where the course computes with it
 
 
 #: In the order Colab's menu offers them, after Kaggle's and the clusters' older GPUs: the order reports list them.
 GPUS: tuple[CourseGpu, ...] = (
-    CourseGpu("P100", (6, 0), "Kaggle's P100"),
-    CourseGpu("V100", (7, 0), "older clusters"),
-    # 14.75 GiB of its 16 GB ("14.75 GiB total capacity" in its out-of-memory errors)
-    CourseGpu("T4", (7, 5), "Colab's free GPU, Kaggle's T4 x2", reference=True, memory_gib=14.75),
-    CourseGpu("L4", (8, 9), "Colab Pro", reference=True),
-    CourseGpu("A100", (8, 0), "Colab Pro", reference=True),
-    CourseGpu("H100", (9, 0), "Colab Pro, the course's GPU runs", reference=True),
+    CourseGpu("P100", (6, 0)),  # Kaggle's P100
+    CourseGpu("V100", (7, 0)),  # older clusters
+    # Colab's free GPU, Kaggle's T4 x2: 14.75 GiB of its 16 GB ("14.75 GiB total capacity" in its out-of-memory errors)
+    CourseGpu("T4", (7, 5), reference=True, memory_gib=14.75),
+    CourseGpu("L4", (8, 9), reference=True),  # Colab Pro
+    CourseGpu("A100", (8, 0), reference=True),  # Colab Pro
+    CourseGpu("H100", (9, 0), reference=True),  # Colab Pro, the course's GPU runs
 )
 BY_LABEL = {gpu.label: gpu for gpu in GPUS}
 #: Each course GPU's compute capability, for the capability rules and their tests.
