@@ -82,7 +82,8 @@ lint: $(ENV_READY)
 # Two suites, so that a maintainer of one does not wait on the other: `unit` tests the package (tests/), `tooling` the
 # scripts and what they make (tests/tooling/). Both run in pytest-xdist workers where it is installed, with worksteal
 # (a worker that runs out takes from another's queue): `unit` computes (one worker per core), many tooling tests wait
-# on pip, git and the disk (4 workers).
+# on pip, git and the disk (4 workers). Each worker gets its share of the cores as math threads, as nbval's kernels do:
+# four tooling workers with torch's default of one thread per core would run eight on two cores.
 UNIT_WORKERS ?= 2
 TOOLING_WORKERS ?= 4
 xdist = $$($(PY) -c "import xdist" 2>/dev/null && echo "-n $(1) --dist worksteal")
@@ -95,7 +96,8 @@ unit: $(ENV_READY)
 
 tooling: $(ENV_READY)
 	@bash scripts/course/ensure_browser.sh
-	$(call part,tooling) $(PY) -m pytest tests/tooling $(call xdist,$(TOOLING_WORKERS)) $(BUDGET) $(call junit,tooling)
+	$(call part,tooling) $(call math_threads,$(TOOLING_WORKERS)) $(PY) -m pytest tests/tooling \
+		$(call xdist,$(TOOLING_WORKERS)) $(BUDGET) $(call junit,tooling)
 
 # Each lesson and its student version run as one notebook, build/nbval/NN_topic.ipynb (scripts/common/nbval_pairs.py
 # says why), NBVAL_WORKERS at a time, each kernel with its share of the cores as math threads; the longest lesson first
